@@ -1,0 +1,32 @@
+# Two commands do all set-up on a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# The main job: the paper's autoencoder across batch sizes and precisions on whatever device this
+# machine has, stored in the default database, ending with the results table (a few minutes on a
+# 2-core CPU).
+DEMO := autoencoder --batch-size 10,32,128 --epochs 2 --steps-per-epoch 10 --window-steps 2
+
+.PHONY: install demo test lint clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	touch $(STAMP)
+
+demo: install
+	$(BIN)/accelbench run $(DEMO)
+
+lint: install
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) build src/*.egg-info

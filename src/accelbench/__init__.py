@@ -1,0 +1,17 @@
+"""accelbench: how AI/ML workloads really perform on the accelerators you can get.
+
+The Python API is what the CLI uses:
+
+    from accelbench import RunSpec, ResultStore, grid, run, run_sweep
+    result = run(RunSpec(workload="tiny_mlp", batch_size=32))       # in this process
+    store = ResultStore("results.sqlite")
+    run_sweep(grid({"batch_size": [8, 32]}, workload="autoencoder"), store)  # a child per cell
+"""
+
+from accelbench.result import Result
+from accelbench.runner import run
+from accelbench.spec import RunSpec
+from accelbench.store import ResultStore
+from accelbench.sweep import grid, run_sweep
+
+__all__ = ["Result", "ResultStore", "RunSpec", "grid", "run", "run_sweep"]

@@ -1,0 +1,236 @@
+"""The command line: list, env, run, results. Only this module and report.py touch the terminal."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from typer.core import TyperGroup
+
+from accelbench import report, workloads
+from accelbench.errors import AccelbenchError
+from accelbench.spec import RunSpec
+
+# Wide enough for the results table when the output goes to a file or a pipe.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+
+
+class _Group(TyperGroup):
+    """Turns the tool's own errors into one line on stderr and exit code 2; anything else is a
+    bug and keeps its traceback."""
+
+    def invoke(self, ctx: Any) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (AccelbenchError, ValidationError) as exc:
+            message = _validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+            typer.echo(f"error: {message}", err=True)
+            raise typer.Exit(2) from None
+
+
+app = typer.Typer(
+    cls=_Group,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode=None,
+    help="Benchmark AI/ML workloads on the accelerators you have, and keep the numbers.",
+)
+
+
+class Format(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+def _help(field: str) -> str:
+    return RunSpec.model_fields[field].description or ""
+
+
+def _validation_message(exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    option = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
+    return f"invalid value {error.get('input')!r} for {option}: {error['msg']}"
+
+
+def _split(text: str) -> list[str]:
+    values = [v.strip() for v in text.split(",") if v.strip()]
+    if not values:
+        raise AccelbenchError(f"empty list {text!r}: give one value or several separated by commas")
+    return values
+
+
+DbOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="Results database (SQLite file). Default: $ACCELBENCH_DB, else ~/.local/share/accelbench/results.sqlite."
+    ),
+]
+
+
+@app.command("list")
+def list_workloads() -> None:
+    """The workloads, one line each."""
+    for name in workloads.WORKLOADS:
+        console.print(f"{name:<20} {workloads.describe(name)}", soft_wrap=True)
+
+
+@app.command()
+def env(
+    device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+) -> None:
+    """The detected platform: devices, host CPU, NUMA nodes, versions."""
+    from accelbench import environment
+
+    RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 1, "device": device})
+    captured = environment.capture(device)
+    if fmt is Format.table:
+        for field, value in captured.model_dump().items():
+            console.print(f"{field:<18} {value}")
+    else:
+        console.print_json(captured.model_dump_json())
+
+
+@app.command()
+def run(
+    workload: Annotated[
+        str, typer.Argument(help="Workload name(s), comma separated; see `accelbench list`.")
+    ],
+    batch_size: Annotated[
+        str, typer.Option(help=_help("batch_size") + " Comma list for a sweep.")
+    ] = "8",
+    precision: Annotated[
+        str, typer.Option(help=_help("precision") + " Comma list for a sweep.")
+    ] = "fp32",
+    grad_accum: Annotated[
+        str, typer.Option(help=_help("grad_accum") + " Comma list for a sweep.")
+    ] = "1",
+    epochs: Annotated[int, typer.Option(help=_help("epochs"))] = 2,
+    steps_per_epoch: Annotated[int, typer.Option(help=_help("steps_per_epoch"))] = 20,
+    compile: Annotated[bool, typer.Option("--compile", help=_help("compile"))] = False,
+    channels_last: Annotated[
+        bool, typer.Option("--channels-last", help=_help("channels_last"))
+    ] = False,
+    optimizer: Annotated[str, typer.Option(help=_help("optimizer"))] = "sgd",
+    lr: Annotated[float, typer.Option(help=_help("lr"))] = 0.01,
+    workers: Annotated[int, typer.Option(help=_help("workers"))] = 0,
+    window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 5,
+    device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
+    seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
+    timeout_s: Annotated[float, typer.Option(help="Time limit of each cell, seconds.")] = 3600.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Re-run cells already in the database.")
+    ] = False,
+    db: DbOption = None,
+) -> None:
+    """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
+    from rich.progress import Progress
+
+    from accelbench.store import ResultStore
+    from accelbench.sweep import grid, run_sweep
+
+    axes = {
+        "workload": _split(workload),
+        "batch_size": _split(batch_size),
+        "precision": _split(precision),
+        "grad_accum": _split(grad_accum),
+    }
+    specs = grid(
+        axes,
+        epochs=epochs,
+        steps_per_epoch=steps_per_epoch,
+        compile=compile,
+        channels_last=channels_last,
+        optimizer=optimizer,
+        lr=lr,
+        workers=workers,
+        window_steps=window_steps,
+        device=device,
+        seed=seed,
+    )
+    store = ResultStore(db)
+    console.print(f"{len(specs)} cell(s); results go to {store.path}")
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("starting", total=len(specs))
+
+        def started(spec: RunSpec) -> None:
+            progress.update(
+                task, description=f"{spec.workload} bs={spec.batch_size} {spec.precision}"
+            )
+
+        def finished(result: Any, skipped: bool) -> None:
+            progress.console.print(_cell_line(result, skipped))
+            progress.advance(task)
+
+        results = run_sweep(
+            specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
+        )
+    _show(results)
+
+
+def _show(results: list[Any]) -> None:
+    console.print(report.table(results))
+    for line in report.notes(results):
+        console.print(line)
+
+
+def _cell_line(result: Any, skipped: bool) -> str:
+    spec, m = result.spec, result.metrics
+    cell = f"{spec.workload} bs={spec.batch_size}x{spec.grad_accum} {spec.precision}"
+    if skipped:
+        return f"= {cell}: stored earlier, skipped (--force re-runs it)"
+    if m is None:
+        return f"✗ {cell}: {result.status}: {result.reason}"
+    mark = "✓" if result.status == "ok" else "✗"
+    text = (
+        f"{mark} {cell}: {m.items_per_s:,.1f} {m.item_unit}/s (IQR {m.window_items_per_s.iqr_pct:.1f}%), "
+        f"last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms, "
+        f"overhead {result.overhead_s:.1f} s"
+    )
+    return text if result.status == "ok" else f"{text}: {result.status}: {result.reason}"
+
+
+@app.command()
+def results(
+    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
+    platform: Annotated[
+        str | None, typer.Option(help="Only platforms whose name contains this.")
+    ] = None,
+    status: Annotated[
+        str | None, typer.Option(help="Only this status: ok, diverged, oom, error, timeout.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option(help="Only the newest N.", min=1)] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="table, json (full records) or csv.")
+    ] = Format.table,
+    db: DbOption = None,
+) -> None:
+    """The stored runs, oldest first."""
+    from accelbench.store import ResultStore
+
+    if workload is not None:
+        workloads.check_name(workload)
+    found = ResultStore(db, writable=False).query(
+        workload=workload, platform=platform, status=status, limit=limit
+    )
+    if fmt is Format.json:
+        print(report.to_json(found), end="")
+    elif fmt is Format.csv:
+        print(report.to_csv(found), end="")
+    elif found:
+        _show(found)
+    else:
+        console.print("no stored results match")
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()

@@ -1,0 +1,73 @@
+"""What differs between device types when timing: synchronisation, step timers, peak memory."""
+
+from __future__ import annotations
+
+import itertools
+import resource
+import time
+from typing import Literal
+
+import torch
+
+TimerMethod = Literal["device-events", "wall-clock"]
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait until all work queued on `device` has finished (no-op on the CPU, which is synchronous)."""
+    if device.type != "cpu":
+        torch.accelerator.synchronize(device)
+
+
+class StepTimer:
+    """Intervals between marks, without a host sync per step.
+
+    On an accelerator each mark records a device event on the current stream, so the interval is
+    the time the device took between two marks, including any time it waited for the host. On the
+    CPU the work is done by the time the call returns, so the wall clock is exact.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.method: TimerMethod = "wall-clock" if device.type == "cpu" else "device-events"
+        self._times: list[float] = []
+        self._events: list[torch.Event] = []
+
+    def mark(self) -> None:
+        if self.method == "wall-clock":
+            self._times.append(time.perf_counter())
+            return
+        event = torch.Event(device=self.device, enable_timing=True)
+        event.record()
+        self._events.append(event)
+
+    def intervals_ms(self) -> list[float]:
+        """Milliseconds between consecutive marks since the last call; synchronizes once."""
+        if self.method == "wall-clock":
+            times, self._times = self._times, []
+            return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
+        events, self._events = self._events, []
+        synchronize(self.device)
+        return [a.elapsed_time(b) for a, b in itertools.pairwise(events)]
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type != "cpu":
+        torch.accelerator.reset_peak_memory_stats(device)
+
+
+def peak_memory_gib(device: torch.device) -> tuple[float | None, float | None]:
+    """(allocated, reserved) peaks of the device's caching allocator since the last reset."""
+    if device.type == "cpu":
+        return None, None
+    gib = 2**30
+    return (
+        torch.accelerator.max_memory_allocated(device) / gib,
+        torch.accelerator.max_memory_reserved(device) / gib,
+    )
+
+
+def host_peak_rss_gib() -> float:
+    """Peak resident memory of this process and of its finished children (loader workers)."""
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    kib += resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return kib / 2**20

@@ -1,0 +1,95 @@
+"""How one optimizer step executes on a device stack, behind one small interface.
+
+A scenario only calls `Engine.step`. The torch engine covers eager mode and torch.compile on any
+torch device; a stack whose runtime owns the model, optimizer and device loop (PopTorch on
+Graphcore IPUs, for one) becomes one new module with the same method.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from typing import Protocol
+
+import torch
+
+from accelbench.precision import PRECISIONS
+from accelbench.spec import RunSpec
+from accelbench.workload import Batch, Workload
+
+
+class Engine(Protocol):
+    def step(self, micro_batches: Iterable[Batch]) -> torch.Tensor:
+        """One optimizer step over host micro-batches; returns their mean loss as a device
+        tensor, without waiting for the device."""
+        ...
+
+
+class TorchEngine:
+    """Eager or compiled PyTorch on one device, in any precision of precision.PRECISIONS."""
+
+    def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
+        info = PRECISIONS[spec.precision]
+        _set_tf32(info.tf32)
+        self.device = device
+        self.dtype = getattr(torch, info.param_dtype)
+        self.memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
+        self.grad_accum = spec.grad_accum
+        self.loss_fn = workload.loss
+
+        model = workload.build_model().to(device=device, dtype=self.dtype)
+        model = model.to(memory_format=self.memory_format)
+        model.train()
+        self.optimizer = _optimizer(spec, model, device)
+        # torch.compile returns a callable with the module's interface.
+        self.model: torch.nn.Module = torch.compile(model) if spec.compile else model  # type: ignore[assignment]
+        self.scaler = torch.amp.GradScaler(device.type) if info.grad_scaler else None
+        self.autocast_dtype = getattr(torch, info.autocast_dtype) if info.autocast_dtype else None
+
+    def step(self, micro_batches: Iterable[Batch]) -> torch.Tensor:
+        total = torch.zeros((), device=self.device)
+        for host_batch in micro_batches:
+            batch = {k: self._to_device(v) for k, v in host_batch.items()}
+            with self._autocast():
+                loss = self.loss_fn(self.model, batch) / self.grad_accum
+            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            total += loss.detach().float()
+        if self.scaler:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.to(self.device, non_blocking=True)
+        if tensor.is_floating_point():
+            tensor = tensor.to(self.dtype)
+            if tensor.dim() == 4:
+                tensor = tensor.contiguous(memory_format=self.memory_format)
+        return tensor
+
+    def _autocast(self) -> contextlib.AbstractContextManager[object]:
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+
+def _set_tf32(enabled: bool) -> None:
+    # Set both ways on purpose: cuDNN convolutions default to TF32, so fp32 must turn it off.
+    mode = "tf32" if enabled else "ieee"
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+    torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
+
+
+def _optimizer(
+    spec: RunSpec, model: torch.nn.Module, device: torch.device
+) -> torch.optim.Optimizer:
+    # Fused kernels on CUDA also take GradScaler's inf check on the device, which avoids its host
+    # sync per step under amp-fp16.
+    fused = True if device.type == "cuda" else None
+    if spec.optimizer == "adamw":
+        return torch.optim.AdamW(model.parameters(), lr=spec.lr, fused=fused)
+    return torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9, fused=fused)

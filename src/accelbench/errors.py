@@ -1,0 +1,34 @@
+"""The tool's one exception type, and the one place that recognises running out of memory."""
+
+from __future__ import annotations
+
+
+class AccelbenchError(Exception):
+    """A problem the user can fix; the message says how. The CLI shows it as one line, exit 2."""
+
+
+# Messages of allocators that report exhaustion as a plain RuntimeError rather than a typed error:
+# PyTorch's CPU allocator, MPS and XPU backends, and cuDNN/cuBLAS workspace failures.
+_OOM_MESSAGES = (
+    "out of memory",
+    "can't allocate memory",
+    "cudnn_status_alloc_failed",
+    "cublas_status_alloc_failed",
+)
+
+
+def is_oom(exc: BaseException) -> bool:
+    """True when `exc` means a device or the host ran out of memory."""
+    if isinstance(exc, MemoryError):
+        return True
+    if any(cls.__name__ == "OutOfMemoryError" for cls in type(exc).__mro__):
+        return True  # torch.OutOfMemoryError, without importing torch here
+    return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _OOM_MESSAGES)
+
+
+def one_line(exc: BaseException) -> str:
+    """The exception as one short line: its type and the first line of its message."""
+    lines = str(exc).strip().splitlines()
+    message = lines[0] if lines else ""
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

@@ -1,0 +1,126 @@
+"""Results as tables for people (rich), and as CSV and JSON for other tools."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from accelbench.result import Result
+
+NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
+
+
+def table(results: Sequence[Result], title: str | None = None) -> Table:
+    """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
+    epoch and throughput, with the spread and the status beside them."""
+    out = Table(title=title)
+    for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
+        out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
+    for name in ("Last epoch (s)", "Throughput (items/s)", "IQR (%)", "Status"):
+        out.add_column(name, justify="left" if name == "Status" else "right")
+    for r in results:
+        m = r.metrics
+        throughput = "" if m is None else f"{m.items_per_s:,.0f}"
+        if _shown_invalid(r):
+            throughput = f"({throughput})"
+        out.add_row(
+            r.spec.workload,
+            r.env.platform,
+            str(r.spec.replicas),
+            str(r.spec.batch_size),
+            r.spec.precision + (" +compile" if r.spec.compile else ""),
+            "" if m is None else f"{m.epochs[-1].time_s:.2f}",
+            throughput,
+            _iqr(r),
+            r.status,
+        )
+    return out
+
+
+def notes(results: Sequence[Result]) -> list[str]:
+    """One line for each result that is not ok, saying why; printed under the table."""
+    lines = [
+        f"{r.spec.workload} bs={r.spec.batch_size} {r.spec.precision}: {r.status}: {r.reason}"
+        for r in results
+        if r.status != "ok"
+    ]
+    if any(_shown_invalid(r) for r in results):
+        lines.append(NOT_VALID_NOTE)
+    return lines
+
+
+def _iqr(result: Result) -> str:
+    """The spread of window throughputs; blank below 4 windows, where quartiles mean little."""
+    if result.metrics is None or result.metrics.window_items_per_s.n < 4:
+        return ""
+    return f"{result.metrics.window_items_per_s.iqr_pct:.1f}"
+
+
+def _shown_invalid(result: Result) -> bool:
+    return result.metrics is not None and result.status != "ok"
+
+
+def flat(result: Result) -> dict[str, object]:
+    """One row of plain values: the spec, the platform and the headline metrics."""
+    spec, m = result.spec, result.metrics
+    row: dict[str, object] = {
+        "key": result.key,
+        "created_at": result.created_at.isoformat(),
+        "workload": spec.workload,
+        "scenario": spec.scenario,
+        "platform": result.env.platform,
+        "device_type": result.env.device_type,
+        "hostname": result.env.hostname,
+        "replicas": spec.replicas,
+        "micro_batch": spec.batch_size,
+        "grad_accum": spec.grad_accum,
+        "global_batch": spec.global_batch,
+        "precision": spec.precision,
+        "compile": spec.compile,
+        "channels_last": spec.channels_last,
+        "workers": spec.workers,
+        "status": result.status,
+        "reason": result.reason,
+        "wall_s": result.wall_s,
+        "overhead_s": result.overhead_s,
+    }
+    if m is not None:
+        w, s = m.window_items_per_s, m.step_ms_steady
+        row |= {
+            "item_unit": m.item_unit,
+            "items_per_s": w.median,
+            "items_per_s_p25": w.p25,
+            "items_per_s_p75": w.p75,
+            "num_windows": w.n,
+            "step_ms_median": s.median,
+            "step_ms_p90": s.p90,
+            "step_ms_p99": s.p99,
+            "num_steady_steps": s.n,
+            "first_step_ms": m.first_step_ms,
+            "first_epoch_s": m.epochs[0].time_s,
+            "last_epoch_s": m.epochs[-1].time_s,
+            "loss_last": m.epochs[-1].loss_last,
+            "diverged_at_step": m.diverged_at_step,
+            "peak_mem_allocated_gib": m.peak_mem_allocated_gib,
+            "host_peak_rss_gib": m.host_peak_rss_gib,
+            "timer": m.timer,
+        }
+    return row
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    rows = [flat(r) for r in results]
+    columns = list(dict.fromkeys(c for row in rows for c in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def to_json(results: Sequence[Result]) -> str:
+    """The full stored records, as a JSON list (NaN and infinity written as strings)."""
+    return "[\n" + ",\n".join(r.model_dump_json(indent=2) for r in results) + "\n]\n"

@@ -1,0 +1,91 @@
+"""The result record: one per cell, with its spec and environment inside, failed cells too."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from accelbench.environment import Environment
+from accelbench.spec import Frozen, RunSpec, stable_hash
+from accelbench.stats import Summary
+
+Status = Literal["ok", "diverged", "oom", "error", "timeout"]
+"""ok: measured; diverged: measured, but the loss became NaN or infinite, so the throughput is not
+a valid result; oom: out of memory; error: the cell failed (see reason); timeout: killed after
+its time limit."""
+
+
+class EpochMetrics(Frozen):
+    index: int
+    num_steps: int
+    num_items: int
+    time_s: float
+    """Wall time of the epoch, from its first batch request to the device finishing its last step."""
+    items_per_s: float
+    loss_last: float
+    loss_mean: float
+
+
+class TrainMetrics(Frozen):
+    item_unit: str
+    items_per_step: int
+    """Global batch: micro batch x accumulation x replicas."""
+    timer: Literal["device-events", "wall-clock"]
+    """How step times were taken: device events on the stream, or the host clock on the CPU."""
+    epochs: list[EpochMetrics]
+    step_ms: list[float]
+    """Raw time of every optimizer step, all epochs in order."""
+    loss: list[float]
+    """Raw loss of every optimizer step (NaN and infinity kept as they were)."""
+    steady_from_step: int
+    """Index of the first step counted as steady state: the start of epoch 2, or step 1 of a
+    one-epoch run. Steps before it hold compilation and warm-up."""
+    step_ms_steady: Summary
+    window_items_per_s: Summary
+    """Throughput of consecutive windows of spec.window_steps steady-state steps."""
+    first_step_ms: float
+    """Time to the end of the first step, compilation and the first batch included."""
+    diverged_at_step: int | None
+    peak_mem_allocated_gib: float | None
+    peak_mem_reserved_gib: float | None
+    host_peak_rss_gib: float
+    build_s: float
+    """Model, optimizer and data set up before the first step."""
+    measure_s: float
+    """All epochs, end to end."""
+
+    @property
+    def items_per_s(self) -> float:
+        """Steady-state throughput: the median window."""
+        return self.window_items_per_s.median
+
+
+class Result(Frozen):
+    key: str
+    """Stable hash of spec and platform fingerprint: the same cell on the same platform."""
+    spec: RunSpec
+    env: Environment
+    status: Status
+    reason: str | None = None
+    """One line saying why, for any status but ok."""
+    detail: str | None = None
+    """The end of the traceback or of the child's output, for failures."""
+    metrics: TrainMetrics | None = None
+    created_at: datetime
+    wall_s: float | None = None
+    """The whole cell as its launcher saw it: process start, imports, set-up and measurement."""
+
+    @property
+    def overhead_s(self) -> float | None:
+        """Cell time outside the measured epochs (process start, imports, model build)."""
+        if self.wall_s is None or self.metrics is None:
+            return None
+        return self.wall_s - self.metrics.measure_s
+
+    @property
+    def items_per_s(self) -> float | None:
+        return self.metrics.items_per_s if self.metrics else None
+
+
+def result_key(spec: RunSpec, env: Environment) -> str:
+    return stable_hash(spec.model_dump(mode="json"), env.fingerprint())

@@ -1,0 +1,52 @@
+"""Run one spec in this process and turn whatever happens into a Result."""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from datetime import UTC, datetime
+
+from accelbench import environment, scenarios, workloads
+from accelbench.errors import AccelbenchError, is_oom, one_line
+from accelbench.precision import check_supported
+from accelbench.result import Result, Status, result_key
+from accelbench.spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+
+def run(spec: RunSpec) -> Result:
+    """Measure `spec` here and now. Failures of the workload become the result's status; a spec
+    this platform cannot run at all (no such device, unsupported precision) raises instead."""
+    import torch
+
+    env = environment.capture(spec.device)
+    spec = spec.model_copy(update={"device": env.device_type})
+    check_supported(spec.precision, env.device_type, env.cuda_capability)
+    status: Status = "ok"
+    reason = detail = None
+    metrics = None
+    try:
+        metrics = scenarios.get(spec.scenario)(
+            spec, workloads.get(spec.workload), torch.device(env.device_type)
+        )
+        if metrics.diverged_at_step is not None:
+            status = "diverged"
+            reason = f"loss became {metrics.loss[metrics.diverged_at_step]} at step {metrics.diverged_at_step}"
+    except AccelbenchError:
+        raise
+    except Exception as exc:  # the workload failed: that is a result, not a crash of the sweep
+        status = "oom" if is_oom(exc) else "error"
+        reason = one_line(exc)
+        detail = "".join(traceback.format_exception(exc)[-8:])
+        log.warning("%s failed: %s", spec.workload, reason)
+    return Result(
+        key=result_key(spec, env),
+        spec=spec,
+        env=env,
+        status=status,
+        reason=reason,
+        detail=detail,
+        metrics=metrics,
+        created_at=datetime.now(UTC),
+    )

@@ -1,0 +1,80 @@
+"""The run spec: every knob that can change a measured number, frozen and validated."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from accelbench import workloads
+from accelbench.precision import Precision
+
+Scenario = Literal["train"]
+Optimizer = Literal["sgd", "adamw"]
+DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
+
+
+class Frozen(BaseModel):
+    """Base of every model that crosses a boundary: immutable, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="strings"
+    )
+
+
+class RunSpec(Frozen):
+    """One cell of a sweep: a workload measured once in one scenario with one configuration."""
+
+    workload: str
+    """Workload name, as `accelbench list` shows it."""
+    scenario: Scenario = "train"
+    """How it is measured."""
+    device: DeviceType = "auto"
+    """torch device type; auto picks the accelerator torch reports, else the CPU."""
+    batch_size: int = Field(gt=0)
+    """Micro batch: items per forward pass on one device."""
+    grad_accum: int = Field(default=1, gt=0)
+    """Micro batches accumulated into one optimizer step."""
+    epochs: int = Field(default=2, gt=0)
+    """Epochs; the first holds compilation and warm-up and is reported apart."""
+    steps_per_epoch: int = Field(default=20, gt=0)
+    """Optimizer steps in each epoch."""
+    precision: Precision = "fp32"
+    """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16 or fp16."""
+    compile: bool = False
+    """Run the model through torch.compile."""
+    channels_last: bool = False
+    """Channels-last memory format for the model and its image inputs."""
+    optimizer: Optimizer = "sgd"
+    """sgd (momentum 0.9) or adamw."""
+    lr: float = Field(default=0.01, gt=0)
+    """Learning rate."""
+    workers: int = Field(default=0, ge=0)
+    """DataLoader worker processes generating the host data (0: in the training process)."""
+    window_steps: int = Field(default=5, gt=0)
+    """Optimizer steps per throughput window; the spread is taken over windows."""
+    seed: int = 0
+    """Seed of weights and synthetic data."""
+
+    @field_validator("workload")
+    @classmethod
+    def _known_workload(cls, name: str) -> str:
+        return workloads.check_name(name)
+
+    @property
+    def replicas(self) -> int:
+        """Data-parallel replicas; one process on one device until scaling out is supported."""
+        return 1
+
+    @property
+    def global_batch(self) -> int:
+        """Items per optimizer step over all replicas."""
+        return self.batch_size * self.grad_accum * self.replicas
+
+
+def stable_hash(*parts: object) -> str:
+    """A short hash of JSON-able parts that is the same on every machine and Python version."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
