@@ -156,9 +156,8 @@ def run(
         device=device,
         seed=seed,
     )
-    store = ResultStore(db)
-    console.print(f"{len(specs)} cell(s); results go to {store.path}")
-    with Progress(console=console, transient=True) as progress:
+    with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
+        console.print(f"{len(specs)} cell(s); results go to {store.path}")
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:

@@ -97,6 +97,12 @@ class ResultStore:
     def close(self) -> None:
         self._db.close()
 
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def put(self, result: Result) -> None:
         """Store `result`, replacing any earlier result with the same key."""
         row = _row(result)

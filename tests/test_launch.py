@@ -1,0 +1,49 @@
+from __future__ import annotations
+
+import pytest
+
+from accelbench import launch
+from accelbench.environment import Environment, capture
+from accelbench.errors import AccelbenchError
+
+from .conftest import tiny
+
+
+@pytest.fixture(scope="module")
+def env() -> Environment:
+    return capture("cpu")
+
+
+def test_probe_matches_capture_in_process(env: Environment) -> None:
+    assert launch.probe_environment("cpu").fingerprint() == env.fingerprint()
+
+
+def test_probe_of_a_missing_device_is_a_clear_error() -> None:
+    with pytest.raises(AccelbenchError, match="no cuda device is available"):
+        launch.probe_environment("cuda")
+
+
+def test_cell_runs_in_a_child_and_reports_overhead(env: Environment) -> None:
+    result = launch.run_in_child(tiny(), env, timeout_s=120)
+    assert result.status == "ok"
+    assert result.metrics is not None and result.wall_s is not None
+    assert result.overhead_s is not None and 0 < result.overhead_s < result.wall_s
+
+
+def test_cell_past_its_limit_is_a_timeout(env: Environment) -> None:
+    spec = tiny(workload="autoencoder", batch_size=64, steps_per_epoch=1000)
+    result = launch.run_in_child(spec, env, timeout_s=1.0)
+    assert result.status == "timeout"
+    assert result.reason == "no result within the 1 s limit"
+
+
+def test_cell_that_dies_without_a_result_is_an_error(env: Environment) -> None:
+    # The child cannot open a CUDA device here, so it exits without writing a result.
+    result = launch.run_in_child(tiny(device="cuda"), env, timeout_s=120)
+    assert result.status == "error"
+    assert result.reason == "no cuda device is available here; use --device cpu or auto"
+
+
+def test_exit_reason_names_the_signal() -> None:
+    assert "SIGKILL (the host may have run out of memory)" in launch._exit_reason(-9, "")
+    assert launch._exit_reason(1, "line\nValueError: boom\n") == "ValueError: boom"

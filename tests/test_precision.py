@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+import torch
+
+from accelbench.engine import TorchEngine
+from accelbench.errors import AccelbenchError
+from accelbench.precision import PRECISIONS, Precision, check_supported, runs_on
+from accelbench.workloads import get
+
+from .conftest import tiny
+
+
+def test_table_and_type_agree() -> None:
+    assert set(PRECISIONS) == set(get_args(Precision))
+
+
+@pytest.mark.parametrize(
+    ("precision", "device", "capability", "expected"),
+    [
+        ("fp32", "cpu", None, True),
+        ("tf32", "cpu", None, False),
+        ("tf32", "cuda", (8, 0), True),
+        ("tf32", "cuda", (7, 0), False),  # V100: no TF32
+        ("bf16", "cuda", (7, 5), False),  # T4: no bfloat16
+        ("amp-bf16", "cuda", (9, 0), True),
+        ("amp-fp16", "cuda", (7, 0), True),
+        ("amp-bf16", "mps", None, False),
+    ],
+)
+def test_runs_on(
+    precision: str, device: str, capability: tuple[int, int] | None, expected: bool
+) -> None:
+    assert runs_on(precision, device, capability) is expected
+
+
+def test_unsupported_precision_names_the_ones_that_run() -> None:
+    with pytest.raises(
+        AccelbenchError, match=r"tf32 cannot run on this cpu device; use one of: fp32, "
+    ):
+        check_supported("tf32", "cpu", None)
+    with pytest.raises(AccelbenchError, match=r"needs compute capability 8\.0\+"):
+        check_supported("bf16", "cuda", (7, 0))
+
+
+@pytest.mark.parametrize("precision", [p for p in PRECISIONS if runs_on(p, "cpu", None)])
+def test_each_cpu_precision_sets_dtypes_and_trains(precision: str) -> None:
+    info = PRECISIONS[precision]
+    engine = TorchEngine(get("tiny_mlp"), tiny(precision=precision), torch.device("cpu"))
+    assert {p.dtype for p in engine.model.parameters()} == {getattr(torch, info.param_dtype)}
+    assert (engine.scaler is not None) is info.grad_scaler
+    expected_tf32 = "tf32" if info.tf32 else "ieee"
+    assert torch.backends.cudnn.conv.fp32_precision == expected_tf32  # type: ignore[attr-defined]
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.utils.data.default_collate([get("tiny_mlp").make_sample(gen) for _ in range(4)])
+    before = [p.detach().clone() for p in engine.model.parameters()]
+    loss = engine.step([batch])
+    assert torch.isfinite(loss)
+    assert any(
+        not torch.equal(a, b) for a, b in zip(before, engine.model.parameters(), strict=True)
+    )

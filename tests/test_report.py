@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+
+from accelbench import report
+from accelbench.result import Result
+from accelbench.runner import run
+
+from .conftest import tiny
+
+
+def render(results: list[Result]) -> str:
+    console = Console(file=io.StringIO(), width=200)
+    console.print(report.table(results))
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def test_invalid_throughput_is_never_shown_as_a_plain_number() -> None:
+    ok, diverged = run(tiny()), run(tiny(lr=1e9, steps_per_epoch=5))
+    assert ok.metrics and diverged.metrics
+    text = render([ok, diverged])
+    assert f"{ok.metrics.items_per_s:,.0f}" in text
+    assert f"({diverged.metrics.items_per_s:,.0f})" in text
+    [note, legend] = report.notes([ok, diverged])
+    assert "diverged: loss became nan" in note or "diverged: loss became inf" in note
+    assert legend == report.NOT_VALID_NOTE
+
+
+def test_flat_row_holds_spec_and_headline_metrics() -> None:
+    result = run(tiny(grad_accum=2))
+    row = report.flat(result)
+    assert (row["micro_batch"], row["grad_accum"], row["global_batch"]) == (4, 2, 8)
+    assert row["items_per_s"] == result.items_per_s
+    assert row["num_steady_steps"] == 4
+    header = report.to_csv([result]).splitlines()[0].split(",")
+    assert header[:3] == ["key", "created_at", "workload"]

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+from pydantic import ValidationError
+
+from accelbench.errors import AccelbenchError
+from accelbench.spec import RunSpec, stable_hash
+from accelbench.sweep import grid
+
+
+def test_defaults_and_derived_batch() -> None:
+    spec = RunSpec(workload="resnet50", batch_size=8, grad_accum=3)
+    assert (spec.epochs, spec.precision, spec.device, spec.replicas) == (2, "fp32", "auto", 1)
+    assert spec.global_batch == 24
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("batch_size", 0),
+        ("batch_size", -4),
+        ("epochs", 0),
+        ("precision", "fp8"),
+        ("device", "tpu"),
+        ("grad_accum", 0),
+        ("lr", 0.0),
+        ("workers", -1),
+    ],
+)
+def test_invalid_values_are_rejected(field: str, value: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 2, field: value})
+    assert info.value.errors()[0]["loc"] == (field,)
+
+
+def test_unknown_fields_are_rejected() -> None:
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 2, "batchsize": 3})
+
+
+def test_unknown_workload_suggests_the_closest_name() -> None:
+    with pytest.raises(AccelbenchError, match="did you mean resnet50"):
+        RunSpec(workload="resnet_50", batch_size=2)
+
+
+def test_spec_is_frozen() -> None:
+    spec = RunSpec(workload="tiny_mlp", batch_size=2)
+    with pytest.raises(ValidationError):
+        spec.batch_size = 4  # type: ignore[misc]
+
+
+def test_spec_survives_json() -> None:
+    spec = RunSpec(workload="tiny_mlp", batch_size=2, precision="amp-bf16", compile=True)
+    assert RunSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+def test_grid_is_the_product_in_order() -> None:
+    specs = grid(
+        {"batch_size": [2, 4], "precision": ["fp32", "bf16"]}, workload="tiny_mlp", epochs=1
+    )
+    assert [(s.batch_size, s.precision) for s in specs] == [
+        (2, "fp32"),
+        (2, "bf16"),
+        (4, "fp32"),
+        (4, "bf16"),
+    ]
+    assert all(s.epochs == 1 for s in specs)
+
+
+def test_stable_hash_depends_on_content_not_order() -> None:
+    assert stable_hash({"a": 1, "b": 2}) == stable_hash({"b": 2, "a": 1})
+    assert stable_hash({"a": 1}) != stable_hash({"a": 2})
+    # The canonical form is compact JSON with sorted keys, so keys stay the same across machines.
+    assert stable_hash({"a": 1}) == hashlib.sha256(b'[{"a":1}]').hexdigest()[:20]

@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from accelbench.environment import Environment, capture
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result, result_key
+from accelbench.runner import run
+from accelbench.store import SCHEMA_VERSION, ResultStore, default_path
+
+from .conftest import tiny
+
+
+@pytest.fixture(scope="module")
+def measured() -> Result:
+    return run(tiny())
+
+
+@pytest.fixture(scope="module")
+def env() -> Environment:
+    return capture("cpu")
+
+
+def failed(env: Environment, **spec: object) -> Result:
+    s = tiny(**spec)
+    return Result(
+        key=result_key(s, env),
+        spec=s,
+        env=env,
+        status="oom",
+        reason="OutOfMemoryError: x",
+        created_at=datetime.now(UTC),
+    )
+
+
+def rows(path: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as db:
+        return db.execute(
+            "SELECT key, workload, status, micro_batch, items_per_s FROM results"
+        ).fetchall()
+
+
+def test_put_get_and_query_columns(db_path: Path, measured: Result) -> None:
+    store = ResultStore(db_path)
+    store.put(measured)
+    assert store.get(measured.key) == measured
+    assert store.has(measured.key) and not store.has("nope")
+    [(key, workload, status, batch, rate)] = rows(db_path)
+    assert (key, workload, status, batch) == (measured.key, "tiny_mlp", "ok", 4)
+    assert rate == pytest.approx(measured.items_per_s)
+
+
+def test_put_is_an_idempotent_upsert(db_path: Path, measured: Result) -> None:
+    store = ResultStore(db_path)
+    store.put(measured)
+    newer = measured.model_copy(update={"status": "error", "reason": "again"})
+    store.put(newer)
+    assert len(rows(db_path)) == 1
+    assert store.get(measured.key) == newer
+
+
+def test_query_filters(db_path: Path, measured: Result, env: Environment) -> None:
+    store = ResultStore(db_path)
+    store.put(measured)
+    store.put(failed(env, batch_size=2))
+    assert len(store.query()) == 2
+    assert [r.status for r in store.query(status="oom")] == ["oom"]
+    assert len(store.query(platform=env.platform[:4])) == 2
+    assert store.query(platform="A100") == []
+    assert store.query(workload="resnet50") == []
+    assert len(store.query(limit=1)) == 1
+
+
+def test_schema_version_is_recorded(db_path: Path) -> None:
+    ResultStore(db_path).close()
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+
+
+def test_newer_schema_is_refused_and_left_alone(db_path: Path, measured: Result) -> None:
+    ResultStore(db_path).put(measured)
+    with sqlite3.connect(db_path) as db:
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    before = db_path.read_bytes()
+    with pytest.raises(AccelbenchError, match="newer than this accelbench"):
+        ResultStore(db_path)
+    assert db_path.read_bytes() == before
+
+
+def test_corrupt_file_is_refused_and_left_alone(db_path: Path) -> None:
+    db_path.write_bytes(b"this is not sqlite" * 100)
+    with pytest.raises(AccelbenchError, match="not a usable accelbench database"):
+        ResultStore(db_path)
+    assert db_path.read_bytes() == b"this is not sqlite" * 100
+
+
+def test_unwritable_location_is_a_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(AccelbenchError, match="pass --db with a writable path"):
+        ResultStore(blocker / "results.sqlite")
+
+
+def test_reading_a_missing_database_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(AccelbenchError, match="no results database"):
+        ResultStore(tmp_path / "missing.sqlite", writable=False)
+    assert not (tmp_path / "missing.sqlite").exists()
+
+
+def test_default_path_follows_the_environment(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "x.sqlite"))
+    assert default_path() == tmp_path / "x.sqlite"
+    monkeypatch.delenv("ACCELBENCH_DB")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    assert default_path() == tmp_path / "accelbench" / "results.sqlite"

@@ -1,0 +1,61 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelbench import launch
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.store import ResultStore
+from accelbench.sweep import grid, run_sweep
+
+AXES = {"batch_size": [2, 4]}
+FIXED = {"workload": "tiny_mlp", "epochs": 1, "steps_per_epoch": 3, "device": "cpu"}
+
+
+def test_sweep_stores_every_cell_then_resumes(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = ResultStore(db_path)
+    seen: list[tuple[int, bool]] = []
+
+    def record(result: Result, skipped: bool) -> None:
+        seen.append((result.spec.batch_size, skipped))
+
+    first = run_sweep(grid(AXES, **FIXED), store, on_result=record)
+    assert [r.status for r in first] == ["ok", "ok"]
+    assert {r.key for r in store.query()} == {r.key for r in first}
+
+    def must_not_run(*args: object, **kwargs: object) -> Result:
+        raise AssertionError("a stored cell was run again")
+
+    monkeypatch.setattr(launch, "run_in_child", must_not_run)
+    again = run_sweep(grid(AXES, **FIXED), store, on_result=record)
+    assert again == first
+    assert seen == [(2, False), (4, False), (2, True), (4, True)]
+
+
+def test_force_runs_stored_cells_again(db_path: Path) -> None:
+    store = ResultStore(db_path)
+    specs = grid({"batch_size": [2]}, **FIXED)
+    [first] = run_sweep(specs, store)
+    [second] = run_sweep(specs, store, force=True)
+    assert second.key == first.key and second.created_at > first.created_at
+    assert len(store.query()) == 1
+
+
+def test_a_failing_cell_does_not_stop_the_sweep(db_path: Path) -> None:
+    store = ResultStore(db_path)
+    specs = grid({"lr": [1e9, 0.01]}, **FIXED | {"steps_per_epoch": 5, "batch_size": 4})
+    results = run_sweep(specs, store)
+    assert [r.status for r in results] == ["diverged", "ok"]
+    assert sorted(r.status for r in store.query()) == ["diverged", "ok"]
+
+
+def test_unsupported_precision_fails_before_any_cell(db_path: Path) -> None:
+    store = ResultStore(db_path)
+    specs = grid({"precision": ["fp32", "tf32"]}, batch_size=4, **FIXED)
+    with pytest.raises(AccelbenchError, match="tf32 cannot run"):
+        run_sweep(specs, store)
+    assert store.query() == []
