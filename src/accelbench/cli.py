@@ -6,7 +6,7 @@ import logging
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 from pydantic import ValidationError
@@ -15,7 +15,8 @@ from typer.core import TyperGroup
 
 from accelbench import report, workloads
 from accelbench.errors import AccelbenchError
-from accelbench.spec import RunSpec
+from accelbench.result import Result
+from accelbench.spec import DeviceType, RunSpec
 
 # Wide enough for the results table when the output goes to a file or a pipe.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -90,7 +91,10 @@ def env(
     """The detected platform: devices, host CPU, NUMA nodes, versions."""
     from accelbench import environment
 
-    RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 1, "device": device})
+    if device not in get_args(DeviceType):
+        raise AccelbenchError(
+            f"unknown device {device!r}; use one of: {', '.join(get_args(DeviceType))}"
+        )
     captured = environment.capture(device)
     if fmt is Format.table:
         for field, value in captured.model_dump().items():
@@ -165,8 +169,8 @@ def run(
                 task, description=f"{spec.workload} bs={spec.batch_size} {spec.precision}"
             )
 
-        def finished(result: Any, skipped: bool) -> None:
-            progress.console.print(_cell_line(result, skipped))
+        def finished(result: Result, skipped: bool) -> None:
+            progress.console.print(report.cell_line(result, skipped))
             progress.advance(task)
 
         results = run_sweep(
@@ -175,26 +179,10 @@ def run(
     _show(results)
 
 
-def _show(results: list[Any]) -> None:
+def _show(results: list[Result]) -> None:
     console.print(report.table(results))
     for line in report.notes(results):
         console.print(line)
-
-
-def _cell_line(result: Any, skipped: bool) -> str:
-    spec, m = result.spec, result.metrics
-    cell = f"{spec.workload} bs={spec.batch_size}x{spec.grad_accum} {spec.precision}"
-    if skipped:
-        return f"= {cell}: stored earlier, skipped (--force re-runs it)"
-    if m is None:
-        return f"✗ {cell}: {result.status}: {result.reason}"
-    mark = "✓" if result.status == "ok" else "✗"
-    text = (
-        f"{mark} {cell}: {m.items_per_s:,.1f} {m.item_unit}/s (IQR {m.window_items_per_s.iqr_pct:.1f}%), "
-        f"last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms, "
-        f"overhead {result.overhead_s:.1f} s"
-    )
-    return text if result.status == "ok" else f"{text}: {result.status}: {result.reason}"
 
 
 @app.command()

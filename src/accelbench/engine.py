@@ -47,33 +47,43 @@ class TorchEngine:
         self.autocast_dtype = getattr(torch, info.autocast_dtype) if info.autocast_dtype else None
 
     def step(self, micro_batches: Iterable[Batch]) -> torch.Tensor:
-        total = torch.zeros((), device=self.device)
+        total: torch.Tensor | None = None
         for host_batch in micro_batches:
             batch = {k: self._to_device(v) for k, v in host_batch.items()}
             with self._autocast():
-                loss = self.loss_fn(self.model, batch) / self.grad_accum
+                loss = self.loss_fn(self.model, batch)
+                if self.grad_accum > 1:
+                    loss = loss / self.grad_accum
             (self.scaler.scale(loss) if self.scaler else loss).backward()
-            total += loss.detach().float()
+            total = loss.detach() if total is None else total + loss.detach()
         if self.scaler:
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        assert total is not None, "a step needs at least one micro-batch"
         return total
 
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.to(self.device, non_blocking=True)
-        if tensor.is_floating_point():
+        if not tensor.is_floating_point():
+            return tensor
+        if tensor.dtype != self.dtype:
             tensor = tensor.to(self.dtype)
-            if tensor.dim() == 4:
-                tensor = tensor.contiguous(memory_format=self.memory_format)
+        if self.memory_format is torch.channels_last and tensor.dim() == 4:
+            tensor = tensor.contiguous(memory_format=torch.channels_last)
         return tensor
 
     def _autocast(self) -> contextlib.AbstractContextManager[object]:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
+
+
+def make_engine(workload: Workload, spec: RunSpec, device: torch.device) -> Engine:
+    """The engine for this device: torch for every torch device type so far."""
+    return TorchEngine(workload, spec, device)
 
 
 def _set_tf32(enabled: bool) -> None:

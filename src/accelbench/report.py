@@ -34,7 +34,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
             r.spec.precision + (" +compile" if r.spec.compile else ""),
             "" if m is None else f"{m.epochs[-1].time_s:.2f}",
             throughput,
-            _iqr(r),
+            iqr_text(r),
             r.status,
         )
     return out
@@ -52,7 +52,7 @@ def notes(results: Sequence[Result]) -> list[str]:
     return lines
 
 
-def _iqr(result: Result) -> str:
+def iqr_text(result: Result) -> str:
     """The spread of window throughputs; blank below 4 windows, where quartiles mean little."""
     if result.metrics is None or result.metrics.window_items_per_s.n < 4:
         return ""
@@ -61,6 +61,26 @@ def _iqr(result: Result) -> str:
 
 def _shown_invalid(result: Result) -> bool:
     return result.metrics is not None and result.status != "ok"
+
+
+def cell_line(result: Result, skipped: bool) -> str:
+    """The line printed as a sweep cell finishes."""
+    spec, m = result.spec, result.metrics
+    cell = f"{spec.workload} bs={spec.batch_size}x{spec.grad_accum} {spec.precision}"
+    if skipped:
+        return f"= {cell}: stored earlier, skipped (--force re-runs it)"
+    if m is None:
+        return f"✗ {cell}: {result.status}: {result.reason}"
+    iqr = iqr_text(result)
+    text = (
+        f"{m.items_per_s:,.1f} {m.item_unit}/s"
+        + (f" (IQR {iqr}%)" if iqr else "")
+        + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
+        + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
+    )
+    if result.status == "ok":
+        return f"✓ {cell}: {text}"
+    return f"✗ {cell}: ({text}): {result.status}: {result.reason}"
 
 
 def flat(result: Result) -> dict[str, object]:

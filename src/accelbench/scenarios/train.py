@@ -10,7 +10,7 @@ import torch
 
 from accelbench import device as dev
 from accelbench.data import make_loader
-from accelbench.engine import TorchEngine
+from accelbench.engine import make_engine
 from accelbench.result import EpochMetrics, TrainMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize
@@ -20,7 +20,7 @@ from accelbench.workload import Workload
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
-    engine = TorchEngine(workload, spec, device)
+    engine = make_engine(workload, spec, device)
     loader = make_loader(
         workload,
         spec.batch_size,
@@ -34,7 +34,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     timer = dev.StepTimer(device)
     losses = torch.empty(
         spec.steps_per_epoch, device=device
-    )  # filled on the device, read per epoch
+    )  # written on the device, read per epoch
     epoch_s, step_ms, step_loss = [], [], []
     dev.reset_peak_memory(device)
     dev.synchronize(device)
@@ -53,22 +53,16 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     peak_allocated, peak_reserved = dev.peak_memory_gib(device)
     del loader  # stops loader workers, so their peak memory is counted below
     return _metrics(
-        spec,
-        workload,
-        timer.method,
-        epoch_s,
-        step_ms,
-        step_loss,
-        peak_allocated,
-        peak_reserved,
-        build_s,
-        measure_s,
-    )
+        spec, workload, timer=timer.method, epoch_s=epoch_s, step_ms=step_ms, step_loss=step_loss,
+        peak_allocated=peak_allocated, peak_reserved=peak_reserved, build_s=build_s,
+        measure_s=measure_s,
+    )  # fmt: skip
 
 
 def _metrics(
     spec: RunSpec,
     workload: Workload,
+    *,
     timer: dev.TimerMethod,
     epoch_s: list[float],
     step_ms: list[float],
