@@ -1,5 +1,12 @@
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 
 from accelbench import launch
@@ -47,3 +54,27 @@ def test_cell_that_dies_without_a_result_is_an_error(env: Environment) -> None:
 def test_exit_reason_names_the_signal() -> None:
     assert "SIGKILL (the host may have run out of memory)" in launch._exit_reason(-9, "")
     assert launch._exit_reason(1, "line\nValueError: boom\n") == "ValueError: boom"
+
+
+def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
+    spec = tiny(workload="autoencoder", batch_size=64, steps_per_epoch=1000)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.model_dump_json())
+    code = (
+        "import pathlib; from accelbench import launch; from accelbench.environment import capture;"
+        "from accelbench.spec import RunSpec;"
+        f"spec = RunSpec.model_validate_json(pathlib.Path({str(spec_file)!r}).read_text());"
+        "launch.run_in_child(spec, capture('cpu'), timeout_s=600)"
+    )
+    launcher = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    cells: list[psutil.Process] = []
+    while not cells and time.monotonic() < deadline:
+        time.sleep(0.2)
+        cells = psutil.Process(launcher.pid).children(recursive=True)
+    assert cells, "the launcher never started its cell"
+    time.sleep(10)  # let the cell get past reading its spec, so only a kill can stop it
+    launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    launcher.wait(timeout=30)
+    assert launcher.returncode != 0
+    assert not [c for c in cells if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]

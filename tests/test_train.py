@@ -63,3 +63,10 @@ def test_divergence_is_recorded_with_its_step() -> None:
 def test_loss_falls_on_a_learnable_problem() -> None:
     m = measure(epochs=2, steps_per_epoch=30, lr=0.1, batch_size=16)
     assert m.epochs[-1].loss_mean < m.epochs[0].loss_mean
+
+
+def test_compile_cost_lands_in_the_first_step() -> None:
+    m = measure(compile=True, epochs=2, steps_per_epoch=5, batch_size=8)
+    assert all(math.isfinite(x) for x in m.loss)
+    assert m.first_step_ms > 10 * m.step_ms_steady.median  # graph capture and code generation
+    assert m.epochs[0].items_per_s < m.epochs[1].items_per_s

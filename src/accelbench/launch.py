@@ -59,16 +59,22 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
             try:
                 child.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
-                return _failed(
-                    spec, env, "timeout", f"no result within the {timeout_s:g} s limit", ""
-                )
+                _kill(child)
+                reason = f"no result within the {timeout_s:g} s limit"
+                return _failed(spec, env, "timeout", reason, "")
+            except BaseException:  # Ctrl-C or a signal: the child's own session would outlive us
+                _kill(child)
+                raise
         wall_s = time.perf_counter() - start
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
         if out.exists():
             return Result.model_validate_json(out.read_text()).model_copy(update={"wall_s": wall_s})
         return _failed(spec, env, "error", _exit_reason(child.returncode, tail), tail)
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
 
 
 def _failed(spec: RunSpec, env: Environment, status: Status, reason: str, detail: str) -> Result:
