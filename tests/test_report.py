@@ -21,11 +21,16 @@ def test_invalid_throughput_is_never_shown_as_a_plain_number() -> None:
     ok, diverged = run(tiny()), run(tiny(lr=1e9, steps_per_epoch=5))
     assert ok.metrics and diverged.metrics
     text = render([ok, diverged])
-    assert f"{ok.metrics.items_per_s:,.0f}" in text
-    assert f"({diverged.metrics.items_per_s:,.0f})" in text
+    assert report.rate_text(ok.metrics.items_per_s) in text
+    assert f"({report.rate_text(diverged.metrics.items_per_s)})" in text
     [note, legend] = report.notes([ok, diverged])
     assert "diverged: loss became nan" in note or "diverged: loss became inf" in note
     assert legend == report.NOT_VALID_NOTE
+
+
+def test_rate_text_keeps_three_digits_for_slow_rates() -> None:
+    assert report.rate_text(24.44) == "24.4"
+    assert report.rate_text(5833.2) == "5,833"
 
 
 def test_flat_row_holds_spec_and_headline_metrics() -> None:

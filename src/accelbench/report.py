@@ -23,7 +23,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
         out.add_column(name, justify="left" if name == "Status" else "right")
     for r in results:
         m = r.metrics
-        throughput = "" if m is None else f"{m.items_per_s:,.0f}"
+        throughput = "" if m is None else rate_text(m.items_per_s)
         if _shown_invalid(r):
             throughput = f"({throughput})"
         out.add_row(
@@ -57,6 +57,11 @@ def iqr_text(result: Result) -> str:
     if result.metrics is None or result.metrics.window_items_per_s.n < 4:
         return ""
     return f"{result.metrics.window_items_per_s.iqr_pct:.1f}"
+
+
+def rate_text(items_per_s: float) -> str:
+    """Whole numbers with thousands separators; three significant digits below 100."""
+    return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
 def _shown_invalid(result: Result) -> bool:
