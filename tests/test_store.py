@@ -1,14 +1,13 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result, result_key
+from accelbench.result import Result
 from accelbench.runner import run
 from accelbench.store import SCHEMA_VERSION, ResultStore, default_path
 
@@ -26,15 +25,7 @@ def env() -> Environment:
 
 
 def failed(env: Environment, **spec: object) -> Result:
-    s = tiny(**spec)
-    return Result(
-        key=result_key(s, env),
-        spec=s,
-        env=env,
-        status="oom",
-        reason="OutOfMemoryError: x",
-        created_at=datetime.now(UTC),
-    )
+    return Result.new(tiny(**spec), env, "oom", reason="OutOfMemoryError: x")
 
 
 def rows(path: Path) -> list[tuple[object, ...]]:

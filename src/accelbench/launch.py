@@ -12,12 +12,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result, Status, result_key
+from accelbench.result import Result
 from accelbench.spec import RunSpec
 
 _TAIL_LINES = 12
@@ -61,7 +60,7 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
             except subprocess.TimeoutExpired:
                 _kill(child)
                 reason = f"no result within the {timeout_s:g} s limit"
-                return _failed(spec, env, "timeout", reason, "")
+                return Result.new(spec, env, "timeout", reason=reason)
             except BaseException:  # Ctrl-C or a signal: the child's own session would outlive us
                 _kill(child)
                 raise
@@ -69,24 +68,13 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
         if out.exists():
             return Result.model_validate_json(out.read_text()).model_copy(update={"wall_s": wall_s})
-        return _failed(spec, env, "error", _exit_reason(child.returncode, tail), tail)
+        reason = _exit_reason(child.returncode, tail)
+        return Result.new(spec, env, "error", reason=reason, detail=tail or None)
 
 
 def _kill(child: subprocess.Popen[bytes]) -> None:
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
-
-
-def _failed(spec: RunSpec, env: Environment, status: Status, reason: str, detail: str) -> Result:
-    return Result(
-        key=result_key(spec, env),
-        spec=spec,
-        env=env,
-        status=status,
-        reason=reason,
-        detail=detail or None,
-        created_at=datetime.now(UTC),
-    )
 
 
 def _exit_reason(returncode: int, tail: str) -> str:

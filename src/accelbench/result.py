@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Literal
 
 from accelbench.environment import Environment
@@ -74,6 +74,23 @@ class Result(Frozen):
     created_at: datetime
     wall_s: float | None = None
     """The whole cell as its launcher saw it: process start, imports, set-up and measurement."""
+
+    @classmethod
+    def new(
+        cls,
+        spec: RunSpec,
+        env: Environment,
+        status: Status,
+        *,
+        reason: str | None = None,
+        detail: str | None = None,
+        metrics: TrainMetrics | None = None,
+    ) -> Result:
+        """A result made now, keyed by its spec and platform."""
+        return cls(
+            key=result_key(spec, env), spec=spec, env=env, status=status, reason=reason,
+            detail=detail, metrics=metrics, created_at=datetime.now(UTC),
+        )  # fmt: skip
 
     @property
     def overhead_s(self) -> float | None:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import traceback
-from datetime import UTC, datetime
 
 from accelbench import environment, scenarios, workloads
 from accelbench.errors import AccelbenchError, is_oom, one_line
 from accelbench.precision import check_supported
-from accelbench.result import Result, Status, result_key
+from accelbench.result import Result, Status
 from accelbench.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -40,13 +39,4 @@ def run(spec: RunSpec) -> Result:
         reason = one_line(exc)
         detail = "".join(traceback.format_exception(exc)[-8:])
         log.warning("%s failed: %s", spec.workload, reason)
-    return Result(
-        key=result_key(spec, env),
-        spec=spec,
-        env=env,
-        status=status,
-        reason=reason,
-        detail=detail,
-        metrics=metrics,
-        created_at=datetime.now(UTC),
-    )
+    return Result.new(spec, env, status, reason=reason, detail=detail, metrics=metrics)
