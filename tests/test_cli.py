@@ -113,6 +113,23 @@ def test_bad_input_is_one_line_exit_2_and_changes_nothing(
     assert stored(path) == before
 
 
+def test_sweep_file_with_a_command_line_override(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text('[fixed]\nworkload = "tiny_mlp"\nepochs = 1\n[axes]\nbatch_size = [2, 4]\n')
+    path = tmp_path / "results.sqlite"
+    code, output = invoke(
+        "run", "--sweep", str(sweep), "--batch-size", "3", "--steps-per-epoch", "2",
+        "--device", "cpu", "--db", str(path),
+    )  # fmt: skip
+    assert code == 0, output
+    assert db_rows(path) == [("tiny_mlp", 3, "fp32", "ok", 1)]
+
+
+def test_run_needs_a_workload_or_a_sweep_file() -> None:
+    code, output = invoke("run")
+    assert code == 2 and "name a workload" in output
+
+
 def test_corrupt_database_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_text("not a database")

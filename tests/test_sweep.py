@@ -8,7 +8,7 @@ from accelbench import launch
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
-from accelbench.sweep import grid, run_sweep
+from accelbench.sweep import grid, load_sweep, run_sweep
 
 AXES = {"batch_size": [2, 4]}
 FIXED = {"workload": "tiny_mlp", "epochs": 1, "steps_per_epoch": 3, "device": "cpu"}
@@ -59,3 +59,64 @@ def test_unsupported_precision_fails_before_any_cell(db_path: Path) -> None:
     with pytest.raises(AccelbenchError, match="tf32 cannot run"):
         run_sweep(specs, store)
     assert store.query() == []
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_sweep_file_gives_the_grid(tmp_path: Path) -> None:
+    sweep = load_sweep(
+        write(
+            tmp_path / "s.toml",
+            """
+[fixed]
+workload = "tiny_mlp"
+epochs = 3
+[axes]
+batch_size = [10, 128]
+precision = ["fp32", "bf16"]
+""",
+        )
+    )
+    specs = sweep.specs()
+    assert [(s.batch_size, s.precision) for s in specs] == [
+        (10, "fp32"),
+        (10, "bf16"),
+        (128, "fp32"),
+        (128, "bf16"),
+    ]
+    assert {s.epochs for s in specs} == {3}
+
+
+def test_example_sweep_files_load() -> None:
+    examples = Path(__file__).parent.parent / "examples"
+    for path in examples.glob("*.toml"):
+        assert load_sweep(path).specs()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "[fixed]\nwrkload = 'tiny_mlp'\n",
+            r"wrkload is not a run setting; did you mean workload\?",
+        ),
+        ("[axes]\nbatch_size = []\n", "axis batch_size has no values"),
+        ("[axes]\nbatch_size = 4\n", r"\[axes.batch_size\] Input should be a valid list"),
+        ("[fixed\n", "is not valid TOML"),
+        ("[other]\nx = 1\n", r"\[other\] Extra inputs are not permitted"),
+    ],
+)
+def test_bad_sweep_files_name_the_problem(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(AccelbenchError, match=message):
+        load_sweep(write(tmp_path / "bad.toml", text))
+
+
+def test_a_setting_cannot_be_fixed_and_an_axis(tmp_path: Path) -> None:
+    sweep = load_sweep(
+        write(tmp_path / "s.toml", "[fixed]\nbatch_size = 2\n[axes]\nbatch_size = [4]\n")
+    )
+    with pytest.raises(AccelbenchError, match="batch_size is both fixed and an axis"):
+        sweep.specs()

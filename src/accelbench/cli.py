@@ -17,6 +17,7 @@ from accelbench import report, workloads
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
+from accelbench.sweep import SweepFile
 
 # Wide enough for the results table when the output goes to a file or a pipe.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -105,9 +106,11 @@ def env(
 
 @app.command()
 def run(
+    ctx: typer.Context,
     workload: Annotated[
-        str, typer.Argument(help="Workload name(s), comma separated; see `accelbench list`.")
-    ],
+        str | None,
+        typer.Argument(help="Workload name(s), comma separated; see `accelbench list`."),
+    ] = None,
     batch_size: Annotated[
         str, typer.Option(help=_help("batch_size") + " Comma list for a sweep.")
     ] = "8",
@@ -129,6 +132,10 @@ def run(
     window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 5,
     device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
     seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
+    sweep: Annotated[
+        Path | None,
+        typer.Option(help="TOML file of fixed settings and axes; options given here override it."),
+    ] = None,
     timeout_s: Annotated[float, typer.Option(help="Time limit of each cell, seconds.")] = 3600.0,
     force: Annotated[
         bool, typer.Option("--force", help="Re-run cells already in the database.")
@@ -139,27 +146,26 @@ def run(
     from rich.progress import Progress
 
     from accelbench.store import ResultStore
-    from accelbench.sweep import grid, run_sweep
+    from accelbench.sweep import SweepFile, load_sweep, run_sweep
 
     axes = {
-        "workload": _split(workload),
+        "workload": _split(workload) if workload else [],
         "batch_size": _split(batch_size),
         "precision": _split(precision),
         "grad_accum": _split(grad_accum),
     }
-    specs = grid(
-        axes,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        compile=compile,
-        channels_last=channels_last,
-        optimizer=optimizer,
-        lr=lr,
-        workers=workers,
-        window_steps=window_steps,
-        device=device,
-        seed=seed,
-    )
+    fixed = {
+        "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
+        "channels_last": channels_last, "optimizer": optimizer, "lr": lr, "workers": workers,
+        "window_steps": window_steps, "device": device, "seed": seed,
+    }  # fmt: skip
+    if sweep is None:
+        if not workload:
+            raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
+        specs = SweepFile(axes=axes, fixed=fixed).specs()
+    else:
+        given = {n for n in axes | fixed if _from_command_line(ctx, n)}
+        specs = _override(load_sweep(sweep), axes, fixed, given).specs()
     with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
         console.print(f"{len(specs)} cell(s); results go to {store.path}")
         task = progress.add_task("starting", total=len(specs))
@@ -177,6 +183,23 @@ def run(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
     _show(results)
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _override(
+    base: SweepFile, axes: dict[str, list[str]], fixed: dict[str, Any], given: set[str]
+) -> SweepFile:
+    """The sweep file with the settings given on the command line in place of its own."""
+    keep_axes = {k: v for k, v in base.axes.items() if k not in given}
+    keep_fixed = {k: v for k, v in base.fixed.items() if k not in given}
+    return SweepFile(
+        axes=keep_axes | {k: v for k, v in axes.items() if k in given},
+        fixed=keep_fixed | {k: v for k, v in fixed.items() if k in given},
+    )
 
 
 def _show(results: list[Result]) -> None:

@@ -1,22 +1,87 @@
-"""A sweep: the grid of specs from lists of values, each cell run in a child and stored."""
+"""A sweep: the grid of specs from lists of values, each cell run in a child and stored.
+
+A sweep can also be written down in a TOML file, fixed fields and axes:
+
+    [fixed]
+    workload = "autoencoder"
+    epochs = 3
+
+    [axes]
+    batch_size = [10, 128, 256, 512]
+    precision = ["fp32", "amp-bf16"]
+"""
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import logging
+import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+from pydantic import Field, ValidationError, field_validator
 
 from accelbench import launch
 from accelbench.environment import Environment
+from accelbench.errors import AccelbenchError
 from accelbench.precision import check_supported
 from accelbench.result import Result, result_key
-from accelbench.spec import RunSpec
+from accelbench.spec import Frozen, RunSpec
 from accelbench.store import ResultStore
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 3600.0
+
+
+class SweepFile(Frozen):
+    """The contents of a sweep file."""
+
+    fixed: dict[str, Any] = Field(default_factory=dict)
+    """Spec fields that every cell shares."""
+    axes: dict[str, list[Any]] = Field(default_factory=dict)
+    """Spec fields with a list of values each; the grid is their product, in file order."""
+
+    @field_validator("fixed", "axes")
+    @classmethod
+    def _spec_fields(cls, table: dict[str, Any]) -> dict[str, Any]:
+        for name in table:
+            if name not in RunSpec.model_fields:
+                close = difflib.get_close_matches(name, RunSpec.model_fields, n=1)
+                hint = f"did you mean {close[0]}? " if close else ""
+                raise ValueError(f"{name} is not a run setting; {hint}`accelbench run --help` lists them")
+        return table
+
+    @field_validator("axes")
+    @classmethod
+    def _no_empty_axis(cls, axes: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        empty = [name for name, values in axes.items() if not values]
+        if empty:
+            raise ValueError(f"axis {empty[0]} has no values")
+        return axes
+
+    def specs(self) -> list[RunSpec]:
+        both = sorted(set(self.fixed) & set(self.axes))
+        if both:
+            raise AccelbenchError(f"{both[0]} is both fixed and an axis; keep it in one table")
+        return grid(self.axes, **self.fixed)
+
+
+def load_sweep(path: Path) -> SweepFile:
+    """Read and check a sweep file; any problem is an AccelbenchError naming the file."""
+    try:
+        return SweepFile.model_validate(tomllib.loads(path.read_text()))
+    except OSError as exc:
+        raise AccelbenchError(f"cannot read sweep file {path}: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise AccelbenchError(f"sweep file {path} is not valid TOML: {exc}") from exc
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        raise AccelbenchError(f"sweep file {path}: [{where}] {message}") from exc
 
 
 def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
