@@ -11,13 +11,15 @@ from typing import Annotated, Any, get_args
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.progress import Progress
 from typer.core import TyperGroup
 
-from accelbench import report, workloads
+from accelbench import environment, report, workloads
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
-from accelbench.sweep import SweepFile
+from accelbench.store import ResultStore
+from accelbench.sweep import SweepFile, load_sweep, run_sweep
 
 # Wide enough for the results table when the output goes to a file or a pipe.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -90,8 +92,6 @@ def env(
     fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
 ) -> None:
     """The detected platform: devices, host CPU, NUMA nodes, versions."""
-    from accelbench import environment
-
     if device not in get_args(DeviceType):
         raise AccelbenchError(
             f"unknown device {device!r}; use one of: {', '.join(get_args(DeviceType))}"
@@ -143,11 +143,6 @@ def run(
     db: DbOption = None,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
-    from rich.progress import Progress
-
-    from accelbench.store import ResultStore
-    from accelbench.sweep import SweepFile, load_sweep, run_sweep
-
     axes = {
         "workload": _split(workload) if workload else [],
         "batch_size": _split(batch_size),
@@ -224,8 +219,6 @@ def results(
     db: DbOption = None,
 ) -> None:
     """The stored runs, oldest first."""
-    from accelbench.store import ResultStore
-
     if workload is not None:
         workloads.check_name(workload)
     found = ResultStore(db, writable=False).query(
