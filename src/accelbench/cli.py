@@ -19,7 +19,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
 from accelbench.store import ResultStore
-from accelbench.sweep import SweepFile, load_sweep, run_sweep
+from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, load_sweep, run_sweep
 
 # Wide enough for the results table when the output goes to a file or a pipe.
 console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -136,7 +136,9 @@ def run(
         Path | None,
         typer.Option(help="TOML file of fixed settings and axes; options given here override it."),
     ] = None,
-    timeout_s: Annotated[float, typer.Option(help="Time limit of each cell, seconds.")] = 3600.0,
+    timeout_s: Annotated[
+        float, typer.Option(help="Time limit of each cell, seconds.")
+    ] = DEFAULT_TIMEOUT_S,
     force: Annotated[
         bool, typer.Option("--force", help="Re-run cells already in the database.")
     ] = False,

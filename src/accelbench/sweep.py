@@ -51,7 +51,9 @@ class SweepFile(Frozen):
             if name not in RunSpec.model_fields:
                 close = difflib.get_close_matches(name, RunSpec.model_fields, n=1)
                 hint = f"did you mean {close[0]}? " if close else ""
-                raise ValueError(f"{name} is not a run setting; {hint}`accelbench run --help` lists them")
+                raise ValueError(
+                    f"{name} is not a run setting; {hint}`accelbench run --help` lists them"
+                )
         return table
 
     @field_validator("axes")
