@@ -15,9 +15,15 @@ from accelbench.workloads import autoencoder, language, toy, vision
 
 WORKLOADS: dict[str, Callable[[], Workload]] = {
     "resnet50": vision.resnet50,
+    "resnext101_32x4d": vision.resnext101_32x4d,
     "efficientnet_b0": vision.efficientnet_b0,
+    "efficientnet_b4": vision.efficientnet_b4,
+    "mobilenetv3_small": vision.mobilenetv3_small,
     "mobilenetv3_large": vision.mobilenetv3_large,
+    "vit_base_16": vision.vit_base_16,
+    "swin_tiny": vision.swin_tiny,
     "bert_base_squad": language.bert_base_squad,
+    "bert_large_squad": language.bert_large_squad,
     "autoencoder": autoencoder.autoencoder,
     "tiny_mlp": toy.tiny_mlp,
 }

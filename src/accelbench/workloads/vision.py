@@ -20,6 +20,31 @@ def mobilenetv3_large() -> Workload:
     return _timm_classifier("mobilenetv3_large", "mobilenetv3_large_100")
 
 
+def efficientnet_b4() -> Workload:
+    """EfficientNet-B4 (timm), 380x380 RGB (its native resolution), 1000 classes."""
+    return _timm_classifier("efficientnet_b4", "efficientnet_b4", image_size=380)
+
+
+def mobilenetv3_small() -> Workload:
+    """MobileNetV3-Small 1.0 (timm), 224x224 RGB, 1000 classes."""
+    return _timm_classifier("mobilenetv3_small", "mobilenetv3_small_100")
+
+
+def resnext101_32x4d() -> Workload:
+    """ResNeXt-101 32x4d (timm), 224x224 RGB, 1000 classes."""
+    return _timm_classifier("resnext101_32x4d", "resnext101_32x4d")
+
+
+def vit_base_16() -> Workload:
+    """ViT-Base/16 (timm), 224x224 RGB, 1000 classes."""
+    return _timm_classifier("vit_base_16", "vit_base_patch16_224")
+
+
+def swin_tiny() -> Workload:
+    """Swin-Tiny, window 7 (timm), 224x224 RGB, 1000 classes."""
+    return _timm_classifier("swin_tiny", "swin_tiny_patch4_window7_224")
+
+
 def _timm_classifier(
     name: str, timm_name: str, image_size: int = 224, num_classes: int = 1000
 ) -> Workload:
