@@ -17,7 +17,7 @@ def _failing(exc: BaseException) -> Workload:
         raise exc
 
     base = toy.tiny_mlp()
-    return Workload("tiny_mlp", "samples", build, base.make_sample, base.loss)
+    return Workload("samples", build, base.make_sample, base.loss)
 
 
 def test_ok_result_carries_spec_env_and_key() -> None:

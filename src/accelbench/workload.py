@@ -19,7 +19,8 @@ Batch = dict[str, "torch.Tensor"]
 
 @dataclass(frozen=True)
 class Workload:
-    name: str
+    """Its name is the registry's key (workloads/__init__.py), so it is not repeated here."""
+
     item_unit: str
     """What one item of a batch is ("images", "sequences"): the unit of throughput."""
     build_model: Callable[[], torch.nn.Module]

@@ -37,4 +37,4 @@ def autoencoder() -> Workload:
     def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return F.mse_loss(model(batch["image"]), batch["image"])
 
-    return Workload("autoencoder", "images", build_model, make_sample, loss)
+    return Workload("images", build_model, make_sample, loss)

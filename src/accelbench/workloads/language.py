@@ -7,17 +7,15 @@ from accelbench.workload import Batch, Workload
 
 def bert_base_squad() -> Workload:
     """BERT-Base (transformers) fine-tuned for SQuAD question answering, sequence length 384."""
-    return _bert_squad("bert_base_squad", num_layers=12, hidden=768, heads=12)
+    return _bert_squad(num_layers=12, hidden=768, heads=12)
 
 
 def bert_large_squad() -> Workload:
     """BERT-Large (transformers) fine-tuned for SQuAD question answering, sequence length 384."""
-    return _bert_squad("bert_large_squad", num_layers=24, hidden=1024, heads=16)
+    return _bert_squad(num_layers=24, hidden=1024, heads=16)
 
 
-def _bert_squad(
-    name: str, num_layers: int, hidden: int, heads: int, seq_len: int = 384
-) -> Workload:
+def _bert_squad(num_layers: int, hidden: int, heads: int, seq_len: int = 384) -> Workload:
     import torch
 
     vocab_size = 30522  # the uncased WordPiece vocabulary of the published BERT models
@@ -43,4 +41,4 @@ def _bert_squad(
     def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return model(**batch).loss
 
-    return Workload(name, "sequences", build_model, make_sample, loss)
+    return Workload("sequences", build_model, make_sample, loss)

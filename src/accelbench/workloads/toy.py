@@ -21,4 +21,4 @@ def tiny_mlp() -> Workload:
     def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(model(batch["x"]), batch["label"])
 
-    return Workload("tiny_mlp", "samples", build_model, make_sample, loss)
+    return Workload("samples", build_model, make_sample, loss)
