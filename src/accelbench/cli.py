@@ -223,9 +223,8 @@ def results(
     """The stored runs, oldest first."""
     if workload is not None:
         workloads.check_name(workload)
-    found = ResultStore(db, writable=False).query(
-        workload=workload, platform=platform, status=status, limit=limit
-    )
+    with ResultStore(db, writable=False) as store:
+        found = store.query(workload=workload, platform=platform, status=status, limit=limit)
     if fmt is Format.json:
         print(report.to_json(found), end="")
     elif fmt is Format.csv:

@@ -78,7 +78,7 @@ def cell_line(result: Result, skipped: bool) -> str:
         return f"✗ {cell}: {result.status}: {result.reason}"
     iqr = iqr_text(result)
     text = (
-        f"{m.items_per_s:,.1f} {m.item_unit}/s"
+        f"{rate_text(m.items_per_s)} {m.item_unit}/s"
         + (f" (IQR {iqr}%)" if iqr else "")
         + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
         + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
