@@ -3,6 +3,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +15,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     """No test touches the user's database, and torch's global state is the same for each."""
     monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "default.sqlite"))
     flags = (
+        torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,
         torch.backends.cudnn.conv.fp32_precision,
         torch.backends.cudnn.rnn.fp32_precision,
@@ -22,6 +24,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     torch.manual_seed(0)
     yield
     (
+        torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,
         torch.backends.cudnn.conv.fp32_precision,
         torch.backends.cudnn.rnn.fp32_precision,
@@ -48,3 +51,55 @@ def tiny(**overrides: object) -> RunSpec:
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def make_image_folder(root: Path, num_classes: int = 2, per_class: int = 4) -> Path:
+    """An ImageFolder tree of small random RGB images of assorted sizes and formats."""
+    from PIL import Image
+
+    gen = np.random.default_rng(0)
+    for c in range(num_classes):
+        (root / f"class{c}").mkdir(parents=True)
+        for i in range(per_class):
+            pixels = gen.integers(0, 256, (30 + 4 * i, 40, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / f"class{c}" / f"{i}.{'png' if i % 2 else 'jpg'}")
+    return root
+
+
+def make_shards(root: Path, num_shards: int = 2, per_shard: int = 6) -> Path:
+    """webdataset shards of JPEG images with their class."""
+    import io
+
+    import webdataset as wds
+    from PIL import Image
+
+    gen = np.random.default_rng(0)
+    root.mkdir(parents=True)
+    for s in range(num_shards):
+        with wds.TarWriter(str(root / f"shard-{s:03d}.tar")) as sink:
+            for i in range(per_shard):
+                jpeg = io.BytesIO()
+                Image.fromarray(gen.integers(0, 256, (36, 36, 3), dtype=np.uint8)).save(
+                    jpeg, "JPEG"
+                )
+                sink.write(
+                    {"__key__": f"{s}-{i}", "jpg": jpeg.getvalue(), "cls": str(i % 3).encode()}
+                )
+    return root
+
+
+def make_mnist(root: Path, count: int = 16) -> Path:
+    """MNIST-format IDX files: train-images-idx3-ubyte and train-labels-idx1-ubyte."""
+    gen = np.random.default_rng(0)
+    root.mkdir(parents=True, exist_ok=True)
+    images = root / "train-images-idx3-ubyte"
+    header = np.array([2051, count, 28, 28], dtype=">i4").tobytes()
+    images.write_bytes(header + gen.integers(0, 256, (count, 28, 28), dtype=np.uint8).tobytes())
+    labels = np.array([2049, count], dtype=">i4").tobytes() + bytes(i % 10 for i in range(count))
+    (root / "train-labels-idx1-ubyte").write_bytes(labels)
+    return images
+
+
+def make_tokens(path: Path, count: int = 4096, vocab: int = 1000) -> Path:
+    np.save(path, np.random.default_rng(0).integers(0, vocab, count, dtype=np.int32))
+    return path

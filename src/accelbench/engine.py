@@ -89,6 +89,10 @@ def make_engine(workload: Workload, spec: RunSpec, device: torch.device) -> Engi
 def _set_tf32(enabled: bool) -> None:
     # Set both ways on purpose: cuDNN convolutions default to TF32, so fp32 must turn it off.
     mode = "tf32" if enabled else "ieee"
+    # The legacy flag first: left at its default it disagrees with the new per-op flags, and
+    # torch then refuses code that still reads it (torch.backends.cudnn.flags(), used by
+    # transformers' CTC loss).
+    torch.backends.cudnn.allow_tf32 = enabled
     torch.backends.cuda.matmul.fp32_precision = mode
     torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
     torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
