@@ -4,14 +4,19 @@ import csv
 import io
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from accelbench import workloads
 from accelbench.cli import app
 
+from .conftest import make_image_folder, make_shards
+
 runner = CliRunner()
+EXAMPLE = Path(__file__).parents[1] / "examples" / "my_model.py"
 QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
 
 
@@ -98,6 +103,19 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
             "precision tf32 cannot run on this cpu",
         ),
         (["run", "tiny_mlp", "--batch-size", ","], "empty list"),
+        (["run", "tiny_mlp", "--model-arg", "width=3"], "tiny_mlp takes no model arg 'width'"),
+        (
+            ["run", "resnet50", "--model-arg", "image_size"],
+            "--model-arg 'image_size': write it as KEY=VALUE",
+        ),
+        (
+            ["run", "hf/gpt2", "--model-arg", "n_layers=2"],
+            "'n_layers' is not a field of the gpt2 config: did you mean n_layer?",
+        ),
+        (["run", "timm/resnet5O"], "timm has no model 'resnet5O'"),
+        (["run", "missing.py:build"], "no model file missing.py"),
+        (["run", "autoencoder", "--data", "/no/such/dir"], "no data at /no/such/dir"),
+        (["run", "lstm", "--data", "."], "lstm trains on synthetic data only"),
         (["results", "--workload", "resnet"], "unknown workload 'resnet'"),
     ],
 )
@@ -141,14 +159,38 @@ def test_corrupt_database_is_refused(tmp_path: Path) -> None:
 def test_list_shows_every_workload() -> None:
     code, output = invoke("list")
     assert code == 0
-    for name in (
-        "resnet50",
-        "efficientnet_b0",
-        "mobilenetv3_large",
-        "bert_base_squad",
-        "autoencoder",
-    ):
-        assert name in output
+    for name in workloads.WORKLOADS:
+        assert f"{name} " in output
+
+
+@pytest.mark.parametrize("make", [make_image_folder, make_shards])
+def test_user_model_on_real_images_reports_input_wait(
+    tmp_path: Path, make: Callable[[Path], Path]
+) -> None:
+    data, path = make(tmp_path / "data"), tmp_path / "results.sqlite"
+    code, output = invoke(
+        "run", f"{EXAMPLE}:build", "--model-arg", "width=8", "--data", str(data), "--workers", "2",
+        "--batch-size", "4", *QUICK, "--db", str(path),
+    )  # fmt: skip
+    assert code == 0, output
+    assert "Input wait (%)" in output and "input wait" in output
+    [(_, text)] = stored(path)
+    record = json.loads(text)
+    assert record["status"] == "ok"
+    assert record["spec"]["data"] == str(data) and record["spec"]["model_args"] == {"width": 8}
+    assert 0 <= record["metrics"]["input_wait_frac"] <= 1
+
+
+def test_a_broken_user_model_is_stored_as_an_error(tmp_path: Path) -> None:
+    model, path = tmp_path / "broken.py", tmp_path / "results.sqlite"
+    model.write_text("def build():\n    return undefined_name\n")
+    code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(path))
+    assert code == 0, output
+    [(_, text)] = stored(path)
+    record = json.loads(text)
+    assert record["status"] == "error"
+    assert "NameError: name 'undefined_name' is not defined" in record["reason"]
+    assert str(model) in record["detail"]  # the traceback points at the user's file
 
 
 def test_env_as_json() -> None:

@@ -13,5 +13,17 @@ from accelbench.runner import run
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import grid, run_sweep
+from accelbench.workload import Images, Tokens, Workload, reading
 
-__all__ = ["Result", "ResultStore", "RunSpec", "grid", "run", "run_sweep"]
+__all__ = [
+    "Images",
+    "Result",
+    "ResultStore",
+    "RunSpec",
+    "Tokens",
+    "Workload",
+    "grid",
+    "reading",
+    "run",
+    "run_sweep",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from enum import StrEnum
@@ -128,10 +129,15 @@ def run(
     ] = False,
     optimizer: Annotated[str, typer.Option(help=_help("optimizer"))] = "sgd",
     lr: Annotated[float, typer.Option(help=_help("lr"))] = 0.01,
-    workers: Annotated[int, typer.Option(help=_help("workers"))] = 0,
+    workers: Annotated[str, typer.Option(help=_help("workers") + " Comma list for a sweep.")] = "0",
     window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 5,
     device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
     seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
+    model_args: Annotated[
+        list[str] | None,
+        typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + _help("model_args")),
+    ] = None,
+    data: Annotated[str | None, typer.Option(help=_help("data"))] = None,
     sweep: Annotated[
         Path | None,
         typer.Option(help="TOML file of fixed settings and axes; options given here override it."),
@@ -150,11 +156,13 @@ def run(
         "batch_size": _split(batch_size),
         "precision": _split(precision),
         "grad_accum": _split(grad_accum),
+        "workers": _split(workers),
     }
     fixed = {
         "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
-        "channels_last": channels_last, "optimizer": optimizer, "lr": lr, "workers": workers,
+        "channels_last": channels_last, "optimizer": optimizer, "lr": lr,
         "window_steps": window_steps, "device": device, "seed": seed,
+        "model_args": _key_values(model_args or []), "data": data,
     }  # fmt: skip
     if sweep is None:
         if not workload:
@@ -180,6 +188,20 @@ def run(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
     _show(results)
+
+
+def _key_values(pairs: list[str]) -> dict[str, Any]:
+    """KEY=VALUE pairs; a value that reads as JSON (2, 0.1, true) is that, else a string."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise AccelbenchError(f"--model-arg {pair!r}: write it as KEY=VALUE, e.g. seq_len=128")
+        try:
+            out[key.strip()] = json.loads(text)
+        except json.JSONDecodeError:
+            out[key.strip()] = text
+    return out
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

@@ -1,18 +1,103 @@
-"""Synthetic host data fed through a real DataLoader, so the input pipeline is part of a step."""
+"""The input pipeline: synthetic samples or real local data, fed through a real DataLoader.
+
+Real data is read as records of the kind a workload reads (workload.Images or workload.Tokens),
+then `Workload.prepare` makes its samples, in the loader's worker processes as a training input
+pipeline would. Formats:
+- imagefolder: a directory of class directories of images (torchvision ImageFolder);
+- webdataset: .tar shards of image + class files (a .tar, a directory of them, or a
+  brace pattern such as shards-{000..015}.tar);
+- mnist: an IDX images file (train-images-idx3-ubyte), with its labels file beside it if present;
+- tokens: a .npy file of token ids, read in windows of the workload's sequence length.
+"""
 
 from __future__ import annotations
 
-import torch
-from torch.utils.data import DataLoader, Dataset
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, Literal
 
-from accelbench.workload import Batch, Workload
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
+
+from accelbench.errors import AccelbenchError
+from accelbench.spec import RunSpec
+from accelbench.workload import Batch, Images, Tokens, Workload
+
+DataFormat = Literal["imagefolder", "webdataset", "mnist", "tokens"]
 
 POOL_SIZE = 64
-"""Distinct samples generated up front; items cycle through them so that what is timed is the
-loader (indexing, collation, worker transfer, pinning), not the random number generator."""
+"""Distinct synthetic samples generated up front; items cycle through them so that what is timed
+is the loader (indexing, collation, worker transfer, pinning), not the random number generator."""
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+IMAGE_SUFFIXES = "jpg;jpeg;png;ppm;bmp;webp"
+
+
+def data_format(path: str) -> DataFormat:
+    """The format of the data set at `path`, from its name and layout; raises if it has none."""
+    if "{" in path and path.endswith(".tar"):
+        return "webdataset"
+    p = Path(path)
+    if not p.exists():
+        raise AccelbenchError(f"no data at {path}: give an existing file or directory")
+    if p.is_file():
+        if p.suffix == ".tar":
+            return "webdataset"
+        if p.suffix == ".npy":
+            return "tokens"
+        if "idx3-ubyte" in p.name:
+            return "mnist"
+    elif any(p.glob("*.tar")):
+        return "webdataset"
+    elif any(child.is_dir() for child in p.iterdir()):
+        return "imagefolder"
+    raise AccelbenchError(
+        f"cannot tell the format of {path}: expected an ImageFolder directory, .tar shards, "
+        "an MNIST *-idx3-ubyte file or a .npy token file"
+    )
+
+
+def check_fits(path: str, reads: Images | Tokens | None, name: str) -> None:
+    """Raise unless the workload `name` can read the data at `path`."""
+    kind = "tokens" if data_format(path) == "tokens" else "images"
+    wanted = None if reads is None else "tokens" if isinstance(reads, Tokens) else "images"
+    if wanted is None:
+        raise AccelbenchError(f"{name} trains on synthetic data only: leave out --data")
+    if kind != wanted:
+        raise AccelbenchError(f"{name} reads {wanted}, but {path} holds {kind}")
+
+
+def make_loader(workload: Workload, spec: RunSpec, pin_memory: bool) -> DataLoader[Batch]:
+    """A loader of `spec.batch_size` items that yields at least one epoch of batches per pass
+    (endless for shards); worker processes persist across epochs."""
+    num_items = spec.batch_size * spec.steps_per_epoch * spec.grad_accum
+    dataset: Dataset[Batch]
+    sampler = None
+    if spec.data is None:
+        dataset = SyntheticDataset(workload, num_items, spec.seed)
+    else:
+        check_fits(spec.data, workload.reads, spec.workload)
+        assert workload.reads is not None
+        dataset = _real_dataset(spec.data, workload.reads, workload.prepare, spec.seed)
+        if isinstance(dataset, _Records):
+            # Random reads with replacement: any data set size gives full epochs, in random order.
+            gen = torch.Generator().manual_seed(spec.seed)
+            sampler = RandomSampler(dataset, replacement=True, num_samples=num_items, generator=gen)
+    return DataLoader(
+        dataset,
+        batch_size=spec.batch_size,
+        sampler=sampler,
+        num_workers=spec.workers,
+        persistent_workers=spec.workers > 0,
+        pin_memory=pin_memory,
+        drop_last=True,
+    )
 
 
 class SyntheticDataset(Dataset[Batch]):
+    """`num_items` samples cycling through a pool made by the workload."""
+
     def __init__(self, workload: Workload, num_items: int, seed: int) -> None:
         gen = torch.Generator().manual_seed(seed)
         self.pool = [workload.make_sample(gen) for _ in range(min(POOL_SIZE, num_items))]
@@ -25,16 +110,146 @@ class SyntheticDataset(Dataset[Batch]):
         return self.pool[index % len(self.pool)]
 
 
-def make_loader(
-    workload: Workload, batch_size: int, num_batches: int, workers: int, seed: int, pin_memory: bool
-) -> DataLoader[Batch]:
-    """A loader yielding `num_batches` batches per pass; worker processes persist across epochs."""
-    dataset = SyntheticDataset(workload, batch_size * num_batches, seed)
-    return DataLoader(
-        dataset,
-        batch_size=batch_size,
-        num_workers=workers,
-        persistent_workers=workers > 0,
-        pin_memory=pin_memory,
-        drop_last=True,
+Prepare = Callable[[Batch, torch.Generator], Batch]
+Reader = tuple[int, Callable[[int], Batch]]
+"""A data set's number of records, and how to read record i."""
+
+
+def _real_dataset(path: str, reads: Images | Tokens, prepare: Prepare, seed: int) -> Dataset[Batch]:
+    fmt = data_format(path)
+    if isinstance(reads, Tokens):
+        return _Records(_token_windows(path, reads), prepare, seed)
+    transform = _image_transform(reads)
+    if fmt == "webdataset":
+        return _Shards(path, transform, prepare, seed)
+    if fmt == "mnist":
+        return _Records(_mnist(path, transform), prepare, seed)
+    return _Records(_image_folder(path, reads, transform), prepare, seed)
+
+
+class _Records(Dataset[Batch]):
+    """Record `i` of a reader, prepared with a generator seeded by its index, so a sample is the
+    same whichever worker makes it."""
+
+    def __init__(self, reader: Reader, prepare: Prepare, seed: int) -> None:
+        self.num_records, self.read = reader
+        self.prepare, self.seed = prepare, seed
+
+    def __len__(self) -> int:
+        return self.num_records
+
+    def __getitem__(self, index: int) -> Batch:
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + index)
+        return self.prepare(self.read(index), gen)
+
+
+def _image_transform(reads: Images) -> Callable[[Any], torch.Tensor]:
+    from torchvision.transforms import v2
+
+    mode = "RGB" if reads.channels == 3 else "L"
+    if reads.recipe == "imagenet":
+        steps = [
+            v2.RandomResizedCrop(reads.size, antialias=True),
+            v2.RandomHorizontalFlip(),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+            v2.Normalize(IMAGENET_MEAN[: reads.channels], IMAGENET_STD[: reads.channels]),
+        ]
+    else:
+        steps = [
+            v2.Resize(reads.size, antialias=True),
+            v2.CenterCrop(reads.size),
+            v2.ToImage(),
+            v2.ToDtype(torch.float32, scale=True),
+        ]
+    pipeline = v2.Compose(steps)
+    return lambda image: pipeline(image.convert(mode))
+
+
+def _image_folder(path: str, reads: Images, transform: Callable[[Any], torch.Tensor]) -> Reader:
+    from torchvision.datasets import ImageFolder
+
+    folder = ImageFolder(path)
+    if len(folder.classes) > reads.num_classes:
+        raise AccelbenchError(
+            f"{path} has {len(folder.classes)} classes and the model {reads.num_classes}: "
+            f"add --model-arg num_classes={len(folder.classes)}"
+        )
+
+    def read(index: int) -> Batch:
+        image, label = folder[index]
+        return {"image": transform(image), "label": torch.tensor(label)}
+
+    return len(folder), read
+
+
+def _mnist(path: str, transform: Callable[[Any], torch.Tensor]) -> Reader:
+    from PIL import Image
+    from torchvision.datasets.mnist import read_image_file, read_label_file
+
+    images = read_image_file(path)  # uint8 (N, H, W)
+    label_path = Path(path.replace("images-idx3", "labels-idx1"))
+    labels = (
+        read_label_file(str(label_path))
+        if label_path.is_file() and label_path != Path(path)
+        else torch.zeros(len(images), dtype=torch.long)
     )
+
+    def read(index: int) -> Batch:
+        image = Image.fromarray(images[index].numpy(), mode="L")
+        return {"image": transform(image), "label": labels[index].long()}
+
+    return len(images), read
+
+
+def _token_windows(path: str, reads: Tokens) -> Reader:
+    import numpy as np
+
+    ids = np.load(path, mmap_mode="r")
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise AccelbenchError(
+            f"{path} must hold a 1-D array of integer token ids, not {ids.dtype} {ids.shape}"
+        )
+    if len(ids) < reads.seq_len:
+        raise AccelbenchError(
+            f"{path} has {len(ids)} tokens, fewer than one sequence of {reads.seq_len}"
+        )
+    top = int(ids.max())
+    if top >= reads.vocab_size:
+        raise AccelbenchError(
+            f"{path} has token id {top}, beyond the model's vocabulary of {reads.vocab_size}"
+        )
+    num_windows = len(ids) // reads.seq_len
+
+    def read(index: int) -> Batch:
+        start = index * reads.seq_len
+        return {"input_ids": torch.from_numpy(ids[start : start + reads.seq_len].astype(np.int64))}
+
+    return num_windows, read
+
+
+class _Shards(IterableDataset[Batch]):
+    """Iterable: an endless stream of image records from webdataset shards, each worker drawing
+    shards at random with replacement, as webdataset trains on large data sets."""
+
+    def __init__(
+        self, path: str, transform: Callable[[Any], torch.Tensor], prepare: Prepare, seed: int
+    ) -> None:
+        p = Path(path)
+        self.urls: str | list[str] = sorted(str(t) for t in p.glob("*.tar")) if p.is_dir() else path
+        self.transform, self.prepare, self.seed = transform, prepare, seed
+
+    def __iter__(self) -> Iterator[Batch]:
+        import webdataset as wds
+        from torch.utils.data import get_worker_info
+
+        worker = get_worker_info()
+        gen = torch.Generator().manual_seed(self.seed * 1_000_003 + (worker.id if worker else 0))
+        stream = (
+            wds.WebDataset(self.urls, resampled=True, shardshuffle=False, nodesplitter=None)
+            .decode("pil")
+            .to_tuple(IMAGE_SUFFIXES, "cls")
+        )
+        for image, label in stream:
+            record = {"image": self.transform(image), "label": torch.tensor(int(label))}
+            yield self.prepare(record, gen)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.table import Table
 
@@ -19,7 +21,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
     out = Table(title=title)
     for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
         out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
-    for name in ("Last epoch (s)", "Throughput (items/s)", "IQR (%)", "Status"):
+    for name in ("Last epoch (s)", "Throughput (items/s)", "IQR (%)", "Input wait (%)", "Status"):
         out.add_column(name, justify="left" if name == "Status" else "right")
     for r in results:
         m = r.metrics
@@ -27,7 +29,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
         if _shown_invalid(r):
             throughput = f"({throughput})"
         out.add_row(
-            r.spec.workload,
+            label(r),
             r.env.platform,
             str(r.spec.replicas),
             str(r.spec.batch_size),
@@ -35,6 +37,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
             "" if m is None else f"{m.epochs[-1].time_s:.2f}",
             throughput,
             iqr_text(r),
+            wait_text(r),
             r.status,
         )
     return out
@@ -43,7 +46,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
 def notes(results: Sequence[Result]) -> list[str]:
     """One line for each result that is not ok, saying why; printed under the table."""
     lines = [
-        f"{r.spec.workload} bs={r.spec.batch_size} {r.spec.precision}: {r.status}: {r.reason}"
+        f"{label(r)} bs={r.spec.batch_size} {r.spec.precision}: {r.status}: {r.reason}"
         for r in results
         if r.status != "ok"
     ]
@@ -59,6 +62,24 @@ def iqr_text(result: Result) -> str:
     return f"{result.metrics.window_items_per_s.iqr_pct:.1f}"
 
 
+def wait_text(result: Result) -> str:
+    """The share of step time spent waiting for input, in percent; blank if not measured."""
+    m = result.metrics
+    if m is None or m.input_wait_frac is None:
+        return ""
+    return f"{100 * m.input_wait_frac:.0f}" if m.input_wait_frac >= 0.01 else "<1"
+
+
+def label(result: Result) -> str:
+    """The workload with its model args, the data set's name if not synthetic, and the loader
+    workers if any."""
+    spec = result.spec
+    args = ",".join(f"{k}={v}" for k, v in spec.model_args.items())
+    text = spec.workload + (f"({args})" if args else "")
+    text += f" on {Path(spec.data).name}" if spec.data else ""
+    return text + (f", {spec.workers} workers" if spec.workers else "")
+
+
 def rate_text(items_per_s: float) -> str:
     """Whole numbers with thousands separators; three significant digits below 100."""
     return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
@@ -71,7 +92,7 @@ def _shown_invalid(result: Result) -> bool:
 def cell_line(result: Result, skipped: bool) -> str:
     """The line printed as a sweep cell finishes."""
     spec, m = result.spec, result.metrics
-    cell = f"{spec.workload} bs={spec.batch_size}x{spec.grad_accum} {spec.precision}"
+    cell = f"{label(result)} bs={spec.batch_size}x{spec.grad_accum} {spec.precision}"
     if skipped:
         return f"= {cell}: stored earlier, skipped (--force re-runs it)"
     if m is None:
@@ -80,6 +101,7 @@ def cell_line(result: Result, skipped: bool) -> str:
     text = (
         f"{rate_text(m.items_per_s)} {m.item_unit}/s"
         + (f" (IQR {iqr}%)" if iqr else "")
+        + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
         + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
         + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
     )
@@ -95,6 +117,8 @@ def flat(result: Result) -> dict[str, object]:
         "key": result.key,
         "created_at": result.created_at.isoformat(),
         "workload": spec.workload,
+        "model_args": json.dumps(spec.model_args) if spec.model_args else None,
+        "data": spec.data,
         "scenario": spec.scenario,
         "platform": result.env.platform,
         "device_type": result.env.device_type,
@@ -120,6 +144,8 @@ def flat(result: Result) -> dict[str, object]:
             "items_per_s_p25": w.p25,
             "items_per_s_p75": w.p75,
             "num_windows": w.n,
+            "compute_items_per_s": m.compute_items_per_s,
+            "input_wait_frac": m.input_wait_frac,
             "step_ms_median": s.median,
             "step_ms_p90": s.p90,
             "step_ms_p99": s.p99,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
+from pydantic import Field
+
 from accelbench.environment import Environment
 from accelbench.spec import Frozen, RunSpec, stable_hash
 from accelbench.stats import Summary
@@ -43,6 +45,14 @@ class TrainMetrics(Frozen):
     step_ms_steady: Summary
     window_items_per_s: Summary
     """Throughput of consecutive windows of spec.window_steps steady-state steps."""
+    input_wait_ms: list[float] = Field(default_factory=list)
+    """Raw host time each optimizer step waited for its batches from the loader."""
+    input_wait_frac: float | None = None
+    """Share of steady-state step time spent waiting for input (None in records made before it
+    was measured). Near 0: the device is the limit; large: the host's input pipeline is."""
+    compute_items_per_s: float | None = None
+    """Steady-state throughput with the input wait taken out, an estimate of what the device
+    could do with input for free (NVIDIA DeepLearningExamples' compute_ips)."""
     first_step_ms: float
     """Time to the end of the first step, compilation and the first batch included."""
     diverged_at_step: int | None
@@ -105,4 +115,4 @@ class Result(Frozen):
 
 
 def result_key(spec: RunSpec, env: Environment) -> str:
-    return stable_hash(spec.model_dump(mode="json"), env.fingerprint())
+    return stable_hash(spec.identity(), env.fingerprint())

@@ -27,7 +27,7 @@ def run(spec: RunSpec) -> Result:
     metrics = None
     try:
         metrics = scenarios.get(spec.scenario)(
-            spec, workloads.get(spec.workload), torch.device(env.device_type)
+            spec, workloads.get(spec.workload, spec.model_args), torch.device(env.device_type)
         )
         if metrics.diverged_at_step is not None:
             status = "diverged"

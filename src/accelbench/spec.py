@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -12,6 +12,7 @@ from accelbench import workloads
 from accelbench.precision import Precision
 
 Scenario = Literal["train"]
+_ADDED_LATER = ("model_args", "data")
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 
@@ -57,11 +58,27 @@ class RunSpec(Frozen):
     """Optimizer steps per throughput window; the spread is taken over windows."""
     seed: int = 0
     """Seed of weights and synthetic data."""
+    model_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    """Overrides of the workload's shape or model (image_size, seq_len, num_layers, ...); for
+    timm/ and hf/ workloads, any model or config argument."""
+    data: str | None = None
+    """Real local data instead of synthetic: an ImageFolder directory, webdataset .tar shards (a
+    file, a directory of them or a {000..009} pattern), an MNIST IDX images file, or a .npy file
+    of token ids."""
 
     @field_validator("workload")
     @classmethod
     def _known_workload(cls, name: str) -> str:
         return workloads.check_name(name)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that identify the cell, as JSON: all of them, except fields added after the
+        first release while they hold their default, so that stored results keep their keys."""
+        fields = self.model_dump(mode="json")
+        for name in _ADDED_LATER:
+            if fields[name] == RunSpec.model_fields[name].get_default(call_default_factory=True):
+                del fields[name]
+        return fields
 
     @property
     def replicas(self) -> int:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import logging
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -23,7 +24,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from accelbench import launch
+from accelbench import launch, workloads
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.precision import check_supported
@@ -95,6 +96,23 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
     ]
 
 
+def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:
+    """Raise if the workload, its model args or its data cannot work, before any cell starts.
+    A user's model is only looked for here: its code first runs in its cell."""
+    workloads.check(workload, model_args)
+    if data_path is None:
+        return
+    from accelbench import data  # imports torch
+
+    data.data_format(data_path)
+    if not workloads.is_user(workload):
+        data.check_fits(data_path, workloads.get(workload, model_args).reads, workload)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
 def run_sweep(
     specs: Iterable[RunSpec],
     store: ResultStore,
@@ -111,6 +129,8 @@ def run_sweep(
     sweep goes on. A spec the platform cannot run raises before any cell starts.
     """
     specs = list(specs)
+    for workload, args, data in {(s.workload, _json(s.model_args), s.data) for s in specs}:
+        check_inputs(workload, json.loads(args), data)
     envs = {device: launch.probe_environment(device) for device in {s.device for s in specs}}
     cells: list[tuple[RunSpec, Environment]] = []
     for spec in specs:

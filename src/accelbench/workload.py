@@ -2,19 +2,53 @@
 
 A workload says how to build its model, how to make one synthetic sample on the host, and how to
 compute the loss of a batch. Scenarios (how it is measured) and engines (how a step executes) use
-these three functions and nothing else, so adding a workload touches neither.
+these functions and nothing else, so adding a workload touches neither.
+
+A workload that can also train on real local data says what kind of record it reads (`reads`) and
+how a record becomes one of its samples (`prepare`). The data readers (data.py) make the records.
+
+A user's own model is a function that returns a Workload (see examples/my_model.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     import torch
 
 Batch = dict[str, "torch.Tensor"]
+
+
+@dataclass(frozen=True)
+class Images:
+    """Image records: {"image": float channels x size x size, "label": int64 scalar}."""
+
+    channels: int
+    """1 (read as greyscale) or 3 (read as RGB)."""
+    size: int
+    """Images are cropped and resized to size x size."""
+    num_classes: int
+    """Labels of the data must be below this."""
+    recipe: Literal["imagenet", "plain"] = "imagenet"
+    """How real images are read. imagenet: the ImageNet training pipeline (random resized crop,
+    flip, normalised by ImageNet's mean and deviation); plain: resize and centre crop, pixels in
+    [0, 1]. Synthetic images follow it too: normal noise, or uniform in [0, 1]."""
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """Token records: {"input_ids": int64 seq_len}, consecutive ids from a token file."""
+
+    seq_len: int
+    vocab_size: int
+    """Ids of the data must be below this."""
+
+
+def _as_is(record: Batch, gen: torch.Generator) -> Batch:
+    return record
 
 
 @dataclass(frozen=True)
@@ -29,3 +63,36 @@ class Workload:
     """One item (no batch dimension) generated on the host from the generator."""
     loss: Callable[[torch.nn.Module, Batch], torch.Tensor]
     """The scalar training loss of a collated batch already on the device."""
+    reads: Images | Tokens | None = None
+    """The kind of real data it can train on (`--data`); None: synthetic data only."""
+    prepare: Callable[[Batch, torch.Generator], Batch] = _as_is
+    """Turns one record of real data into one sample (adds masks, labels, ...); runs on the host,
+    in the loader workers."""
+
+
+def synthetic_record(reads: Images | Tokens, gen: torch.Generator) -> Batch:
+    """A random record of the kind real data would give: what `make_sample` starts from."""
+    import torch
+
+    if isinstance(reads, Images):
+        size = (reads.channels, reads.size, reads.size)
+        normal = reads.recipe == "imagenet"
+        image = torch.randn(size, generator=gen) if normal else torch.rand(size, generator=gen)
+        return {"image": image, "label": torch.randint(reads.num_classes, (), generator=gen)}
+    return {"input_ids": torch.randint(reads.vocab_size, (reads.seq_len,), generator=gen)}
+
+
+def reading(
+    reads: Images | Tokens,
+    build_model: Callable[[], torch.nn.Module],
+    loss: Callable[[torch.nn.Module, Batch], torch.Tensor],
+    item_unit: str,
+    prepare: Callable[[Batch, torch.Generator], Batch] = _as_is,
+) -> Workload:
+    """A workload whose synthetic samples are random records of the kind it reads, prepared the
+    same way as real ones, so synthetic and real data take the same path."""
+
+    def make_sample(gen: torch.Generator) -> Batch:
+        return prepare(synthetic_record(reads, gen), gen)
+
+    return Workload(item_unit, build_model, make_sample, loss, reads, prepare)

@@ -1,4 +1,13 @@
-"""The workload registry: a name maps to a factory that builds the Workload.
+"""The workload registry, and the names that reach past it.
+
+A workload name is one of:
+- a registered name (`accelbench list`): a factory whose keyword arguments (image_size, seq_len,
+  num_layers, ...) are the seeds' shapes, overridable with model args;
+- `timm/<model>`: any timm model as an image classifier; model args go to timm.create_model;
+- `hf/<model_type>`: any transformers architecture as a language model; model args override its
+  config, plus seq_len;
+- `path/to/file.py:function` or `package.module:function`: a user's function returning a Workload,
+  called with the model args.
 
 Factories import torch, timm and transformers inside their bodies, so listing the registry stays
 instant. The first line of a factory's docstring is the description `accelbench list` shows.
@@ -7,13 +16,19 @@ instant. The first line of a factory's docstring is the description `accelbench 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.workload import Workload
-from accelbench.workloads import autoencoder, language, toy, vision
+from accelbench.workloads import autoencoder, language, sequence, toy, vision
 
-WORKLOADS: dict[str, Callable[[], Workload]] = {
+WORKLOADS: dict[str, Callable[..., Workload]] = {
     "resnet50": vision.resnet50,
     "resnext101_32x4d": vision.resnext101_32x4d,
     "efficientnet_b0": vision.efficientnet_b0,
@@ -21,12 +36,30 @@ WORKLOADS: dict[str, Callable[[], Workload]] = {
     "mobilenetv3_small": vision.mobilenetv3_small,
     "mobilenetv3_large": vision.mobilenetv3_large,
     "vit_base_16": vision.vit_base_16,
+    "vit_base_16_finetune": vision.vit_base_16_finetune,
     "swin_tiny": vision.swin_tiny,
+    "swin_base": vision.swin_base,
+    "swin_large": vision.swin_large,
+    "unet_medical": vision.unet_medical,
+    "efficientdet_d0": vision.efficientdet_d0,
+    "efficientdet_d4": vision.efficientdet_d4,
     "bert_base_squad": language.bert_base_squad,
     "bert_large_squad": language.bert_large_squad,
+    "bert_base_pretrain_sl128": language.bert_base_pretrain_sl128,
+    "bert_base_pretrain_sl512": language.bert_base_pretrain_sl512,
+    "bert_large_pretrain_sl128": language.bert_large_pretrain_sl128,
+    "bert_large_pretrain_sl512": language.bert_large_pretrain_sl512,
+    "gpt2_small": language.gpt2_small,
+    "gpt2_medium": language.gpt2_medium,
+    "gpt2_large": language.gpt2_large,
+    "lstm": sequence.lstm,
+    "conformer_medium": sequence.conformer_medium,
+    "gin": sequence.gin,
     "autoencoder": autoencoder.autoencoder,
     "tiny_mlp": toy.tiny_mlp,
 }
+
+ModelArgs = Mapping[str, int | float | bool | str]
 
 
 def describe(name: str) -> str:
@@ -36,14 +69,122 @@ def describe(name: str) -> str:
 
 
 def check_name(name: str) -> str:
-    """Return `name` if it is registered, else raise with the closest names."""
-    if name in WORKLOADS:
+    """Return `name` if it has the form of a workload name, else raise with the closest names.
+    Only the form: nothing is imported, so stored results load whatever is installed."""
+    if name in WORKLOADS or _prefixed(name) or _user_target(name):
         return name
     close = difflib.get_close_matches(name, WORKLOADS, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
-    raise AccelbenchError(f"unknown workload {name!r}: {hint}`accelbench list` shows them all")
+    raise AccelbenchError(
+        f"unknown workload {name!r}: {hint}`accelbench list` shows them all; "
+        "timm/<model>, hf/<model_type> and file.py:function name others"
+    )
 
 
-def get(name: str) -> Workload:
-    """Build the workload registered as `name`."""
-    return WORKLOADS[check_name(name)]()
+def check(name: str, model_args: ModelArgs) -> None:
+    """Everything about a workload that can be checked before its cell runs, without running the
+    user's code: the timm model or transformers type exists, the user's file or module exists,
+    and the factory takes these model args."""
+    check_name(name)
+    if name in WORKLOADS:
+        _check_args(name, WORKLOADS[name], model_args)
+    elif name.startswith("timm/"):
+        import timm
+
+        model = name.removeprefix("timm/")
+        if not timm.is_model(model):
+            close = difflib.get_close_matches(model, timm.list_models(), n=3)
+            hint = f"did you mean {' or '.join('timm/' + c for c in close)}? " if close else ""
+            raise AccelbenchError(
+                f"timm has no model {model!r}: {hint}`timm.list_models()` lists them"
+            )
+    elif name.startswith("hf/"):
+        args = dict(model_args)
+        args.pop("seq_len", None)
+        language.hf_head(name.removeprefix("hf/"), args)
+    else:
+        target, _ = _user_target(name) or ("", "")
+        if target.endswith(".py"):
+            if not Path(target).is_file():
+                raise AccelbenchError(f"no model file {target}: give a path to a .py file")
+        elif not _importable(target):
+            raise AccelbenchError(
+                f"no module {target} on the Python path: install it or give a file.py path"
+            )
+
+
+def get(name: str, model_args: ModelArgs | None = None) -> Workload:
+    """Build the workload `name` with its model args."""
+    args = dict(model_args or {})
+    check_name(name)
+    if name in WORKLOADS:
+        _check_args(name, WORKLOADS[name], args)
+        return WORKLOADS[name](**args)
+    if name.startswith("timm/"):
+        return vision.timm_model(name.removeprefix("timm/"), **args)  # type: ignore[arg-type]
+    if name.startswith("hf/"):
+        return language.hf_model(name.removeprefix("hf/"), **args)  # type: ignore[arg-type]
+    return _user_workload(name, args)
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def is_user(name: str) -> bool:
+    """True for a user's `file.py:function` or `module:function`."""
+    return name not in WORKLOADS and not _prefixed(name) and _user_target(name) is not None
+
+
+def _prefixed(name: str) -> bool:
+    prefix, _, rest = name.partition("/")
+    return prefix in ("timm", "hf") and bool(rest) and "/" not in rest
+
+
+def _user_target(name: str) -> tuple[str, str] | None:
+    """(file or module, function) for `path/file.py:function` or `package.module:function`."""
+    target, sep, function = name.rpartition(":")
+    if not sep or not target or not function.isidentifier():
+        return None
+    if target.endswith(".py") or all(part.isidentifier() for part in target.split(".")):
+        return target, function
+    return None
+
+
+def _check_args(name: str, factory: Callable[..., Workload], model_args: ModelArgs) -> None:
+    params = inspect.signature(factory).parameters
+    unknown = [k for k in model_args if k not in params]
+    if unknown:
+        raise AccelbenchError(
+            f"{name} takes no model arg {unknown[0]!r}; it takes: {', '.join(params) or 'none'}"
+        )
+
+
+def _user_workload(name: str, model_args: dict[str, Any]) -> Workload:
+    """Import the user's module and call their function. Errors in their code propagate with
+    their traceback, so the cell's result points at their file."""
+    target, function = _user_target(name) or ("", "")
+    if target.endswith(".py"):
+        path = Path(target).resolve()
+        if not path.is_file():
+            raise AccelbenchError(f"no model file {target}: give a path to a .py file")
+        sys.path.insert(0, str(path.parent))  # so that it can import the modules beside it
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(target)
+    build = getattr(module, function, None)
+    if not callable(build):
+        raise AccelbenchError(f"{target} has no function {function!r}")
+    workload = build(**model_args)
+    if not isinstance(workload, Workload):
+        raise AccelbenchError(
+            f"{name} returned {type(workload).__name__}; it must return an accelbench.Workload "
+            "(see examples/my_model.py)"
+        )
+    return workload

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accelbench.workload import Batch, Workload
+from accelbench.workload import Batch, Images, Workload, reading
 
 if TYPE_CHECKING:
     import torch
@@ -23,7 +23,6 @@ BOTTLENECK_CHANNELS = 16  # 7x7x16 = 784 numbers code one 784-pixel image
 
 def autoencoder() -> Workload:
     """The paper's image-compression autoencoder: residual blocks, one bottleneck, 28x28x1, 8.9M params."""
-    import torch
     import torch.nn.functional as F
 
     def build_model() -> torch.nn.Module:
@@ -31,10 +30,9 @@ def autoencoder() -> Workload:
 
         return autoencoder(WIDTHS, BLOCKS_PER_STAGE, BOTTLENECK_CHANNELS)
 
-    def make_sample(gen: torch.Generator) -> Batch:
-        return {"image": torch.rand(1, 28, 28, generator=gen)}  # pixel intensities in [0, 1]
-
     def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return F.mse_loss(model(batch["image"]), batch["image"])
 
-    return Workload("images", build_model, make_sample, loss)
+    # Reads greyscale images with pixel intensities in [0, 1]: MNIST IDX files, or any image data
+    # resized to 28x28. The label is not used.
+    return reading(Images(1, 28, num_classes=10, recipe="plain"), build_model, loss, "images")

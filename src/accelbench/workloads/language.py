@@ -1,44 +1,222 @@
-"""Language models from transformers, built from configs with random weights."""
+"""Language models from transformers, built from configs with random weights.
+
+Each reads token ids (a .npy file of ids, or random ids), so the same workload trains on real text.
+Shapes are the seeds' (seed 002: BERT pre-training phase 1 at SL128 and phase 2 at SL512, SQuAD
+fine-tuning at SL384, GPT-2 at SL1024).
+"""
 
 from __future__ import annotations
 
-from accelbench.workload import Batch, Workload
+from typing import TYPE_CHECKING, Any
 
+from accelbench.errors import AccelbenchError
+from accelbench.workload import Batch, Tokens, Workload, reading
 
-def bert_base_squad() -> Workload:
-    """BERT-Base (transformers) fine-tuned for SQuAD question answering, sequence length 384."""
-    return _bert_squad(num_layers=12, hidden=768, heads=12)
-
-
-def bert_large_squad() -> Workload:
-    """BERT-Large (transformers) fine-tuned for SQuAD question answering, sequence length 384."""
-    return _bert_squad(num_layers=24, hidden=1024, heads=16)
-
-
-def _bert_squad(num_layers: int, hidden: int, heads: int, seq_len: int = 384) -> Workload:
+if TYPE_CHECKING:
     import torch
 
-    vocab_size = 30522  # the uncased WordPiece vocabulary of the published BERT models
+BERT_VOCAB = 30522  # the uncased WordPiece vocabulary of the published BERT models
+BERT_MASK_ID = 103  # [MASK] in that vocabulary
+BERT_BASE = {"num_layers": 12, "hidden": 768, "heads": 12}
+BERT_LARGE = {"num_layers": 24, "hidden": 1024, "heads": 16}
+MASKED_FRACTION = 0.15  # BERT's masked-LM recipe
+
+
+def bert_base_squad(seq_len: int = 384, num_layers: int = 12) -> Workload:
+    """BERT-Base (transformers) fine-tuned for SQuAD question answering, sequence length 384."""
+    return _bert_squad(seq_len, **(BERT_BASE | {"num_layers": num_layers}))
+
+
+def bert_large_squad(seq_len: int = 384, num_layers: int = 24) -> Workload:
+    """BERT-Large (transformers) fine-tuned for SQuAD question answering, sequence length 384."""
+    return _bert_squad(seq_len, **(BERT_LARGE | {"num_layers": num_layers}))
+
+
+def bert_base_pretrain_sl128(seq_len: int = 128, num_layers: int = 12) -> Workload:
+    """BERT-Base pre-training phase 1: masked LM + next sentence, sequence length 128."""
+    return _bert_pretrain(seq_len, **(BERT_BASE | {"num_layers": num_layers}))
+
+
+def bert_base_pretrain_sl512(seq_len: int = 512, num_layers: int = 12) -> Workload:
+    """BERT-Base pre-training phase 2: masked LM + next sentence, sequence length 512."""
+    return _bert_pretrain(seq_len, **(BERT_BASE | {"num_layers": num_layers}))
+
+
+def bert_large_pretrain_sl128(seq_len: int = 128, num_layers: int = 24) -> Workload:
+    """BERT-Large pre-training phase 1: masked LM + next sentence, sequence length 128."""
+    return _bert_pretrain(seq_len, **(BERT_LARGE | {"num_layers": num_layers}))
+
+
+def bert_large_pretrain_sl512(seq_len: int = 512, num_layers: int = 24) -> Workload:
+    """BERT-Large pre-training phase 2: masked LM + next sentence, sequence length 512."""
+    return _bert_pretrain(seq_len, **(BERT_LARGE | {"num_layers": num_layers}))
+
+
+def gpt2_small(seq_len: int = 1024, num_layers: int = 12) -> Workload:
+    """GPT-2 Small (124M, transformers), causal LM, sequence length 1024."""
+    return hf_model("gpt2", seq_len=seq_len, n_layer=num_layers, n_embd=768, n_head=12)
+
+
+def gpt2_medium(seq_len: int = 1024, num_layers: int = 24) -> Workload:
+    """GPT-2 Medium (355M, transformers), causal LM, sequence length 1024."""
+    return hf_model("gpt2", seq_len=seq_len, n_layer=num_layers, n_embd=1024, n_head=16)
+
+
+def gpt2_large(seq_len: int = 1024, num_layers: int = 36) -> Workload:
+    """GPT-2 Large (774M, transformers), causal LM, sequence length 1024."""
+    return hf_model("gpt2", seq_len=seq_len, n_layer=num_layers, n_embd=1280, n_head=20)
+
+
+def hf_model(model_type: str, seq_len: int = 512, **config: Any) -> Workload:
+    """Any transformers architecture by model type (`hf/<model_type>`), random weights: a masked
+    LM if transformers has one for it, else a causal LM. `config` overrides the default config."""
+
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
+
+    head, _ = hf_head(model_type, config)
+    base = AutoConfig.for_model(model_type, **config)
+    max_len = _max_positions(base)
+    if max_len is not None and seq_len > max_len:
+        raise AccelbenchError(
+            f"hf/{model_type} takes at most {max_len} positions: use seq_len <= {max_len} "
+            "or raise its position limit in the model args"
+        )
+    auto = AutoModelForCausalLM if head == "causal" else AutoModelForMaskedLM
+    vocab = base.vocab_size
+    mask_id = getattr(base, "mask_token_id", None) or vocab - 1
 
     def build_model() -> torch.nn.Module:
-        from transformers import BertConfig, BertForQuestionAnswering
+        return auto.from_config(base)
 
-        config = BertConfig(
-            vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=num_layers,
-            num_attention_heads=heads, intermediate_size=4 * hidden,
-        )  # fmt: skip
-        return BertForQuestionAnswering(config)
+    def prepare(record: Batch, gen: torch.Generator) -> Batch:
+        if head == "causal":
+            return record  # the model shifts the ids into labels itself
+        return _masked(record["input_ids"], mask_id, gen)
 
-    def make_sample(gen: torch.Generator) -> Batch:
-        return {
-            "input_ids": torch.randint(vocab_size, (seq_len,), generator=gen),
-            "token_type_ids": (torch.arange(seq_len) >= seq_len // 4).long(),  # question | context
-            "attention_mask": torch.ones(seq_len, dtype=torch.long),
-            "start_positions": torch.randint(seq_len, (), generator=gen),
-            "end_positions": torch.randint(seq_len, (), generator=gen),
-        }
+    def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        labels = batch.get("labels", batch["input_ids"])
+        return model(input_ids=batch["input_ids"], labels=labels).loss
+
+    return reading(Tokens(seq_len, vocab), build_model, loss, "sequences", prepare)
+
+
+def hf_head(model_type: str, config: dict[str, Any]) -> tuple[str, Any]:
+    """Check a `hf/` workload without importing torch: the head it gets and its default config.
+    Raises for an unknown model type, an unknown config field, or a type with no LM head."""
+    import difflib
+
+    from transformers import AutoConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if model_type not in CONFIG_MAPPING_NAMES:
+        close = difflib.get_close_matches(model_type, CONFIG_MAPPING_NAMES, n=3)
+        hint = f"did you mean {' or '.join('hf/' + c for c in close)}? " if close else ""
+        raise AccelbenchError(f"transformers has no model type {model_type!r}: {hint}")
+    # Encoders (BERT, RoBERTa) have both heads and are trained as masked LMs; decoders only causal.
+    if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+        head = "masked"
+    elif model_type in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
+        head = "causal"
+    else:
+        raise AccelbenchError(
+            f"hf/{model_type} has neither a causal nor a masked LM head in transformers; "
+            "wrap it as your own model (see examples/my_model.py)"
+        )
+    default = AutoConfig.for_model(model_type)
+    unknown = [k for k in config if not hasattr(default, k)]
+    if unknown:
+        fields = sorted(k for k in default.to_dict() if not k.startswith("_"))
+        close = difflib.get_close_matches(unknown[0], fields, n=1)
+        hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(fields)}"
+        raise AccelbenchError(f"{unknown[0]!r} is not a field of the {model_type} config: {hint}")
+    return head, default
+
+
+def _max_positions(config: Any) -> int | None:
+    for field in ("max_position_embeddings", "n_positions", "max_sequence_length"):
+        value = getattr(config, field, None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _masked(ids: torch.Tensor, mask_id: int, gen: torch.Generator) -> Batch:
+    """Masked-LM inputs: a random 15% of positions hidden, and only they carry a label."""
+    import torch
+
+    hidden = torch.rand(ids.shape, generator=gen) < MASKED_FRACTION
+    return {
+        "input_ids": torch.where(hidden, mask_id, ids),
+        "labels": torch.where(hidden, ids, -100),
+    }
+
+
+def _bert_config(num_layers: int, hidden: int, heads: int, seq_len: int) -> Any:
+    from transformers import BertConfig
+
+    return BertConfig(
+        vocab_size=BERT_VOCAB, hidden_size=hidden, num_hidden_layers=num_layers,
+        num_attention_heads=heads, intermediate_size=4 * hidden,
+        max_position_embeddings=max(512, seq_len),
+    )  # fmt: skip
+
+
+def _segments(seq_len: int) -> Batch:
+    import torch
+
+    return {
+        "token_type_ids": (torch.arange(seq_len) >= seq_len // 2).long(),  # sentence A | B
+        "attention_mask": torch.ones(seq_len, dtype=torch.long),
+    }
+
+
+def _bert_pretrain(seq_len: int, num_layers: int, hidden: int, heads: int) -> Workload:
+    """Masked LM + next-sentence prediction. transformers' BertForPreTraining runs the LM head on
+    every position; NVIDIA's and Graphcore's BERT gather the masked positions first and so do
+    less work per sequence."""
+    import torch
+
+    def build_model() -> torch.nn.Module:
+        from transformers import BertForPreTraining
+
+        return BertForPreTraining(_bert_config(num_layers, hidden, heads, seq_len))
+
+    def prepare(record: Batch, gen: torch.Generator) -> Batch:
+        return (
+            _masked(record["input_ids"], BERT_MASK_ID, gen)
+            | _segments(seq_len)
+            | {"next_sentence_label": torch.randint(2, (), generator=gen)}
+        )
 
     def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return model(**batch).loss
 
-    return Workload("sequences", build_model, make_sample, loss)
+    return reading(Tokens(seq_len, BERT_VOCAB), build_model, loss, "sequences", prepare)
+
+
+def _bert_squad(seq_len: int, num_layers: int, hidden: int, heads: int) -> Workload:
+    import torch
+
+    def build_model() -> torch.nn.Module:
+        from transformers import BertForQuestionAnswering
+
+        return BertForQuestionAnswering(_bert_config(num_layers, hidden, heads, seq_len))
+
+    def prepare(record: Batch, gen: torch.Generator) -> Batch:
+        return (
+            record
+            | _segments(seq_len)
+            | {
+                "start_positions": torch.randint(seq_len, (), generator=gen),
+                "end_positions": torch.randint(seq_len, (), generator=gen),
+            }
+        )
+
+    def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        return model(**batch).loss
+
+    return reading(Tokens(seq_len, BERT_VOCAB), build_model, loss, "sequences", prepare)

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from accelbench import workloads
+from accelbench.data import check_fits, data_format, make_loader
+from accelbench.errors import AccelbenchError
+from accelbench.scenarios import train
+from accelbench.workload import Batch, Tokens, reading
+
+from .conftest import make_image_folder, make_mnist, make_shards, make_tokens, tiny
+
+EXAMPLE = str(Path(__file__).parents[1] / "examples" / "my_model.py") + ":build"
+TINY_GPT2 = {"seq_len": 16, "n_layer": 1, "n_embd": 32, "n_head": 2}
+
+
+def test_formats_are_told_apart(tmp_path: Path) -> None:
+    shards = make_shards(tmp_path / "shards")
+    assert data_format(str(make_image_folder(tmp_path / "folder"))) == "imagefolder"
+    assert data_format(str(shards)) == "webdataset"
+    assert data_format(str(shards / "shard-000.tar")) == "webdataset"
+    assert data_format(str(shards / "shard-{000..001}.tar")) == "webdataset"
+    assert data_format(str(make_mnist(tmp_path / "mnist"))) == "mnist"
+    assert data_format(str(make_tokens(tmp_path / "ids.npy"))) == "tokens"
+
+
+def test_missing_or_unknown_data_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(AccelbenchError, match="no data at"):
+        data_format(str(tmp_path / "nothing"))
+    (tmp_path / "notes.txt").write_text("hello")
+    with pytest.raises(AccelbenchError, match="cannot tell the format"):
+        data_format(str(tmp_path / "notes.txt"))
+
+
+def test_a_workload_only_reads_its_kind_of_data(tmp_path: Path) -> None:
+    tokens, folder = str(make_tokens(tmp_path / "ids.npy")), str(make_image_folder(tmp_path / "f"))
+    with pytest.raises(AccelbenchError, match=r"resnet50 reads images, but .* holds tokens"):
+        check_fits(tokens, workloads.get("resnet50").reads, "resnet50")
+    with pytest.raises(AccelbenchError, match="gpt2_small reads tokens"):
+        check_fits(folder, workloads.get("gpt2_small").reads, "gpt2_small")
+    with pytest.raises(AccelbenchError, match="lstm trains on synthetic data only"):
+        check_fits(folder, workloads.get("lstm").reads, "lstm")
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_image_folder_trains_with_the_imagenet_pipeline(tmp_path: Path, workers: int) -> None:
+    folder = str(make_image_folder(tmp_path / "folder"))
+    spec = tiny(workload=EXAMPLE, data=folder, workers=workers, batch_size=4)
+    workload = workloads.get(EXAMPLE)
+    batch = next(iter(make_loader(workload, spec, pin_memory=False)))
+    assert batch["image"].shape == (4, 3, 32, 32)
+    assert batch["image"].mean().abs() < 1.5  # normalised, not raw [0, 255] pixels
+    assert set(batch["label"].tolist()) <= {0, 1}
+    metrics = train.measure(spec, workload, torch.device("cpu"))
+    assert metrics.input_wait_frac is not None and 0 <= metrics.input_wait_frac <= 1
+    assert len(metrics.input_wait_ms) == len(metrics.step_ms)
+
+
+def test_webdataset_shards_stream_without_end(tmp_path: Path) -> None:
+    shards = str(make_shards(tmp_path / "shards", num_shards=2, per_shard=3))
+    spec = tiny(workload=EXAMPLE, data=shards, batch_size=4, steps_per_epoch=5)  # 40 > 6 images
+    metrics = train.measure(spec, workloads.get(EXAMPLE), torch.device("cpu"))
+    assert len(metrics.step_ms) == 10
+    assert metrics.input_wait_frac is not None
+
+
+def test_mnist_idx_feeds_the_autoencoder(tmp_path: Path) -> None:
+    images = str(make_mnist(tmp_path / "mnist"))
+    workload = workloads.get("autoencoder")
+    batch = next(
+        iter(make_loader(workload, tiny(workload="autoencoder", data=images), pin_memory=False))
+    )
+    assert batch["image"].shape == (4, 1, 28, 28)
+    assert batch["image"].min() >= 0 and batch["image"].max() <= 1
+    assert batch["label"].max() < 10
+
+
+def test_token_file_feeds_a_language_model(tmp_path: Path) -> None:
+    ids = make_tokens(tmp_path / "ids.npy")
+    spec = tiny(workload="hf/gpt2", model_args=TINY_GPT2, data=str(ids))
+    workload = workloads.get("hf/gpt2", TINY_GPT2)
+    batch = next(iter(make_loader(workload, spec, pin_memory=False)))
+    windows = np.load(ids).reshape(-1, 16)
+    assert any((batch["input_ids"][0].numpy() == w).all() for w in windows)  # consecutive ids
+    assert train.measure(spec, workload, torch.device("cpu")).diverged_at_step is None
+
+
+def test_data_the_model_cannot_take_is_refused(tmp_path: Path) -> None:
+    folder = str(make_image_folder(tmp_path / "folder", num_classes=3))
+    narrow = tiny(workload=EXAMPLE, data=folder, model_args={"num_classes": 2})
+    with pytest.raises(
+        AccelbenchError, match="has 3 classes and the model 2: add --model-arg num_classes=3"
+    ):
+        make_loader(workloads.get(EXAMPLE, {"num_classes": 2}), narrow, pin_memory=False)
+    ids = str(make_tokens(tmp_path / "ids.npy", vocab=60_000))
+    with pytest.raises(AccelbenchError, match="beyond the model's vocabulary of 50257"):
+        make_loader(
+            workloads.get("hf/gpt2", TINY_GPT2),
+            tiny(workload="hf/gpt2", data=ids),
+            pin_memory=False,
+        )
+
+
+def test_input_wait_shows_a_slow_input_pipeline(tmp_path: Path) -> None:
+    def slow(record: Batch, gen: torch.Generator) -> Batch:
+        time.sleep(0.01)  # 10 ms per item: far slower than the model's step
+        return record
+
+    def build() -> torch.nn.Module:
+        return torch.nn.Embedding(100, 4)
+
+    def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        return model(batch["input_ids"]).pow(2).mean()
+
+    workload = reading(Tokens(8, 100), build, loss, "sequences", prepare=slow)
+    spec = tiny(workload="tiny_mlp", data=str(make_tokens(tmp_path / "ids.npy", vocab=100)))
+    metrics = train.measure(spec, workload, torch.device("cpu"))
+    assert metrics.input_wait_frac is not None and metrics.input_wait_frac > 0.8
+    assert metrics.compute_items_per_s is not None
+    assert metrics.compute_items_per_s > 3 * metrics.items_per_s
