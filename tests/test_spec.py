@@ -74,3 +74,13 @@ def test_stable_hash_depends_on_content_not_order() -> None:
     assert stable_hash({"a": 1}) != stable_hash({"a": 2})
     # The canonical form is compact JSON with sorted keys, so keys stay the same across machines.
     assert stable_hash({"a": 1}) == hashlib.sha256(b'[{"a":1}]').hexdigest()[:20]
+
+
+def test_fields_added_later_keep_earlier_keys() -> None:
+    spec = RunSpec(workload="tiny_mlp", batch_size=4)
+    first_release = spec.model_dump(mode="json")
+    del first_release["model_args"], first_release["data"]
+    assert spec.identity() == first_release  # a result stored by 0.1.0 is found again
+    assert RunSpec(workload="tiny_mlp", batch_size=4, data="x").identity()["data"] == "x"
+    changed = RunSpec(workload="tiny_mlp", batch_size=4, model_args={"seq_len": 8})
+    assert stable_hash(changed.identity()) != stable_hash(spec.identity())
