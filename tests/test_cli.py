@@ -86,7 +86,7 @@ def test_results_as_json_and_csv(swept: tuple[Path, str]) -> None:
 def test_results_table_filters(swept: tuple[Path, str]) -> None:
     path, _ = swept
     code, output = invoke("results", "--workload", "tiny_mlp", "--db", str(path))
-    assert code == 0 and output.count("tiny_mlp") == 2
+    assert code == 0 and output.count("│ tiny_mlp") == 2  # table rows, not the notes below
     code, output = invoke("results", "--status", "oom", "--db", str(path))
     assert code == 0 and "no stored results match" in output
 
@@ -116,6 +116,8 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["run", "missing.py:build"], "no model file missing.py"),
         (["run", "autoencoder", "--data", "/no/such/dir"], "no data at /no/such/dir"),
         (["run", "lstm", "--data", "."], "lstm trains on synthetic data only"),
+        (["run", "tiny_mlp", "--ci", "tight"], "--ci 'tight': give a percentage such as 2%"),
+        (["run", "tiny_mlp", "--ci", "-1%"], "invalid value -1.0 for --ci"),
         (["results", "--workload", "resnet"], "unknown workload 'resnet'"),
     ],
 )
@@ -198,3 +200,20 @@ def test_env_as_json() -> None:
     assert code == 0
     env = json.loads(output)
     assert env["device_type"] == "cpu" and env["num_numa_nodes"] >= 1 and "torch" in env["versions"]
+
+
+def test_repeats_run_interleaved_and_report_their_spread(tmp_path: Path) -> None:
+    path = tmp_path / "results.sqlite"
+    code, output = invoke(
+        "run", "tiny_mlp", "--batch-size", "2,4", "--repeats", "2", "--ci", "50%",
+        *QUICK, "--db", str(path),
+    )  # fmt: skip
+    assert code == 0, output
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT json_extract(record, '$.spec.repeat'), micro_batch FROM results ORDER BY created_at"
+        ).fetchall()
+    # Every cell once, then again.
+    assert rows == [(0, 2), (0, 4), (1, 2), (1, 4)]
+    assert output.count("2 repeats,") == 2
+    assert "Verdict" in output and "± CI (%)" in output and "MFU (%)" in output

@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+import math
+import random
+
 import pytest
 
-from accelbench.stats import percentile, summarize
+from accelbench.stats import median_ci, percentile, summarize, warmup_end
 
 
 def test_percentiles_interpolate_linearly() -> None:
@@ -23,3 +26,47 @@ def test_summary_of_unsorted_samples() -> None:
 def test_no_samples_is_an_error() -> None:
     with pytest.raises(ValueError):
         summarize([])
+
+
+def test_median_interval_from_order_statistics() -> None:
+    assert median_ci([1.0, 2.0, 3.0, 4.0, 5.0]) is None  # 5 samples cannot give 95%
+    assert median_ci([float(i) for i in range(6)]) == (0.0, 5.0)  # P = 1 - 2/64 = 96.9%
+    lo, hi = median_ci([float(i) for i in range(100)]) or (0, 0)
+    assert (lo, hi) == (39.0, 60.0)  # the textbook ranks 40 and 61 (1-based) for n = 100
+
+
+def test_median_interval_covers_the_true_median() -> None:
+    rng = random.Random(1)
+    trials, covered = 400, 0
+    for _ in range(trials):
+        samples = sorted(rng.gauss(10, 1) for _ in range(30))
+        lo, hi = median_ci(samples) or (math.inf, -math.inf)
+        covered += lo <= 10 <= hi
+    assert 0.93 <= covered / trials <= 0.995
+
+
+def test_summary_carries_the_interval() -> None:
+    s = summarize([100.0 + i for i in range(10)])
+    assert s.ci_low is not None and s.ci_low < s.median < (s.ci_high or 0)
+    assert s.ci_pct == pytest.approx(100 * ((s.ci_high or 0) - s.ci_low) / 2 / s.median)
+    assert summarize([1.0, 2.0]).ci_pct is None
+
+
+@pytest.mark.parametrize(
+    ("series", "end"),
+    [
+        ([10.0, 40.0, 70.0, 90.0] + [100.0] * 12, 4),  # a ramp (clocks, caches)
+        ([20.0] * 3 + [100.0] * 13, 3),  # a step (autotuning done)
+        ([100.0] * 16, 0),  # steady from the start
+    ],
+)
+def test_warmup_end_finds_ramps_and_steps(series: list[float], end: int) -> None:
+    assert warmup_end(series) == end
+
+
+def test_warmup_end_keeps_most_of_a_noisy_steady_series() -> None:
+    rng = random.Random(0)
+    noisy = [100 + rng.gauss(0, 3) for _ in range(40)]
+    ramped = [50.0, 70.0, 85.0, *noisy]
+    assert warmup_end(noisy) <= 10
+    assert 3 <= warmup_end(ramped) <= 13

@@ -59,9 +59,14 @@ def _help(field: str) -> str:
     return RunSpec.model_fields[field].description or ""
 
 
+_OPTION = {"repeat": "repeats", "ci_pct": "ci"}
+"""Spec fields whose command-line parameter has another name."""
+
+
 def _validation_message(exc: ValidationError) -> str:
     error = exc.errors()[0]
-    option = "--" + "-".join(str(part) for part in error["loc"]).replace("_", "-")
+    field = "-".join(str(part) for part in error["loc"])
+    option = "--" + _OPTION.get(field, field).replace("_", "-")
     return f"invalid value {error.get('input')!r} for {option}: {error['msg']}"
 
 
@@ -131,6 +136,15 @@ def run(
     lr: Annotated[float, typer.Option(help=_help("lr"))] = 0.01,
     workers: Annotated[str, typer.Option(help=_help("workers") + " Comma list for a sweep.")] = "0",
     window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 5,
+    ci: Annotated[str | None, typer.Option(help="Target such as 2%: " + _help("ci_pct"))] = None,
+    max_measure_s: Annotated[float, typer.Option(help=_help("max_measure_s"))] = 600.0,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            help="Run each cell this many times, each in a fresh process, interleaved; the spread is reported.",
+            min=1,
+        ),
+    ] = 1,
     device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
     seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
     model_args: Annotated[
@@ -151,7 +165,8 @@ def run(
     db: DbOption = None,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
-    axes = {
+    axes: dict[str, list[Any]] = {
+        "repeat": list(range(repeats)),  # first: repeats interleave, so drift spreads over all
         "workload": _split(workload) if workload else [],
         "batch_size": _split(batch_size),
         "precision": _split(precision),
@@ -162,14 +177,15 @@ def run(
         "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
         "channels_last": channels_last, "optimizer": optimizer, "lr": lr,
         "window_steps": window_steps, "device": device, "seed": seed,
-        "model_args": _key_values(model_args or []), "data": data,
+        "model_args": _key_values(model_args or []), "data": data, "ci_pct": _percent(ci),
+        "max_measure_s": max_measure_s,
     }  # fmt: skip
     if sweep is None:
         if not workload:
             raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
         specs = SweepFile(axes=axes, fixed=fixed).specs()
     else:
-        given = {n for n in axes | fixed if _from_command_line(ctx, n)}
+        given = {n for n in axes | fixed if _from_command_line(ctx, _OPTION.get(n, n))}
         specs = _override(load_sweep(sweep), axes, fixed, given).specs()
     with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
         console.print(f"{len(specs)} cell(s); results go to {store.path}")
@@ -188,6 +204,15 @@ def run(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
     _show(results)
+
+
+def _percent(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text.strip().removesuffix("%"))
+    except ValueError:
+        raise AccelbenchError(f"--ci {text!r}: give a percentage such as 2%") from None
 
 
 def _key_values(pairs: list[str]) -> dict[str, Any]:
@@ -210,7 +235,7 @@ def _from_command_line(ctx: typer.Context, name: str) -> bool:
 
 
 def _override(
-    base: SweepFile, axes: dict[str, list[str]], fixed: dict[str, Any], given: set[str]
+    base: SweepFile, axes: dict[str, list[Any]], fixed: dict[str, Any], given: set[str]
 ) -> SweepFile:
     """The sweep file with the settings given on the command line in place of its own."""
     keep_axes = {k: v for k, v in base.axes.items() if k not in given}

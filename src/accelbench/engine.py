@@ -24,6 +24,11 @@ class Engine(Protocol):
         tensor, without waiting for the device."""
         ...
 
+    def count_flops(self, micro_batch: Batch) -> float | None:
+        """FLOPs of one forward and backward pass over a micro-batch (None if the stack cannot
+        count them). Leaves the weights as they were."""
+        ...
+
 
 class TorchEngine:
     """Eager or compiled PyTorch on one device, in any precision of precision.PRECISIONS."""
@@ -41,6 +46,7 @@ class TorchEngine:
         model = model.to(memory_format=self.memory_format)
         model.train()
         self.optimizer = _optimizer(spec, model, device)
+        self.eager = model
         # torch.compile returns a callable with the module's interface.
         self.model: torch.nn.Module = torch.compile(model) if spec.compile else model  # type: ignore[assignment]
         self.scaler = torch.amp.GradScaler(device.type) if info.grad_scaler else None
@@ -64,6 +70,15 @@ class TorchEngine:
         self.optimizer.zero_grad(set_to_none=True)
         assert total is not None, "a step needs at least one micro-batch"
         return total
+
+    def count_flops(self, micro_batch: Batch) -> float | None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        batch = {k: self._to_device(v) for k, v in micro_batch.items()}
+        with FlopCounterMode(display=False) as counter, self._autocast():
+            self.loss_fn(self.eager, batch).backward()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(counter.get_total_flops())
 
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
         tensor = tensor.to(self.device, non_blocking=True)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
+from accelbench import validity
 from accelbench.result import Result
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
@@ -17,12 +18,15 @@ NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why
 
 def table(results: Sequence[Result], title: str | None = None) -> Table:
     """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
-    epoch and throughput, with the spread and the status beside them."""
+    epoch and throughput, with how precisely it is known, MFU, input wait and the verdict."""
+    groups = validity.repeat_groups(results)
     out = Table(title=title)
     for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
         out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
-    for name in ("Last epoch (s)", "Throughput (items/s)", "IQR (%)", "Input wait (%)", "Status"):
-        out.add_column(name, justify="left" if name == "Status" else "right")
+    for name in (
+        "Last epoch (s)", "Throughput (items/s)", "± CI (%)", "MFU (%)", "Input wait (%)", "Verdict",
+    ):  # fmt: skip
+        out.add_column(name, justify="left" if name == "Verdict" else "right")
     for r in results:
         m = r.metrics
         throughput = "" if m is None else rate_text(m.items_per_s)
@@ -36,23 +40,59 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
             r.spec.precision + (" +compile" if r.spec.compile else ""),
             "" if m is None else f"{m.epochs[-1].time_s:.2f}",
             throughput,
-            iqr_text(r),
+            ci_text(r),
+            mfu_text(r),
             wait_text(r),
-            r.status,
+            _verdict_cell(r, validity.siblings(r, groups)),
         )
     return out
 
 
 def notes(results: Sequence[Result]) -> list[str]:
-    """One line for each result that is not ok, saying why; printed under the table."""
-    lines = [
-        f"{label(r)} bs={r.spec.batch_size} {r.spec.precision}: {r.status}: {r.reason}"
-        for r in results
-        if r.status != "ok"
-    ]
+    """Lines printed under the table: why each result is not ok or not valid, the spread of
+    repeats, and how MFU's peaks were obtained."""
+    groups = validity.repeat_groups(results)
+    lines = []
+    for r in results:
+        if r.status not in ("ok", "diverged"):
+            lines.append(f"{_cell(r)}: {r.status}: {r.reason}")
+            continue
+        for flag, reason in validity.verdict(r):  # the repeats' spread is one line below
+            lines.append(f"{_cell(r)}: {flag}: {reason}")
+    for members in groups.values():
+        spread = validity.repeat_spread(members)
+        if spread is not None:
+            rates = [rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.metrics)]
+            target = members[0].spec.ci_pct or validity.NOISY_PCT
+            lines.append(
+                f"{_cell(members[0])}: {len(members)} repeats, {' '.join(rates)} items/s, "
+                f"spread {spread:.1f}%"
+                + (f": noisy, target {target:g}%" if spread > target else "")
+            )
+    peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
+    lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(_shown_invalid(r) for r in results):
         lines.append(NOT_VALID_NOTE)
     return lines
+
+
+def _cell(r: Result) -> str:
+    return f"{label(r)} bs={r.spec.batch_size} {r.spec.precision}"
+
+
+def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
+    return validity.verdict_text(r, repeats) if r.status in ("ok", "diverged") else r.status
+
+
+def ci_text(result: Result) -> str:
+    """Half-width of the median's 95% interval, percent; blank where there is none."""
+    ci = result.metrics.window_items_per_s.ci_pct if result.metrics else None
+    return "" if ci is None else f"{ci:.1f}"
+
+
+def mfu_text(result: Result) -> str:
+    mfu = result.metrics.mfu if result.metrics else None
+    return "" if mfu is None else f"{100 * mfu:.1f}"
 
 
 def iqr_text(result: Result) -> str:
@@ -77,7 +117,8 @@ def label(result: Result) -> str:
     args = ",".join(f"{k}={v}" for k, v in spec.model_args.items())
     text = spec.workload + (f"({args})" if args else "")
     text += f" on {Path(spec.data).name}" if spec.data else ""
-    return text + (f", {spec.workers} workers" if spec.workers else "")
+    text += f", {spec.workers} workers" if spec.workers else ""
+    return text + (f", repeat {spec.repeat}" if spec.repeat else "")
 
 
 def rate_text(items_per_s: float) -> str:
@@ -100,7 +141,9 @@ def cell_line(result: Result, skipped: bool) -> str:
     iqr = iqr_text(result)
     text = (
         f"{rate_text(m.items_per_s)} {m.item_unit}/s"
+        + (f" ±{ci_text(result)}%" if ci_text(result) else "")
         + (f" (IQR {iqr}%)" if iqr else "")
+        + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
         + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
         + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
         + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
@@ -131,6 +174,7 @@ def flat(result: Result) -> dict[str, object]:
         "compile": spec.compile,
         "channels_last": spec.channels_last,
         "workers": spec.workers,
+        "repeat": spec.repeat,
         "status": result.status,
         "reason": result.reason,
         "wall_s": result.wall_s,
@@ -144,6 +188,16 @@ def flat(result: Result) -> dict[str, object]:
             "items_per_s_p25": w.p25,
             "items_per_s_p75": w.p75,
             "num_windows": w.n,
+            "items_per_s_ci_low": w.ci_low,
+            "items_per_s_ci_high": w.ci_high,
+            "ci_met": m.ci_met,
+            "verdict": validity.verdict_text(result),
+            "flops_per_item": m.flops.per_item if m.flops else None,
+            "mfu": m.mfu,
+            "mfu_peak_source": m.flops.peak_source if m.flops else None,
+            "energy_method": m.energy.method if m.energy else None,
+            "joules_per_item": m.joules_per_item,
+            "avg_power_w": m.energy.avg_power_w if m.energy else None,
             "compute_items_per_s": m.compute_items_per_s,
             "input_wait_frac": m.input_wait_frac,
             "step_ms_median": s.median,

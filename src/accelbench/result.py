@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from accelbench.energy import EnergyMetrics
 from accelbench.environment import Environment
 from accelbench.spec import Frozen, RunSpec, stable_hash
 from accelbench.stats import Summary
@@ -28,6 +29,16 @@ class EpochMetrics(Frozen):
     loss_mean: float
 
 
+class Flops(Frozen):
+    per_item: float
+    """Forward and backward FLOPs of one item, counted once by torch's FlopCounterMode on a real
+    micro-batch (matmuls, convolutions and attention; elementwise work is not counted)."""
+    peak_per_s: float
+    """The device's dense peak in the run's precision."""
+    peak_source: str
+    """"datasheet: <link>", or "measured: <how>" for a device not in efficiency.PEAKS."""
+
+
 class TrainMetrics(Frozen):
     item_unit: str
     items_per_step: int
@@ -45,6 +56,8 @@ class TrainMetrics(Frozen):
     step_ms_steady: Summary
     window_items_per_s: Summary
     """Throughput of consecutive windows of spec.window_steps steady-state steps."""
+    ci_met: bool | None = None
+    """Whether the median's 95% interval reached spec.ci_pct (None: no target was set)."""
     input_wait_ms: list[float] = Field(default_factory=list)
     """Raw host time each optimizer step waited for its batches from the loader."""
     input_wait_frac: float | None = None
@@ -63,11 +76,27 @@ class TrainMetrics(Frozen):
     """Model, optimizer and data set up before the first step."""
     measure_s: float
     """All epochs, end to end."""
+    energy: EnergyMetrics | None = None
+    """Energy over the steady epochs (all of a one-epoch run), and how it was measured."""
+    joules_per_item: float | None = None
+    flops: Flops | None = None
 
     @property
     def items_per_s(self) -> float:
         """Steady-state throughput: the median window."""
         return self.window_items_per_s.median
+
+    @property
+    def flops_per_s(self) -> float | None:
+        """Achieved model FLOP/s at the steady-state throughput."""
+        return self.flops.per_item * self.items_per_s if self.flops else None
+
+    @property
+    def mfu(self) -> float | None:
+        """Model FLOP utilisation: achieved over peak FLOP/s (see flops.peak_source)."""
+        return (
+            self.flops.per_item * self.items_per_s / self.flops.peak_per_s if self.flops else None
+        )
 
 
 class Result(Frozen):

@@ -12,7 +12,7 @@ from accelbench import workloads
 from accelbench.precision import Precision
 
 Scenario = Literal["train"]
-_ADDED_LATER = ("model_args", "data")
+_ADDED_LATER = ("model_args", "data", "ci_pct", "max_measure_s", "repeat")
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 
@@ -56,6 +56,13 @@ class RunSpec(Frozen):
     """DataLoader worker processes generating the host data (0: in the training process)."""
     window_steps: int = Field(default=5, gt=0)
     """Optimizer steps per throughput window; the spread is taken over windows."""
+    ci_pct: float | None = Field(default=None, gt=0)
+    """Measure more epochs, past `epochs`, until the 95% confidence interval of the median
+    window throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
+    max_measure_s: float = Field(default=600.0, gt=0)
+    """Time budget of the epochs run to reach ci_pct."""
+    repeat: int = Field(default=0, ge=0)
+    """Index of a repeat of the same cell, each in a fresh process (--repeats N runs 0..N-1)."""
     seed: int = 0
     """Seed of weights and synthetic data."""
     model_args: dict[str, int | float | bool | str] = Field(default_factory=dict)

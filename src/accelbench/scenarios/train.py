@@ -1,19 +1,27 @@
-"""The training scenario: epochs of optimizer steps on host-generated data, timed per step."""
+"""The training scenario: epochs of optimizer steps on host data, timed per step.
+
+Epoch 1 holds compilation and warm-up and is reported apart. The steady state is the later
+epochs, less any warm-up still left in their throughput windows (stats.warmup_end). With a CI
+target, epochs go on until the median window is known that precisely or the time budget ends.
+"""
 
 from __future__ import annotations
 
 import itertools
 import math
 import time
+from dataclasses import dataclass
 
 import torch
 
 from accelbench import device as dev
+from accelbench import efficiency
 from accelbench.data import make_loader
-from accelbench.engine import make_engine
-from accelbench.result import EpochMetrics, TrainMetrics
+from accelbench.energy import EnergyMeter, EnergyMetrics
+from accelbench.engine import Engine, make_engine
+from accelbench.result import EpochMetrics, Flops, TrainMetrics
 from accelbench.spec import RunSpec
-from accelbench.stats import summarize
+from accelbench.stats import Summary, summarize, warmup_end
 from accelbench.workload import Workload
 
 
@@ -25,13 +33,19 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     build_s = time.perf_counter() - start
 
     timer = dev.StepTimer(device)
+    meter = EnergyMeter(device)
     # Each step's loss is written on the device and read back once per epoch: no per-step sync.
     losses = torch.empty(spec.steps_per_epoch, device=device)
-    epoch_s, step_ms, wait_ms, step_loss = [], [], [], []
+    epoch_s: list[float] = []
+    step_ms: list[float] = []
+    wait_ms: list[float] = []
+    step_loss: list[float] = []
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()
-    for _ in range(spec.epochs):
+    while len(epoch_s) < spec.epochs or not _precise_enough(spec, step_ms, measure_start):
+        if len(epoch_s) == min(1, spec.epochs - 1):
+            meter.start()  # energy over the steady epochs (all of a one-epoch run)
         epoch_start = time.perf_counter()
         timer.mark()
         batches = iter(loader)
@@ -44,14 +58,59 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         step_ms += timer.intervals_ms()  # synchronizes: the epoch's work is done
         epoch_s.append(time.perf_counter() - epoch_start)
         step_loss += losses.tolist()
+    energy = meter.stop()
     measure_s = time.perf_counter() - measure_start
     peak_allocated, peak_reserved = dev.peak_memory_gib(device)
+    # Counted after the timing, so that it cannot warm anything up for the first step.
+    flops = _flops(spec, engine, next(iter(loader)), device, workload)
     del loader  # stops loader workers, so their peak memory is counted below
     return _metrics(
         spec, workload, timer=timer.method, epoch_s=epoch_s, step_ms=step_ms, wait_ms=wait_ms,
-        step_loss=step_loss, peak_allocated=peak_allocated, peak_reserved=peak_reserved, build_s=build_s,
-        measure_s=measure_s,
+        step_loss=step_loss, peak_allocated=peak_allocated, peak_reserved=peak_reserved,
+        build_s=build_s, measure_s=measure_s, energy=energy, flops=flops,
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Steady:
+    from_step: int
+    windows: Summary
+    """Items per second of each window of spec.window_steps steps."""
+
+
+def _steady(spec: RunSpec, step_ms: list[float]) -> _Steady:
+    """The steady-state windows: after epoch 1 (after step 0 in a one-epoch run), less the
+    windows the warm-up detector finds at their start."""
+    first = (
+        spec.steps_per_epoch if len(step_ms) > spec.steps_per_epoch else min(1, len(step_ms) - 1)
+    )
+    window = max(1, min(spec.window_steps, len(step_ms) - first))
+    starts = range(first, len(step_ms) - window + 1, window)
+    rates = [window * spec.global_batch / (sum(step_ms[i : i + window]) / 1e3) for i in starts]
+    skip = warmup_end(rates)
+    return _Steady(first + skip * window, summarize(rates[skip:]))
+
+
+def _precise_enough(spec: RunSpec, step_ms: list[float], measure_start: float) -> bool:
+    if spec.ci_pct is None or time.perf_counter() - measure_start > spec.max_measure_s:
+        return True
+    ci = _steady(spec, step_ms).windows.ci_pct
+    return ci is not None and ci <= spec.ci_pct
+
+
+def _flops(
+    spec: RunSpec, engine: Engine, micro_batch: dict[str, torch.Tensor], device: torch.device,
+    workload: Workload,
+) -> Flops | None:  # fmt: skip
+    per_micro_batch = engine.count_flops(micro_batch)
+    if not per_micro_batch:
+        return None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    peak = efficiency.datasheet_peak(name, spec.precision) if name else None
+    peak = peak or efficiency.measured_peak(device, spec.precision)
+    return Flops(
+        per_item=per_micro_batch / spec.batch_size, peak_per_s=peak[0], peak_source=peak[1]
+    )
 
 
 def _metrics(
@@ -67,6 +126,8 @@ def _metrics(
     peak_reserved: float | None,
     build_s: float,
     measure_s: float,
+    energy: EnergyMetrics,
+    flops: Flops | None,
 ) -> TrainMetrics:
     n = spec.steps_per_epoch
     epochs = []
@@ -83,11 +144,10 @@ def _metrics(
                 loss_mean=sum(loss) / n,
             )
         )
-    steady_from = n if spec.epochs > 1 else min(1, n - 1)
-    steady, steady_wait = step_ms[steady_from:], wait_ms[steady_from:]
-    window = min(spec.window_steps, len(steady))
-    windows_ms = [sum(steady[i : i + window]) for i in range(0, len(steady) - window + 1, window)]
+    steady = _steady(spec, step_ms)
+    steady_ms, steady_wait = step_ms[steady.from_step :], wait_ms[steady.from_step :]
     diverged = next((i for i, value in enumerate(step_loss) if not math.isfinite(value)), None)
+    metered_items = sum(e.num_items for e in epochs[min(1, len(epochs) - 1) :])
     return TrainMetrics(
         item_unit=workload.item_unit,
         items_per_step=spec.global_batch,
@@ -95,16 +155,15 @@ def _metrics(
         epochs=epochs,
         step_ms=step_ms,
         loss=step_loss,
-        steady_from_step=steady_from,
-        step_ms_steady=summarize(steady),
-        window_items_per_s=summarize(
-            [window * spec.global_batch / (ms / 1e3) for ms in windows_ms]
-        ),
+        steady_from_step=steady.from_step,
+        step_ms_steady=summarize(steady_ms),
+        window_items_per_s=steady.windows,
+        ci_met=None if spec.ci_pct is None else (steady.windows.ci_pct or math.inf) <= spec.ci_pct,
         input_wait_ms=wait_ms,
-        input_wait_frac=min(1.0, sum(steady_wait) / sum(steady)),
-        compute_items_per_s=len(steady)
+        input_wait_frac=min(1.0, sum(steady_wait) / sum(steady_ms)),
+        compute_items_per_s=len(steady_ms)
         * spec.global_batch
-        / (max(sum(steady) - sum(steady_wait), 1e-9) / 1e3),
+        / (max(sum(steady_ms) - sum(steady_wait), 1e-9) / 1e3),
         first_step_ms=step_ms[0],
         diverged_at_step=diverged,
         peak_mem_allocated_gib=peak_allocated,
@@ -112,4 +171,7 @@ def _metrics(
         host_peak_rss_gib=dev.host_peak_rss_gib(),
         build_s=build_s,
         measure_s=measure_s,
+        energy=energy,
+        joules_per_item=energy.joules / metered_items if energy.joules is not None else None,
+        flops=flops,
     )

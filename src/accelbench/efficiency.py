@@ -1,0 +1,91 @@
+"""Model FLOP utilisation: FLOPs counted per step, against the device's peak FLOP/s.
+
+The peak comes from the datasheet table below when the device is in it, else from a matmul timed
+on the device in the cell's precision; MFU says which. Both are dense (no structured sparsity).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from accelbench import device as dev
+from accelbench.precision import PRECISIONS, Precision
+
+PeakClass = Literal["fp32", "tf32", "fp16", "bf16"]
+
+PEAK_CLASS: dict[Precision, PeakClass] = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "amp-fp16": "fp16",
+    "fp16": "fp16",
+    "amp-bf16": "bf16",
+    "bf16": "bf16",
+}
+"""Which datasheet figure bounds each precision: the matmuls' input type."""
+
+
+@dataclass(frozen=True)
+class DevicePeak:
+    name_contains: str
+    """Matched against the device name torch reports; the first entry that matches is used."""
+    tflops: dict[PeakClass, float]
+    """Dense peak TFLOP/s (tensor cores where the device has them; FP32 without)."""
+    source: str
+
+
+# Vendors print tensor-core figures "with sparsity"; the dense figure is half of it.
+PEAKS: tuple[DevicePeak, ...] = (
+    DevicePeak("H100 PCIe", {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756},
+               "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
+    DevicePeak("H100", {"fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
+               "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet (SXM)"),
+    DevicePeak("H200", {"fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
+               "https://www.nvidia.com/en-us/data-center/h200/ (SXM)"),
+    DevicePeak("A100", {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312},
+               "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"),
+    DevicePeak("L4", {"fp32": 30.3, "tf32": 60, "fp16": 121, "bf16": 121},
+               "https://www.nvidia.com/en-us/data-center/l4/"),
+    DevicePeak("V100", {"fp32": 15.7, "fp16": 125},
+               "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"),
+    DevicePeak("T4", {"fp32": 8.1, "fp16": 65},
+               "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf"),
+    DevicePeak("MI300X", {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4},
+               "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"),
+)  # fmt: skip
+
+MATMUL_SIZE = {"cpu": 1024}
+"""Side of the square matmul timed for a measured peak; 8192 on accelerators."""
+
+
+def datasheet_peak(device_name: str, precision: Precision) -> tuple[float, str] | None:
+    """(peak FLOP/s, source) from the table, or None if the device or precision is not in it."""
+    for entry in PEAKS:
+        if entry.name_contains.lower() in device_name.lower():
+            value = entry.tflops.get(PEAK_CLASS[precision])
+            return (value * 1e12, f"datasheet: {entry.source}") if value else None
+    return None
+
+
+@functools.cache
+def measured_peak(device: torch.device, precision: Precision) -> tuple[float, str]:
+    """(FLOP/s, how) of the best of several square matmuls in the precision's input type."""
+    info = PRECISIONS[precision]
+    dtype = getattr(torch, info.autocast_dtype or info.param_dtype)
+    n = MATMUL_SIZE.get(device.type, 8192)
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(4):  # the first is a warm-up
+        dev.synchronize(device)
+        start = time.perf_counter()
+        for _ in range(3):
+            a @ b
+        dev.synchronize(device)
+        best = min(best, (time.perf_counter() - start) / 3)
+    name = str(dtype).removeprefix("torch.")
+    return 2 * n**3 / best, f"measured: best {n}x{n} {name} matmul on this device"

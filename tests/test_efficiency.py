@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+import torch
+
+from accelbench.efficiency import PEAK_CLASS, PEAKS, PeakClass, datasheet_peak, measured_peak
+from accelbench.precision import PRECISIONS
+
+
+def test_every_precision_has_a_peak_class() -> None:
+    assert set(PEAK_CLASS) == set(PRECISIONS)
+
+
+def test_every_table_entry_has_a_source_and_known_classes() -> None:
+    for entry in PEAKS:
+        assert entry.source.startswith("https://"), entry.name_contains
+        assert set(entry.tflops) <= set(get_args(PeakClass))
+        assert entry.tflops["fp32"] > 0
+        # Tensor-core figures are dense: at least the FP32 figure, at most 16 times it.
+        assert all(
+            entry.tflops["fp32"] <= v <= 16 * entry.tflops["fp32"] for v in entry.tflops.values()
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "precision", "tflops"),
+    [
+        ("NVIDIA H100 80GB HBM3", "amp-bf16", 989.5),
+        ("NVIDIA H100 PCIe", "bf16", 756),  # the PCIe entry wins over the SXM one
+        ("NVIDIA H200", "tf32", 494.5),
+        ("NVIDIA A100-SXM4-80GB", "fp32", 19.5),
+        ("Tesla V100-SXM2-16GB", "amp-fp16", 125),
+    ],
+)
+def test_datasheet_peak_by_device_name(name: str, precision: str, tflops: float) -> None:
+    peak = datasheet_peak(name, precision)  # type: ignore[arg-type]
+    assert peak is not None and peak[0] == tflops * 1e12 and "datasheet" in peak[1]
+
+
+def test_no_datasheet_figure_is_no_figure() -> None:
+    assert datasheet_peak("Tesla V100-SXM2-16GB", "bf16") is None  # Volta has no bf16
+    assert datasheet_peak("Some Future GPU", "fp32") is None
+
+
+def test_measured_peak_on_this_cpu() -> None:
+    flops, how = measured_peak(torch.device("cpu"), "fp32")
+    assert 1e8 < flops < 1e14
+    assert how == "measured: best 1024x1024 float32 matmul on this device"

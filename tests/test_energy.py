@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from accelbench.energy import EnergyMeter
+
+from .conftest import needs_cuda
+
+
+def fake_rapl(root: Path, packages: int = 2) -> list[Path]:
+    domains = []
+    for p in range(packages):
+        domain = root / f"intel-rapl:{p}"
+        (domain / f"intel-rapl:{p}:0").mkdir(parents=True)  # a core sub-domain: not counted
+        (domain / f"intel-rapl:{p}:0" / "energy_uj").write_text("5\n")
+        (domain / "energy_uj").write_text("1000000\n")
+        (domain / "max_energy_range_uj").write_text("262143328850\n")
+        domains.append(domain)
+    return domains
+
+
+def test_rapl_packages_are_summed(tmp_path: Path) -> None:
+    a, b = fake_rapl(tmp_path)
+    meter = EnergyMeter(torch.device("cpu"), powercap=tmp_path)
+    meter.start()
+    (a / "energy_uj").write_text("3000000\n")  # +2 J
+    (b / "energy_uj").write_text("1500000\n")  # +0.5 J
+    energy = meter.stop()
+    assert energy.method == "rapl" and energy.scope == "CPU packages (2)"
+    assert energy.joules == pytest.approx(2.5)
+    assert energy.avg_power_w is not None and energy.avg_power_w > 0
+
+
+def test_rapl_counter_wrapping_around(tmp_path: Path) -> None:
+    [domain] = fake_rapl(tmp_path, packages=1)
+    (domain / "max_energy_range_uj").write_text("2000000\n")
+    meter = EnergyMeter(torch.device("cpu"), powercap=tmp_path)
+    meter.start()
+    (domain / "energy_uj").write_text("500000\n")  # 1.0 -> 2.0 (wrap) -> 0.5: 1.5 J
+    assert meter.stop().joules == pytest.approx(1.5)
+
+
+def test_unreadable_or_absent_rapl_is_not_available(tmp_path: Path) -> None:
+    meter = EnergyMeter(torch.device("cpu"), powercap=tmp_path / "none")
+    meter.start()
+    energy = meter.stop()
+    assert energy.method == "not available" and energy.joules is None
+
+
+@needs_cuda
+def test_nvml_energy_counter_over_gpu_work() -> None:
+    device = torch.device("cuda")
+    meter = EnergyMeter(device)
+    a = torch.randn(8192, 8192, device=device)
+    meter.start()
+    for _ in range(200):
+        a @ a
+    torch.cuda.synchronize()
+    energy = meter.stop()
+    assert energy.method == "nvml-energy-counter"
+    assert energy.joules is not None and energy.joules > 0
+    assert energy.num_samples > 0 and energy.sm_clock_mhz_median
+    assert (
+        energy.power_limit_w
+        and energy.peak_power_w
+        and energy.peak_power_w <= 2 * energy.power_limit_w
+    )
