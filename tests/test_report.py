@@ -43,3 +43,31 @@ def test_flat_row_holds_spec_and_headline_metrics() -> None:
     assert row["num_steady_steps"] == 8 - result.metrics.steady_from_step  # type: ignore[union-attr]
     header = report.to_csv([result]).splitlines()[0].split(",")
     assert header[:3] == ["key", "created_at", "workload"]
+
+
+def test_compile_payoff_in_steps() -> None:
+    eager = run(tiny(steps_per_epoch=12))
+    assert eager.metrics is not None
+    fast_steps = eager.metrics.step_ms_steady.model_copy(
+        update={"median": eager.metrics.step_ms_steady.median - 0.5}
+    )
+    compiled = eager.model_copy(
+        update={
+            "spec": eager.spec.model_copy(update={"compile": True}),
+            "metrics": eager.metrics.model_copy(
+                update={
+                    "first_step_ms": eager.metrics.first_step_ms + 1000.0,
+                    "step_ms_steady": fast_steps,
+                }
+            ),
+        }
+    )
+    line = next(n for n in report.notes([eager, compiled]) if "torch.compile" in n)
+    assert (
+        "costs 1.0 s more in the first step and saves 0.50 ms per step: it pays off after 2,000 steps"
+        in line
+    )
+    slower = compiled.model_copy(
+        update={"metrics": eager.metrics.model_copy(update={"first_step_ms": 5.0})}
+    )
+    assert report.compile_payoff(slower, eager).endswith("it never pays off here")

@@ -69,11 +69,42 @@ def notes(results: Sequence[Result]) -> list[str]:
                 f"spread {spread:.1f}%"
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
+    lines += [compile_payoff(c, e) for c, e in _compile_pairs(results)]
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(_shown_invalid(r) for r in results):
         lines.append(NOT_VALID_NOTE)
     return lines
+
+
+def _compile_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
+    """(compiled, eager) results of the same cell on the same platform, both measured."""
+
+    def cell(r: Result, compiled: bool) -> str:
+        fields = r.spec.identity() | {"compile": compiled, "repeat": 0}
+        return json.dumps([fields, r.env.fingerprint()], sort_keys=True)
+
+    eager = {cell(r, False): r for r in results if not r.spec.compile and r.metrics}
+    return [
+        (r, eager[cell(r, False)])
+        for r in results
+        if r.spec.compile and r.metrics and cell(r, False) in eager
+    ]
+
+
+def compile_payoff(compiled: Result, eager: Result) -> str:
+    """How many steps it takes torch.compile's first-step cost to pay for itself."""
+    c, e = compiled.metrics, eager.metrics
+    assert c is not None and e is not None
+    cost_ms = c.first_step_ms - e.first_step_ms
+    saved_ms = e.step_ms_steady.median - c.step_ms_steady.median
+    text = (
+        f"{_cell(compiled)}: torch.compile costs {cost_ms / 1e3:.1f} s more in the first step and "
+        f"{'saves' if saved_ms > 0 else 'adds'} {abs(saved_ms):.2f} ms per step"
+    )
+    if saved_ms <= 0:
+        return text + ": it never pays off here"
+    return text + f": it pays off after {max(cost_ms, 0) / saved_ms:,.0f} steps"
 
 
 def _cell(r: Result) -> str:
