@@ -88,8 +88,10 @@ DbOption = Annotated[
 @app.command("list")
 def list_workloads() -> None:
     """The workloads, one line each."""
+    width = max(map(len, workloads.WORKLOADS))
     for name in workloads.WORKLOADS:
-        console.print(f"{name:<20} {workloads.describe(name)}", soft_wrap=True)
+        console.print(f"{name:<{width}}  {workloads.describe(name)}", soft_wrap=True)
+    console.print("\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function (see README)")
 
 
 @app.command()
