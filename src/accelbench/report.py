@@ -108,7 +108,8 @@ def compile_payoff(compiled: Result, eager: Result) -> str:
 
 
 def _cell(r: Result) -> str:
-    return f"{label(r)} bs={r.spec.batch_size} {r.spec.precision}"
+    compiled = " +compile" if r.spec.compile else ""
+    return f"{label(r)} bs={r.spec.batch_size} {r.spec.precision}{compiled}"
 
 
 def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
