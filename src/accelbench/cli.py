@@ -137,7 +137,7 @@ def run(
     optimizer: Annotated[str, typer.Option(help=_help("optimizer"))] = "sgd",
     lr: Annotated[float, typer.Option(help=_help("lr"))] = 0.01,
     workers: Annotated[str, typer.Option(help=_help("workers") + " Comma list for a sweep.")] = "0",
-    window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 5,
+    window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 2,
     ci: Annotated[str | None, typer.Option(help="Target such as 2%: " + _help("ci_pct"))] = None,
     max_measure_s: Annotated[float, typer.Option(help=_help("max_measure_s"))] = 600.0,
     repeats: Annotated[

@@ -54,8 +54,9 @@ class RunSpec(Frozen):
     """Learning rate."""
     workers: int = Field(default=0, ge=0)
     """DataLoader worker processes generating the host data (0: in the training process)."""
-    window_steps: int = Field(default=5, gt=0)
-    """Optimizer steps per throughput window; the spread is taken over windows."""
+    window_steps: int = Field(default=2, gt=0)
+    """Optimizer steps per throughput window; the spread and the median's interval are taken
+    over windows, and 6 windows are the fewest that give a 95% interval."""
     ci_pct: float | None = Field(default=None, gt=0)
     """Measure more epochs, past `epochs`, until the 95% confidence interval of the median
     window throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
