@@ -70,3 +70,11 @@ def test_warmup_end_keeps_most_of_a_noisy_steady_series() -> None:
     ramped = [50.0, 70.0, 85.0, *noisy]
     assert warmup_end(noisy) <= 10
     assert 3 <= warmup_end(ramped) <= 13
+
+
+def test_warmup_end_rarely_cuts_plain_noise_and_finds_mild_ramps() -> None:
+    rng = random.Random(3)
+    noise = [[100 + rng.gauss(0, 5) for _ in range(10)] for _ in range(500)]
+    ramps = [[85.0, 92.0] + [100 + rng.gauss(0, 3) for _ in range(10)] for _ in range(200)]
+    assert sum(warmup_end(s) > 0 for s in noise) / len(noise) < 0.25  # plain MSER: over 0.4
+    assert sum(warmup_end(s) >= 2 for s in ramps) / len(ramps) > 0.9
