@@ -145,6 +145,26 @@ def test_sweep_file_with_a_command_line_override(tmp_path: Path) -> None:
     assert db_rows(path) == [("tiny_mlp", 3, "fp32", "ok", 1)]
 
 
+def test_sweep_file_with_model_args_as_an_axis(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        '[fixed]\nworkload = "hf/gpt2"\nepochs = 1\nsteps_per_epoch = 2\ndevice = "cpu"\n'
+        "[axes]\nmodel_args = [\n"
+        "  {seq_len = 16, n_layer = 1, n_embd = 32, n_head = 2},\n"
+        "  {seq_len = 32, n_layer = 1, n_embd = 32, n_head = 2},\n]\n"
+    )
+    path = tmp_path / "results.sqlite"
+    code, output = invoke("run", "--sweep", str(sweep), "--db", str(path))
+    assert code == 2 and "--batch-size is required" in output
+    code, output = invoke("run", "--sweep", str(sweep), "--batch-size", "2", "--db", str(path))
+    assert code == 0, output
+    with sqlite3.connect(path) as db:
+        lengths = db.execute(
+            "SELECT json_extract(record, '$.spec.model_args.seq_len') FROM results"
+        ).fetchall()
+    assert sorted(lengths) == [(16,), (32,)]
+
+
 def test_run_needs_a_workload_or_a_sweep_file() -> None:
     code, output = invoke("run")
     assert code == 2 and "name a workload" in output

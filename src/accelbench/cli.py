@@ -67,6 +67,8 @@ def _validation_message(exc: ValidationError) -> str:
     error = exc.errors()[0]
     field = "-".join(str(part) for part in error["loc"])
     option = "--" + _OPTION.get(field, field).replace("_", "-")
+    if error["type"] == "missing":
+        return f"{option} is required: give it on the command line or in the sweep file"
     return f"invalid value {error.get('input')!r} for {option}: {error['msg']}"
 
 
