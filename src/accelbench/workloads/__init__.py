@@ -105,8 +105,7 @@ def check(name: str, model_args: ModelArgs) -> None:
     else:
         target, _ = _user_target(name) or ("", "")
         if target.endswith(".py"):
-            if not Path(target).is_file():
-                raise AccelbenchError(f"no model file {target}: give a path to a .py file")
+            _model_file(target)
         elif not _importable(target):
             raise AccelbenchError(
                 f"no module {target} on the Python path: install it or give a file.py path"
@@ -125,6 +124,13 @@ def get(name: str, model_args: ModelArgs | None = None) -> Workload:
     if name.startswith("hf/"):
         return language.hf_model(name.removeprefix("hf/"), **args)  # type: ignore[arg-type]
     return _user_workload(name, args)
+
+
+def _model_file(target: str) -> Path:
+    path = Path(target).resolve()
+    if not path.is_file():
+        raise AccelbenchError(f"no model file {target}: give a path to a .py file")
+    return path
 
 
 def _importable(module: str) -> bool:
@@ -168,9 +174,7 @@ def _user_workload(name: str, model_args: dict[str, Any]) -> Workload:
     their traceback, so the cell's result points at their file."""
     target, function = _user_target(name) or ("", "")
     if target.endswith(".py"):
-        path = Path(target).resolve()
-        if not path.is_file():
-            raise AccelbenchError(f"no model file {target}: give a path to a .py file")
+        path = _model_file(target)
         sys.path.insert(0, str(path.parent))  # so that it can import the modules beside it
         spec = importlib.util.spec_from_file_location(path.stem, path)
         assert spec is not None and spec.loader is not None
