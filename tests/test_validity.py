@@ -28,7 +28,15 @@ def varied(result: Result, spec: dict[str, Any] | None = None, **metrics: Any) -
     )
 
 
-STEADY = summarize([100.0, 101, 99, 100, 100.5, 99.5, 100, 100])  # known to +-1%
+STEADY_RATES = [100.0, 101, 99, 100, 100.5, 99.5, 100, 100]
+STEADY = summarize(STEADY_RATES)  # known to +-1%
+
+
+def two_repeats(measured: Result) -> tuple[Result, Result]:
+    """Two repeats of one cell, each steady, the second 20% faster."""
+    a = varied(measured, window_items_per_s=STEADY, input_wait_frac=0.0)
+    faster = summarize([1.2 * x for x in STEADY_RATES])
+    return a, varied(measured, {"repeat": 1}, window_items_per_s=faster, input_wait_frac=0.0)
 
 
 def flags(result: Result, repeats: list[Result] | None = None) -> list[str]:
@@ -54,15 +62,7 @@ def test_noisy_against_the_default_and_the_given_target(measured: Result) -> Non
 
 
 def test_repeats_that_disagree_are_noisy(measured: Result) -> None:
-    a = varied(measured, window_items_per_s=STEADY, input_wait_frac=0.0)
-    b = varied(
-        measured,
-        {"repeat": 1},
-        window_items_per_s=summarize(
-            [x * 1.2 for x in [100.0, 101, 99, 100, 100.5, 99.5, 100, 100]]
-        ),
-        input_wait_frac=0.0,
-    )
+    a, b = two_repeats(measured)
     groups = validity.repeat_groups([a, b])
     assert len(groups) == 1
     assert validity.siblings(a, groups) == [b]
@@ -87,15 +87,7 @@ def test_diverged_is_a_verdict_too(measured: Result) -> None:
 
 
 def test_table_and_notes_show_verdicts_and_repeat_spread(measured: Result) -> None:
-    a = varied(measured, window_items_per_s=STEADY, input_wait_frac=0.0)
-    b = varied(
-        measured,
-        {"repeat": 1},
-        window_items_per_s=summarize(
-            [x * 1.2 for x in [100.0, 101, 99, 100, 100.5, 99.5, 100, 100]]
-        ),
-        input_wait_frac=0.0,
-    )
+    a, b = two_repeats(measured)
     lines = report.notes([a, b])
     assert any(
         "2 repeats, 100 120 items/s, spread 18.2%: noisy, target 5%" in line for line in lines
