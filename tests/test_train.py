@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.engine import TorchEngine
 from accelbench.scenarios import train
 
 from .conftest import tiny
@@ -115,3 +116,13 @@ def test_energy_on_this_cpu_says_how_or_that_it_is_absent() -> None:
     assert m.energy.method in ("rapl", "not available")
     if m.energy.method == "not available":
         assert m.energy.joules is None and m.joules_per_item is None
+
+
+def test_a_flop_counter_failure_keeps_the_measurement(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(self: object, batch: object) -> float:
+        raise RuntimeError("an op the counter cannot run")
+
+    monkeypatch.setattr(TorchEngine, "count_flops", fail)
+    m = measure()
+    assert m.flops is None and m.mfu is None
+    assert m.items_per_s > 0

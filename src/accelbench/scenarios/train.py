@@ -8,6 +8,7 @@ target, epochs go on until the median window is known that precisely or the time
 from __future__ import annotations
 
 import itertools
+import logging
 import math
 import time
 from dataclasses import dataclass
@@ -19,10 +20,13 @@ from accelbench import efficiency
 from accelbench.data import make_loader
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.engine import Engine, make_engine
+from accelbench.errors import one_line
 from accelbench.result import EpochMetrics, Flops, TrainMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary, summarize, warmup_end
 from accelbench.workload import Workload
+
+log = logging.getLogger(__name__)
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
@@ -62,7 +66,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     measure_s = time.perf_counter() - measure_start
     peak_allocated, peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
-    flops = _flops(spec, engine, next(iter(loader)), device, workload)
+    flops = _flops(spec, engine, next(iter(loader)), device)
     del loader  # stops loader workers, so their peak memory is counted below
     return _metrics(
         spec, workload, timer=timer.method, epoch_s=epoch_s, step_ms=step_ms, wait_ms=wait_ms,
@@ -99,10 +103,13 @@ def _precise_enough(spec: RunSpec, step_ms: list[float], measure_start: float) -
 
 
 def _flops(
-    spec: RunSpec, engine: Engine, micro_batch: dict[str, torch.Tensor], device: torch.device,
-    workload: Workload,
-) -> Flops | None:  # fmt: skip
-    per_micro_batch = engine.count_flops(micro_batch)
+    spec: RunSpec, engine: Engine, micro_batch: dict[str, torch.Tensor], device: torch.device
+) -> Flops | None:
+    try:
+        per_micro_batch = engine.count_flops(micro_batch)
+    except Exception as exc:  # an op the counter cannot run must not cost the measurement
+        log.warning("FLOPs not counted: %s", one_line(exc))
+        return None
     if not per_micro_batch:
         return None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
