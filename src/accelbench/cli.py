@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.core import TyperGroup
 
-from accelbench import environment, report, workloads
+from accelbench import environment, references, report, workloads
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
@@ -284,6 +284,26 @@ def results(
         _show(found)
     else:
         console.print("no stored results match")
+
+
+@app.command("references")
+def list_references(
+    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
+    platform: Annotated[
+        str | None, typer.Option(help="Only platforms whose name contains this.")
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
+) -> None:
+    """Published results shipped with accelbench, with their sources."""
+    if workload is not None:
+        workloads.check_name(workload)
+    found = references.query(workload=workload, platform=platform)
+    if fmt is Format.table:
+        console.print(report.references_table(found))
+    elif fmt is Format.json:
+        print(json.dumps([r.model_dump() for r in found], indent=2))
+    else:
+        print(report.rows_csv([r.model_dump() for r in found]), end="")
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.table import Table
 
 from accelbench import validity
+from accelbench.references import Reference
 from accelbench.result import Result
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
@@ -249,13 +250,32 @@ def flat(result: Result) -> dict[str, object]:
 
 
 def to_csv(results: Sequence[Result]) -> str:
-    rows = [flat(r) for r in results]
+    return rows_csv([flat(r) for r in results])
+
+
+def rows_csv(rows: Sequence[dict[str, object]]) -> str:
+    """CSV of plain rows, with every column any row has."""
     columns = list(dict.fromkeys(c for row in rows for c in row))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
+
+
+def references_table(refs: Sequence[Reference]) -> Table:
+    """Published figures with their conditions and source table."""
+    out = Table()
+    for name in ("Source", "Model", "Platform", "Devices", "Micro batch", "Framework", "Metric"):
+        out.add_column(name, justify="right" if name in ("Devices", "Micro batch") else "left")
+    out.add_column("Value", justify="right")
+    for r in refs:
+        out.add_row(
+            f"{r.source}, {r.table}", r.model, r.platform, str(r.num_devices),
+            "" if r.micro_batch is None else str(r.micro_batch), r.framework, r.metric,
+            f"{r.value:,g} {r.unit}",
+        )  # fmt: skip
+    return out
 
 
 def to_json(results: Sequence[Result]) -> str:
