@@ -167,6 +167,9 @@ def test_transformers_config_typos_are_refused() -> None:
         workloads.check("hf/gtp2", {})
     with pytest.raises(AccelbenchError, match="at most 1024 positions"):
         workloads.get("hf/gpt2", {"seq_len": 2048})
+    with pytest.raises(AccelbenchError, match="at most 1024 positions"):
+        workloads.check("hf/gpt2", {"seq_len": 2048})  # before any cell runs
+    workloads.check("hf/gpt2", {"seq_len": 2048, "n_positions": 2048})
 
 
 @pytest.mark.parametrize(

@@ -100,8 +100,8 @@ def check(name: str, model_args: ModelArgs) -> None:
             )
     elif name.startswith("hf/"):
         args = dict(model_args)
-        args.pop("seq_len", None)
-        language.hf_head(name.removeprefix("hf/"), args)
+        seq_len = int(args.pop("seq_len", language.HF_SEQ_LEN))
+        language.hf_head(name.removeprefix("hf/"), seq_len, args)
     else:
         target, _ = _user_target(name) or ("", "")
         if target.endswith(".py"):

@@ -20,6 +20,7 @@ BERT_MASK_ID = 103  # [MASK] in that vocabulary
 BERT_BASE = {"num_layers": 12, "hidden": 768, "heads": 12}
 BERT_LARGE = {"num_layers": 24, "hidden": 1024, "heads": 16}
 MASKED_FRACTION = 0.15  # BERT's masked-LM recipe
+HF_SEQ_LEN = 512  # hf/ workloads' sequence length unless seq_len is given
 
 
 def bert_base_squad(seq_len: int = 384, num_layers: int = 12) -> Workload:
@@ -67,20 +68,13 @@ def gpt2_large(seq_len: int = 1024, num_layers: int = 36) -> Workload:
     return hf_model("gpt2", seq_len=seq_len, n_layer=num_layers, n_embd=1280, n_head=20)
 
 
-def hf_model(model_type: str, seq_len: int = 512, **config: Any) -> Workload:
+def hf_model(model_type: str, seq_len: int = HF_SEQ_LEN, **config: Any) -> Workload:
     """Any transformers architecture by model type (`hf/<model_type>`), random weights: a masked
     LM if transformers has one for it, else a causal LM. `config` overrides the default config."""
-
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
 
-    head, _ = hf_head(model_type, config)
+    head = hf_head(model_type, seq_len, config)
     base = AutoConfig.for_model(model_type, **config)
-    max_len = _max_positions(base)
-    if max_len is not None and seq_len > max_len:
-        raise AccelbenchError(
-            f"hf/{model_type} takes at most {max_len} positions: use seq_len <= {max_len} "
-            "or raise its position limit in the model args"
-        )
     auto = AutoModelForCausalLM if head == "causal" else AutoModelForMaskedLM
     vocab = base.vocab_size
     mask_id = getattr(base, "mask_token_id", None) or vocab - 1
@@ -100,9 +94,10 @@ def hf_model(model_type: str, seq_len: int = 512, **config: Any) -> Workload:
     return reading(Tokens(seq_len, vocab), build_model, loss, "sequences", prepare)
 
 
-def hf_head(model_type: str, config: dict[str, Any]) -> tuple[str, Any]:
-    """Check a `hf/` workload without importing torch: the head it gets and its default config.
-    Raises for an unknown model type, an unknown config field, or a type with no LM head."""
+def hf_head(model_type: str, seq_len: int, config: dict[str, Any]) -> str:
+    """Check a `hf/` workload without importing torch, and return the head it gets ("masked" or
+    "causal"). Raises for an unknown model type, a type with no LM head, an unknown config
+    field, or a sequence longer than the model's positions."""
     import difflib
 
     from transformers import AutoConfig
@@ -133,7 +128,13 @@ def hf_head(model_type: str, config: dict[str, Any]) -> tuple[str, Any]:
         close = difflib.get_close_matches(unknown[0], fields, n=1)
         hint = f"did you mean {close[0]}?" if close else f"it has {', '.join(fields)}"
         raise AccelbenchError(f"{unknown[0]!r} is not a field of the {model_type} config: {hint}")
-    return head, default
+    max_len = _max_positions(AutoConfig.for_model(model_type, **config))
+    if max_len is not None and seq_len > max_len:
+        raise AccelbenchError(
+            f"hf/{model_type} takes at most {max_len} positions: use seq_len <= {max_len} "
+            "or raise its position limit in the model args"
+        )
+    return head
 
 
 def _max_positions(config: Any) -> int | None:
