@@ -58,14 +58,16 @@ def data_format(path: str) -> DataFormat:
     )
 
 
-def check_fits(path: str, reads: Images | Tokens | None, name: str) -> None:
-    """Raise unless the workload `name` can read the data at `path`."""
-    kind = "tokens" if data_format(path) == "tokens" else "images"
+def check_fits(path: str, reads: Images | Tokens | None, name: str) -> DataFormat:
+    """The format of the data at `path`; raises unless the workload `name` can read it."""
+    fmt = data_format(path)
+    kind = "tokens" if fmt == "tokens" else "images"
     wanted = None if reads is None else "tokens" if isinstance(reads, Tokens) else "images"
     if wanted is None:
         raise AccelbenchError(f"{name} trains on synthetic data only: leave out --data")
     if kind != wanted:
         raise AccelbenchError(f"{name} reads {wanted}, but {path} holds {kind}")
+    return fmt
 
 
 def make_loader(workload: Workload, spec: RunSpec, pin_memory: bool) -> DataLoader[Batch]:
@@ -77,9 +79,9 @@ def make_loader(workload: Workload, spec: RunSpec, pin_memory: bool) -> DataLoad
     if spec.data is None:
         dataset = SyntheticDataset(workload, num_items, spec.seed)
     else:
-        check_fits(spec.data, workload.reads, spec.workload)
+        fmt = check_fits(spec.data, workload.reads, spec.workload)
         assert workload.reads is not None
-        dataset = _real_dataset(spec.data, workload.reads, workload.prepare, spec.seed)
+        dataset = _real_dataset(spec.data, fmt, workload.reads, workload.prepare, spec.seed)
         if isinstance(dataset, _Records):
             # Random reads with replacement: any data set size gives full epochs, in random order.
             gen = torch.Generator().manual_seed(spec.seed)
@@ -115,8 +117,9 @@ Reader = tuple[int, Callable[[int], Batch]]
 """A data set's number of records, and how to read record i."""
 
 
-def _real_dataset(path: str, reads: Images | Tokens, prepare: Prepare, seed: int) -> Dataset[Batch]:
-    fmt = data_format(path)
+def _real_dataset(
+    path: str, fmt: DataFormat, reads: Images | Tokens, prepare: Prepare, seed: int
+) -> Dataset[Batch]:
     if isinstance(reads, Tokens):
         return _Records(_token_windows(path, reads), prepare, seed)
     transform = _image_transform(reads)

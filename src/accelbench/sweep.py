@@ -104,13 +104,10 @@ def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | Non
         return
     from accelbench import data  # imports torch
 
-    data.data_format(data_path)
-    if not workloads.is_user(workload):
+    if workloads.is_user(workload):
+        data.data_format(data_path)
+    else:
         data.check_fits(data_path, workloads.get(workload, model_args).reads, workload)
-
-
-def _json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True)
 
 
 def run_sweep(
@@ -129,8 +126,12 @@ def run_sweep(
     sweep goes on. A spec the platform cannot run raises before any cell starts.
     """
     specs = list(specs)
-    for workload, args, data in {(s.workload, _json(s.model_args), s.data) for s in specs}:
-        check_inputs(workload, json.loads(args), data)
+    checked = set()
+    for s in specs:
+        inputs = (s.workload, json.dumps(s.model_args, sort_keys=True), s.data)
+        if inputs not in checked:
+            checked.add(inputs)
+            check_inputs(s.workload, s.model_args, s.data)
     envs = {device: launch.probe_environment(device) for device in {s.device for s in specs}}
     cells: list[tuple[RunSpec, Environment]] = []
     for spec in specs:
