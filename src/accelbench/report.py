@@ -80,17 +80,9 @@ def notes(results: Sequence[Result]) -> list[str]:
 
 def _compile_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
     """(compiled, eager) results of the same cell on the same platform, both measured."""
-
-    def cell(r: Result, compiled: bool) -> str:
-        fields = r.spec.identity() | {"compile": compiled, "repeat": 0}
-        return json.dumps([fields, r.env.fingerprint()], sort_keys=True)
-
-    eager = {cell(r, False): r for r in results if not r.spec.compile and r.metrics}
-    return [
-        (r, eager[cell(r, False)])
-        for r in results
-        if r.spec.compile and r.metrics and cell(r, False) in eager
-    ]
+    eager = {validity.cell_key(r): r for r in results if not r.spec.compile and r.metrics}
+    pairs = [(r, eager.get(validity.cell_key(r, compile=False))) for r in results]
+    return [(c, e) for c, e in pairs if c.spec.compile and c.metrics and e is not None]
 
 
 def compile_payoff(compiled: Result, eager: Result) -> str:

@@ -68,13 +68,19 @@ def verdict_text(result: Result, repeats: Sequence[Result] = ()) -> str:
     return ", ".join(flags) if flags else "valid"
 
 
+def cell_key(result: Result, **fields: object) -> str:
+    """The result's cell and platform, without its repeat index and with `fields` replaced: the
+    same key for every repeat of a cell, and for cells that differ only in `fields`."""
+    cell = result.spec.identity() | fields
+    cell.pop("repeat", None)
+    return json.dumps([cell, result.env.fingerprint()], sort_keys=True)
+
+
 def repeat_groups(results: Sequence[Result]) -> dict[str, list[Result]]:
-    """Results keyed by their cell without the repeat index (same platform): the repeats."""
+    """Results grouped by cell_key: the repeats of each cell."""
     groups: dict[str, list[Result]] = defaultdict(list)
     for r in results:
-        cell = r.spec.identity()
-        cell.pop("repeat", None)
-        groups[json.dumps([cell, r.env.fingerprint()], sort_keys=True)].append(r)
+        groups[cell_key(r)].append(r)
     return groups
 
 
