@@ -85,7 +85,9 @@ def test_warm_up_left_after_epoch_1_is_dropped() -> None:
 
 
 def test_ci_target_adds_epochs_until_met() -> None:
-    m = measure(epochs=1, steps_per_epoch=8, window_steps=1, ci_pct=30.0, batch_size=16)
+    # One epoch leaves 3 steady windows, too few for an interval: the target forces more epochs.
+    m = measure(epochs=1, steps_per_epoch=4, window_steps=1, ci_pct=30.0, batch_size=16)
+    assert len(m.epochs) > 1
     assert m.ci_met is True
     ci = m.window_items_per_s.ci_pct
     assert ci is not None and ci <= 30.0
@@ -126,3 +128,9 @@ def test_a_flop_counter_failure_keeps_the_measurement(monkeypatch: pytest.Monkey
     m = measure()
     assert m.flops is None and m.mfu is None
     assert m.items_per_s > 0
+
+
+def test_compute_rate_is_not_invented_when_no_compute_time_is_left() -> None:
+    spec = tiny(batch_size=10)
+    assert train._compute_rate(spec, [10.0, 10.0], [5.0, 5.0]) == pytest.approx(2 * 10 / 0.010)
+    assert train._compute_rate(spec, [10.0, 10.0], [10.0, 12.0]) is None

@@ -120,6 +120,13 @@ def _flops(
     )
 
 
+def _compute_rate(spec: RunSpec, step_ms: list[float], wait_ms: list[float]) -> float | None:
+    """Items per second of the step time not spent waiting for input; None when the host clock
+    says it waited as long as the steps took, where nothing is left to estimate from."""
+    compute_ms = sum(step_ms) - sum(wait_ms)
+    return len(step_ms) * spec.global_batch / (compute_ms / 1e3) if compute_ms > 0 else None
+
+
 def _metrics(
     spec: RunSpec,
     workload: Workload,
@@ -168,9 +175,7 @@ def _metrics(
         ci_met=None if spec.ci_pct is None else (steady.windows.ci_pct or math.inf) <= spec.ci_pct,
         input_wait_ms=wait_ms,
         input_wait_frac=min(1.0, sum(steady_wait) / sum(steady_ms)),
-        compute_items_per_s=len(steady_ms)
-        * spec.global_batch
-        / (max(sum(steady_ms) - sum(steady_wait), 1e-9) / 1e3),
+        compute_items_per_s=_compute_rate(spec, steady_ms, steady_wait),
         first_step_ms=step_ms[0],
         diverged_at_step=diverged,
         peak_mem_allocated_gib=peak_allocated,
