@@ -14,6 +14,7 @@ from accelbench.spec import RunSpec
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test touches the user's database, and torch's global state is the same for each."""
     monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "default.sqlite"))
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # tests outside an allocation, even in one
     flags = (
         torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,

@@ -119,6 +119,35 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["run", "tiny_mlp", "--ci", "tight"], "--ci 'tight': give a percentage such as 2%"),
         (["run", "tiny_mlp", "--ci", "-1%"], "invalid value -1.0 for --ci"),
         (["results", "--workload", "resnet"], "unknown workload 'resnet'"),
+        (
+            ["run", "tiny_mlp", "--replicas", "3", "--nodes", "2"],
+            "3 replicas do not spread evenly over 2 nodes",
+        ),
+        (["run", "tiny_mlp", "--replicas", "2", "--bn-span", "3"], "--bn-span 3 does not divide"),
+        (
+            ["run", "tiny_mlp", "--batch-size", "4", "--replicas", "1,2", "--global-batch", "12"],
+            "global batch 12 is not a multiple of micro batch 4 x 2 replica(s)",
+        ),
+        (
+            ["run", "tiny_mlp", "--global-batch", "8", "--grad-accum", "2"],
+            "give --global-batch or --grad-accum, not both",
+        ),
+        (
+            ["run", "tiny_mlp", "--replicas", "2", "--nodes", "2", "--device", "cpu"],
+            "--nodes 2 runs inside a Slurm allocation",
+        ),
+        (
+            ["run", "tiny_mlp", "--replicas", "4096", "--device", "cpu"],
+            "4096 CPU replicas per node, but this host has",
+        ),
+        (
+            ["run", "tiny_mlp", "--replicas", "2", "--bn-span", "2", "--device", "cpu"],
+            "torch syncs batch norm on GPUs only",
+        ),
+        (
+            ["run", "tiny_mlp", "--numa-binding", "nodes"],
+            "invalid value 'nodes' for --numa-binding",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(
@@ -237,3 +266,34 @@ def test_repeats_run_interleaved_and_report_their_spread(tmp_path: Path) -> None
     assert rows == [(0, 2), (0, 4), (1, 2), (1, 4)]
     assert output.count("2 repeats,") == 2
     assert "Verdict" in output and "± CI (%)" in output and "MFU (%)" in output
+
+
+def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Path) -> None:
+    path = tmp_path / "scaling.sqlite"
+    code, output = invoke(
+        "run", "tiny_mlp", "--batch-size", "4", "--replicas", "1,2", "--global-batch", "16",
+        *QUICK, "--db", str(path),
+    )  # fmt: skip
+    assert code == 0, output
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT num_devices, global_batch, status, record FROM results ORDER BY num_devices"
+        ).fetchall()
+    assert [row[:3] for row in rows] == [(1, 16, "ok"), (2, 16, "ok")]
+    single, double = (json.loads(row[3]) for row in rows)
+    assert (single["spec"]["grad_accum"], double["spec"]["grad_accum"]) == (4, 2)
+    assert single["metrics"]["ranks"] == []
+    ranks = double["metrics"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(r["items_per_s"] > 0 and r["numa_node"] is not None for r in ranks)
+    # The run's step is its slowest rank's step: never faster than any rank's own median.
+    steady = double["metrics"]["step_ms_steady"]["median"]
+    assert steady >= min(r["step_ms_median"] for r in ranks)
+    assert "Speed-up (eff.)" in output and "x2 replicas fp32: per rank" in output
+    code, output = invoke("results", "--format", "csv", "--db", str(path))
+    by_replicas = {r["replicas"]: r for r in csv.DictReader(io.StringIO(output))}
+    speedup = float(by_replicas["2"]["speedup"])
+    rates = {n: float(by_replicas[n]["items_per_s"]) for n in ("1", "2")}
+    assert speedup == pytest.approx(rates["2"] / rates["1"])
+    assert float(by_replicas["2"]["scaling_efficiency"]) == pytest.approx(speedup / 2)
+    assert by_replicas["1"]["speedup"] == ""

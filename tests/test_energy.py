@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench.energy import EnergyMeter
+from accelbench.energy import EnergyMeter, EnergyMetrics, combine
 
 from .conftest import needs_cuda
 
@@ -68,3 +68,24 @@ def test_nvml_energy_counter_over_gpu_work() -> None:
         and energy.peak_power_w
         and energy.peak_power_w <= 2 * energy.power_limit_w
     )
+
+
+def test_ranks_add_up_gpu_boards_and_count_a_host_counter_once() -> None:
+    def board(joules: float, reasons: list[str]) -> EnergyMetrics:
+        return EnergyMetrics(
+            method="nvml-energy-counter", scope="GPU 0 board", joules=joules,
+            avg_power_w=joules / 10, power_limit_w=700.0, sm_clock_mhz_median=1980.0,
+            throttle_reasons=reasons, num_samples=100,
+        )  # fmt: skip
+
+    gpus = combine(
+        [("a", board(3000, [])), ("a", board(3200, ["sw-thermal"])), ("b", board(3100, []))]
+    )
+    assert gpus.joules == 9300 and gpus.avg_power_w == pytest.approx(930)
+    assert gpus.power_limit_w == 2100 and gpus.throttle_reasons == ["sw-thermal"]
+    assert gpus.scope == "3 GPU boards on 2 host(s)"
+    package = EnergyMetrics(method="rapl", scope="CPU packages (2)", joules=50.0, avg_power_w=5.0)
+    cpus = combine([("a", package), ("a", package), ("b", package)])
+    assert cpus.joules == 100.0 and cpus.scope == "CPU packages of 2 host(s)"
+    absent = EnergyMetrics(method="not available", scope="CPU")
+    assert combine([("a", package), ("b", absent)]).joules is None

@@ -54,6 +54,7 @@ def test_cell_that_dies_without_a_result_is_an_error(env: Environment) -> None:
 def test_exit_reason_names_the_signal() -> None:
     assert "SIGKILL (the host may have run out of memory)" in launch._exit_reason(-9, "")
     assert launch._exit_reason(1, "line\nValueError: boom\n") == "ValueError: boom"
+    assert launch._exit_reason(1, "exitcode  : -9 (pid: 7)\n======\n") == "exitcode  : -9 (pid: 7)"
 
 
 def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
@@ -78,3 +79,42 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
     launcher.wait(timeout=30)
     assert launcher.returncode != 0
     assert not [c for c in cells if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    cell = ["/cells/abc/spec.json", "/cells/abc/result.json"]
+    one = launch.command(tiny(), cell)
+    assert one == [sys.executable, "-m", "accelbench.launch", "cell", *cell]
+    local = launch.command(tiny(replicas=4, numa_binding="node"), cell)
+    assert local[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert local[3:] == [
+        "--nproc-per-node", "4", "--numa-binding", "node", "--standalone",
+        "-m", "accelbench.launch", "cell", *cell,
+    ]  # fmt: skip
+    monkeypatch.setattr(launch.socket, "gethostname", lambda: "node001")
+    multi = launch.command(tiny(replicas=8, nodes=2), cell)
+    assert multi[:6] == ["srun", "--nodes", "2", "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
+    assert multi[multi.index("--nproc-per-node") + 1] == "4"
+    assert multi[multi.index("--nnodes") + 1] == "2"
+    assert multi[multi.index("--rdzv-endpoint") + 1].startswith("node001:")
+    assert multi[multi.index("--rdzv-id") + 1] == "abc"
+
+
+def test_a_failing_rank_is_the_result_and_stops_the_others(
+    env: Environment, tmp_path: Path
+) -> None:
+    model = tmp_path / "rank_one_fails.py"
+    model.write_text(
+        "import os\n"
+        "from accelbench.workloads.toy import tiny_mlp\n"
+        "def build():\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        raise RuntimeError('rank 1 cannot build its model')\n"
+        "    return tiny_mlp()\n"
+    )
+    # Rank 0 would wait for rank 1 at its first gradient exchange until the cell's time limit,
+    # were it not stopped: the status would then be "timeout".
+    result = launch.run_in_child(tiny(workload=f"{model}:build", replicas=2), env, timeout_s=120)
+    assert result.status == "error"
+    assert result.reason == "RuntimeError: rank 1 cannot build its model"
+    assert result.detail and "rank_one_fails.py" in result.detail

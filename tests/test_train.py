@@ -1,12 +1,15 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.energy import EnergyMetrics
 from accelbench.engine import TorchEngine
+from accelbench.errors import AccelbenchError
 from accelbench.scenarios import train
 
 from .conftest import tiny
@@ -134,3 +137,52 @@ def test_compute_rate_is_not_invented_when_no_compute_time_is_left() -> None:
     spec = tiny(batch_size=10)
     assert train._compute_rate(spec, [10.0, 10.0], [5.0, 5.0]) == pytest.approx(2 * 10 / 0.010)
     assert train._compute_rate(spec, [10.0, 10.0], [10.0, 12.0]) is None
+
+
+def test_ranks_combine_to_the_slowest_step_and_the_mean_loss(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = tiny(replicas=2, steps_per_epoch=3, batch_size=4, grad_accum=2)
+    energy = EnergyMetrics(method="not available", scope="CPU")
+    fast = train._Raw(
+        epoch_s=[1.0, 0.5], step_ms=[100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
+        wait_ms=[1.0] * 6, step_loss=[2.0] * 6, host_rss=1.0, energy=energy,
+    )  # fmt: skip
+    slow = train._Raw(
+        epoch_s=[1.2, 0.9], step_ms=[90.0, 30.0, 10.0, 40.0, 20.0, 20.0],
+        wait_ms=[0.0, 5.0, 0.0, 8.0, 2.0, 2.0], step_loss=[4.0] * 6, host_rss=2.0, energy=energy,
+    )  # fmt: skip
+    shared = {"hostname": "h", "local_rank": 0, "numa_node": 0}
+
+    def gather(mine: dict[str, object]) -> list[dict[str, object]]:
+        assert mine["raw"]["step_ms"] == fast.step_ms  # type: ignore[index]
+        return [mine, shared | {"raw": dataclasses.asdict(slow) | {"energy": energy.model_dump()}}]
+
+    monkeypatch.setattr(train.distributed, "gather", gather)
+    combined, ranks = train._across_ranks(spec, fast)
+    assert combined.step_ms == [100.0, 30.0, 10.0, 40.0, 20.0, 20.0]
+    assert combined.wait_ms == [1.0, 5.0, 1.0, 8.0, 2.0, 2.0]
+    assert combined.epoch_s == [1.2, 0.9]
+    assert combined.step_loss == [3.0] * 6
+    assert combined.host_rss == 2.0
+    # Each rank's own rate: micro batch x accumulation items per step of its steady epoch 2.
+    assert [r.items_per_s for r in ranks] == pytest.approx([3 * 8 / 0.030, 3 * 8 / 0.080])
+    assert [r.input_wait_frac for r in ranks] == pytest.approx([3 / 30, 12 / 80])
+
+
+def test_recompute_keeps_the_numbers_and_is_refused_where_absent() -> None:
+    args = {"image_size": 32, "num_classes": 4}
+    plain, recomputed = (
+        train.measure(spec, workloads.get(spec.workload, args), CPU)
+        for spec in (
+            tiny(workload="timm/resnet18", model_args=args, steps_per_epoch=2, recompute=flag)
+            for flag in (False, True)
+        )
+    )
+    # Recomputing activations repeats the same arithmetic: the losses are the same.
+    assert recomputed.loss == pytest.approx(plain.loss, rel=1e-4)
+    spec = tiny(workload="timm/resnet18", model_args=args, recompute=True)
+    assert TorchEngine(workloads.get(spec.workload, args), spec, CPU).eager.grad_checkpointing
+    spec = tiny(recompute=True)
+    with pytest.raises(AccelbenchError, match="tiny_mlp has no activation checkpointing"):
+        TorchEngine(workloads.get(spec.workload), spec, CPU)

@@ -59,12 +59,20 @@ def _help(field: str) -> str:
     return RunSpec.model_fields[field].description or ""
 
 
+def _job_help(field: str) -> str:
+    from accelbench.slurm import JobSpec
+
+    return JobSpec.model_fields[field].description or field.replace("_", " ").capitalize() + "."
+
+
 _OPTION = {"repeat": "repeats", "ci_pct": "ci"}
 """Spec fields whose command-line parameter has another name."""
 
 
 def _validation_message(exc: ValidationError) -> str:
     error = exc.errors()[0]
+    if not error["loc"]:  # a rule over several settings, which names them itself
+        return error["msg"].removeprefix("Value error, ")
     field = "-".join(str(part) for part in error["loc"])
     option = "--" + _OPTION.get(field, field).replace("_", "-")
     if error["type"] == "missing":
@@ -130,12 +138,23 @@ def run(
     grad_accum: Annotated[
         str, typer.Option(help=_help("grad_accum") + " Comma list for a sweep.")
     ] = "1",
+    replicas: Annotated[
+        str, typer.Option(help=_help("replicas") + " Comma list for a scaling sweep.")
+    ] = "1",
+    global_batch: Annotated[
+        int | None,
+        typer.Option(help=SweepFile.model_fields["global_batch"].description or "", min=1),
+    ] = None,
+    nodes: Annotated[int, typer.Option(help=_help("nodes"), min=1)] = 1,
+    bn_span: Annotated[int, typer.Option(help=_help("bn_span"), min=1)] = 1,
+    numa_binding: Annotated[str | None, typer.Option(help=_help("numa_binding"))] = None,
     epochs: Annotated[int, typer.Option(help=_help("epochs"))] = 2,
     steps_per_epoch: Annotated[int, typer.Option(help=_help("steps_per_epoch"))] = 20,
     compile: Annotated[bool, typer.Option("--compile", help=_help("compile"))] = False,
     channels_last: Annotated[
         bool, typer.Option("--channels-last", help=_help("channels_last"))
     ] = False,
+    recompute: Annotated[bool, typer.Option("--recompute", help=_help("recompute"))] = False,
     optimizer: Annotated[str, typer.Option(help=_help("optimizer"))] = "sgd",
     lr: Annotated[float, typer.Option(help=_help("lr"))] = 0.01,
     workers: Annotated[str, typer.Option(help=_help("workers") + " Comma list for a sweep.")] = "0",
@@ -175,29 +194,39 @@ def run(
         "batch_size": _split(batch_size),
         "precision": _split(precision),
         "grad_accum": _split(grad_accum),
+        "replicas": _split(replicas),
         "workers": _split(workers),
     }
     fixed = {
         "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
-        "channels_last": channels_last, "optimizer": optimizer, "lr": lr,
+        "channels_last": channels_last, "recompute": recompute, "optimizer": optimizer, "lr": lr,
         "window_steps": window_steps, "device": device, "seed": seed,
         "model_args": _key_values(model_args or []), "data": data, "ci_pct": _percent(ci),
-        "max_measure_s": max_measure_s,
+        "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
+        "numa_binding": numa_binding,
     }  # fmt: skip
+    if global_batch is not None:
+        if _from_command_line(ctx, "grad_accum"):
+            raise AccelbenchError("give --global-batch or --grad-accum, not both")
+        del axes["grad_accum"]  # set per cell to hold the global batch
     if sweep is None:
         if not workload:
             raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
-        specs = SweepFile(axes=axes, fixed=fixed).specs()
+        specs = SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
     else:
         given = {n for n in axes | fixed if _from_command_line(ctx, _OPTION.get(n, n))}
-        specs = _override(load_sweep(sweep), axes, fixed, given).specs()
+        base = load_sweep(sweep)
+        if global_batch is not None:
+            base = base.model_copy(update={"global_batch": global_batch})
+        specs = _override(base, axes, fixed, given).specs()
     with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
         console.print(f"{len(specs)} cell(s); results go to {store.path}")
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:
+            replicas = f" x{spec.replicas}" if spec.replicas > 1 else ""
             progress.update(
-                task, description=f"{spec.workload} bs={spec.batch_size} {spec.precision}"
+                task, description=f"{spec.workload} bs={spec.batch_size}{replicas} {spec.precision}"
             )
 
         def finished(result: Result, skipped: bool) -> None:
@@ -247,6 +276,7 @@ def _override(
     return SweepFile(
         axes=keep_axes | {k: v for k, v in axes.items() if k in given},
         fixed=keep_fixed | {k: v for k, v in fixed.items() if k in given},
+        global_batch=base.global_batch,
     )
 
 
@@ -284,6 +314,56 @@ def results(
         _show(found)
     else:
         console.print("no stored results match")
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def slurm(
+    ctx: typer.Context,
+    nodes: Annotated[int, typer.Option(help=_job_help("nodes"), min=1)],
+    gpus_per_node: Annotated[int, typer.Option(help=_job_help("gpus_per_node"), min=0)] = 0,
+    cpus_per_node: Annotated[
+        int | None, typer.Option(help=_job_help("cpus_per_node"), min=1)
+    ] = None,
+    time: Annotated[str, typer.Option(help=_job_help("time"))] = "01:00:00",
+    partition: Annotated[str | None, typer.Option(help=_job_help("partition"))] = None,
+    account: Annotated[str | None, typer.Option(help=_job_help("account"))] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the job script.")] = Path(
+        "accelbench.sbatch"
+    ),
+    submit: Annotated[bool, typer.Option("--submit", help="Submit it with sbatch.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Write a Slurm job script for the sweep after `--`, e.g.
+    `accelbench slurm --nodes 2 --gpus-per-node 4 -- run resnet50 --replicas 4,8 --nodes 2`."""
+    from accelbench import slurm as slurm_job
+    from accelbench.store import default_path
+
+    run_args = list(ctx.args)
+    if not run_args or run_args[0] != "run":
+        raise AccelbenchError(
+            "give the sweep after --, e.g. accelbench slurm --nodes 2 -- run resnet50 "
+            "--replicas 8 --nodes 2"
+        )
+    if "--db" in run_args:
+        raise AccelbenchError("give --db to `accelbench slurm`, before the --")
+    try:  # the sweep's options, checked now rather than when the job starts
+        parsed = typer.main.get_command(app).commands["run"].make_context("run", run_args[1:])  # type: ignore[attr-defined]
+    except typer.TyperException as exc:  # typer's own click: a usage error
+        raise AccelbenchError(f"the sweep after --: {exc.format_message()}") from None
+    if parsed.params["nodes"] > nodes:
+        raise AccelbenchError(
+            f"the sweep asks for {parsed.params['nodes']} nodes and the job for {nodes}: "
+            "raise --nodes of the job"
+        )
+    job = slurm_job.JobSpec(
+        nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node, time=time,
+        partition=partition, account=account,
+    )  # fmt: skip
+    out.write_text(slurm_job.script(job, run_args, db or default_path()))
+    out.chmod(0o755)
+    console.print(f"wrote {out}")
+    if submit:
+        console.print(slurm_job.submit(out))
 
 
 @app.command("references")

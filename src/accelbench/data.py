@@ -70,21 +70,25 @@ def check_fits(path: str, reads: Images | Tokens | None, name: str) -> DataForma
     return fmt
 
 
-def make_loader(workload: Workload, spec: RunSpec, pin_memory: bool) -> DataLoader[Batch]:
+def make_loader(
+    workload: Workload, spec: RunSpec, pin_memory: bool, rank: int = 0
+) -> DataLoader[Batch]:
     """A loader of `spec.batch_size` items that yields at least one epoch of batches per pass
-    (endless for shards); worker processes persist across epochs."""
+    (endless for shards); worker processes persist across epochs. Each data-parallel `rank`
+    draws its own samples."""
     num_items = spec.batch_size * spec.steps_per_epoch * spec.grad_accum
+    seed = spec.seed + rank * 1_000_003
     dataset: Dataset[Batch]
     sampler = None
     if spec.data is None:
-        dataset = SyntheticDataset(workload, num_items, spec.seed)
+        dataset = SyntheticDataset(workload, num_items, seed)
     else:
         fmt = check_fits(spec.data, workload.reads, spec.workload)
         assert workload.reads is not None
-        dataset = _real_dataset(spec.data, fmt, workload.reads, workload.prepare, spec.seed)
+        dataset = _real_dataset(spec.data, fmt, workload.reads, workload.prepare, seed)
         if isinstance(dataset, _Records):
             # Random reads with replacement: any data set size gives full epochs, in random order.
-            gen = torch.Generator().manual_seed(spec.seed)
+            gen = torch.Generator().manual_seed(seed)
             sampler = RandomSampler(dataset, replacement=True, num_samples=num_items, generator=gen)
     return DataLoader(
         dataset,

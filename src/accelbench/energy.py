@@ -170,3 +170,33 @@ def _rapl_domains(powercap: Path) -> list[Path]:
 
 def _read_int(path: Path) -> int:
     return int(path.read_text().strip())
+
+
+def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
+    """The energy of a data-parallel run from each rank's (hostname, meter reading): a GPU board
+    counter per rank adds up; a CPU package counter covers every rank on its host, so it is
+    counted once per host."""
+    readings = [e for _, e in per_rank]
+    first = readings[0]
+    if any(e.method != first.method or e.joules is None for e in readings):
+        return EnergyMetrics(method="not available", scope=f"{len(readings)} ranks")
+    if first.method == "rapl":
+        readings = list({host: e for host, e in per_rank}.values())
+    hosts = len({host for host, _ in per_rank})
+    scope = (
+        f"{len(readings)} GPU boards on {hosts} host(s)"
+        if first.method == "nvml-energy-counter"
+        else f"CPU packages of {hosts} host(s)"
+    )
+    clocks = [e.sm_clock_mhz_median for e in readings if e.sm_clock_mhz_median is not None]
+    limits = [e.power_limit_w for e in readings]
+    return EnergyMetrics(
+        method=first.method,
+        scope=scope,
+        joules=sum(e.joules or 0.0 for e in readings),
+        avg_power_w=sum(e.avg_power_w or 0.0 for e in readings),
+        power_limit_w=sum(x for x in limits if x is not None) if None not in limits else None,
+        sm_clock_mhz_median=statistics.median(clocks) if clocks else None,
+        throttle_reasons=sorted({r for e in readings for r in e.throttle_reasons}),
+        num_samples=sum(e.num_samples for e in readings),
+    )

@@ -13,6 +13,8 @@ from typing import Protocol
 
 import torch
 
+from accelbench import distributed
+from accelbench.errors import AccelbenchError
 from accelbench.precision import PRECISIONS
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
@@ -43,24 +45,32 @@ class TorchEngine:
         self.loss_fn = workload.loss
 
         model = workload.build_model().to(device=device, dtype=self.dtype)
+        if spec.recompute:
+            _recompute(model, spec.workload)
         model = model.to(memory_format=self.memory_format)
         model.train()
         self.optimizer = _optimizer(spec, model, device)
         self.eager = model
+        self.replicated = distributed.wrap(model, spec, device)
         # torch.compile returns a callable with the module's interface.
-        self.model: torch.nn.Module = torch.compile(model) if spec.compile else model  # type: ignore[assignment]
+        self.model: torch.nn.Module = (
+            torch.compile(self.replicated) if spec.compile else self.replicated  # type: ignore[assignment]
+        )
         self.scaler = torch.amp.GradScaler(device.type) if info.grad_scaler else None
         self.autocast_dtype = getattr(torch, info.autocast_dtype) if info.autocast_dtype else None
 
     def step(self, micro_batches: Iterable[Batch]) -> torch.Tensor:
         total: torch.Tensor | None = None
-        for host_batch in micro_batches:
+        micro_batches = list(micro_batches)
+        for index, host_batch in enumerate(micro_batches):
             batch = {k: self._to_device(v) for k, v in host_batch.items()}
-            with self._autocast():
-                loss = self.loss_fn(self.model, batch)
-                if self.grad_accum > 1:
-                    loss = loss / self.grad_accum
-            (self.scaler.scale(loss) if self.scaler else loss).backward()
+            # Replicas exchange gradients once per optimizer step, after its last micro-batch.
+            with self._no_sync(last=index == len(micro_batches) - 1):
+                with self._autocast():
+                    loss = self.loss_fn(self.model, batch)
+                    if self.grad_accum > 1:
+                        loss = loss / self.grad_accum
+                (self.scaler.scale(loss) if self.scaler else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
         if self.scaler:
             self.scaler.step(self.optimizer)
@@ -90,6 +100,11 @@ class TorchEngine:
             tensor = tensor.contiguous(memory_format=torch.channels_last)
         return tensor
 
+    def _no_sync(self, last: bool) -> contextlib.AbstractContextManager[object]:
+        if last or self.replicated is self.eager:
+            return contextlib.nullcontext()
+        return self.replicated.no_sync()  # type: ignore[operator]
+
     def _autocast(self) -> contextlib.AbstractContextManager[object]:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
@@ -99,6 +114,23 @@ class TorchEngine:
 def make_engine(workload: Workload, spec: RunSpec, device: torch.device) -> Engine:
     """The engine for this device: torch for every torch device type so far."""
     return TorchEngine(workload, spec, device)
+
+
+def _recompute(model: torch.nn.Module, name: str) -> None:
+    """Turn on the model's own activation checkpointing, which knows where its blocks are."""
+    try:
+        if hasattr(model, "set_grad_checkpointing"):  # timm
+            model.set_grad_checkpointing(True)  # type: ignore[operator]
+            return
+        if getattr(model, "supports_gradient_checkpointing", False):  # transformers
+            model.gradient_checkpointing_enable({"use_reentrant": False})  # type: ignore[operator]
+            return
+    except (AssertionError, NotImplementedError):  # timm models without it assert so
+        pass
+    raise AccelbenchError(
+        f"{name} has no activation checkpointing (timm and transformers models have): "
+        "leave out --recompute"
+    )
 
 
 def _set_tf32(enabled: bool) -> None:

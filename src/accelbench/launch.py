@@ -2,12 +2,18 @@
 
 A fresh process per cell means CUDA state, peak-memory counters, compiled graphs and an OOM cannot
 leak from one cell into the next. Spec and result cross the boundary as JSON files.
+
+The child is one process for one replica; torchrun (torch.distributed.run) with a rank per
+replica for several; and, for several nodes inside a Slurm allocation, srun starting one torchrun
+per node that meet through a c10d rendezvous on this host. Rank 0 writes the result; a rank that
+fails writes its own, and torchrun then stops the others.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +26,10 @@ from accelbench.result import Result
 from accelbench.spec import RunSpec
 
 _TAIL_LINES = 12
+_GRACE_S = 10.0
+CELL_DIR = "ACCELBENCH_CELL_DIR"
+"""Environment variable: where cells keep their spec and result files (default: the system's
+temporary directory, which ranks on other nodes cannot see)."""
 
 
 def probe_environment(device: str) -> Environment:
@@ -39,7 +49,8 @@ def probe_environment(device: str) -> Environment:
 
 def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
     """Run one cell in a fresh process; a crash or timeout becomes the result's status."""
-    with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
+    # Ranks on other nodes read the spec and write results here: a shared directory under Slurm.
+    with tempfile.TemporaryDirectory(prefix="accelbench-", dir=os.environ.get(CELL_DIR)) as tmp:
         spec_path, out, log_path = (
             Path(tmp, "spec.json"),
             Path(tmp, "result.json"),
@@ -50,7 +61,7 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
         with log_path.open("w") as log:
             # A session of its own, so a timeout kills the cell's loader workers with it.
             child = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.launch", "cell", str(spec_path), str(out)],
+                command(spec, [str(spec_path), str(out)]),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
@@ -66,15 +77,78 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
                 raise
         wall_s = time.perf_counter() - start
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
-        if out.exists():
-            return Result.model_validate_json(out.read_text()).model_copy(update={"wall_s": wall_s})
+        ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
+        written = [out] if out.exists() else ranks
+        if written:
+            result = Result.model_validate_json(written[0].read_text())
+            return result.model_copy(update={"wall_s": wall_s})
         reason = _exit_reason(child.returncode, tail)
         return Result.new(spec, env, "error", reason=reason, detail=tail or None)
 
 
+def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
+    """The command line that runs a cell: one process, torchrun on this host, or srun + torchrun
+    over the nodes of a Slurm allocation."""
+    cell = ["-m", "accelbench.launch", "cell", *cell_args]
+    if spec.replicas == 1 and spec.numa_binding is None:
+        return [sys.executable, *cell]
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
+    torchrun += ["--nproc-per-node", str(spec.replicas_per_node)]
+    if spec.numa_binding:
+        torchrun += ["--numa-binding", spec.numa_binding]
+    if spec.nodes == 1:
+        return [*torchrun, "--standalone", *cell]
+    rendezvous = f"{socket.gethostname()}:{_free_port()}"
+    srun = ["srun", "--nodes", str(spec.nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
+    torchrun += ["--nnodes", str(spec.nodes), "--rdzv-backend", "c10d"]
+    torchrun += ["--rdzv-endpoint", rendezvous, "--rdzv-id", Path(cell_args[0]).parent.name]
+    return [*srun, *torchrun, *cell]
+
+
+def check_launchable(spec: RunSpec, env: Environment) -> None:
+    """Raise, naming the fix, if this machine cannot start the cell's ranks as asked."""
+    per_node = spec.replicas_per_node
+    if spec.nodes > 1 and "SLURM_JOB_ID" not in os.environ:
+        raise AccelbenchError(
+            f"--nodes {spec.nodes} runs inside a Slurm allocation: write its job script with "
+            "`accelbench slurm`"
+        )
+    if env.device_type == "cpu":
+        if per_node > env.num_cpu_threads:
+            raise AccelbenchError(
+                f"{per_node} CPU replicas per node, but this host has {env.num_cpu_threads} CPU "
+                "threads: give fewer --replicas or more --nodes"
+            )
+        if spec.bn_span > 1:
+            raise AccelbenchError(
+                "torch syncs batch norm on GPUs only: leave --bn-span at 1 on the CPU"
+            )
+        if spec.numa_binding:
+            raise AccelbenchError(
+                "torchrun binds ranks to the CPUs near their accelerator: leave out "
+                "--numa-binding on the CPU"
+            )
+    elif per_node > len(env.devices):
+        raise AccelbenchError(
+            f"{per_node} replicas per node, but this node has {len(env.devices)} "
+            f"{env.device_type} device(s): give fewer --replicas or more --nodes"
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
 def _kill(child: subprocess.Popen[bytes]) -> None:
-    os.killpg(child.pid, signal.SIGKILL)
-    child.wait()
+    """SIGTERM first, which torchrun and srun pass on to their ranks, then SIGKILL."""
+    os.killpg(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=_GRACE_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait()
 
 
 def _exit_reason(returncode: int, tail: str) -> str:
@@ -86,26 +160,34 @@ def _exit_reason(returncode: int, tail: str) -> str:
 
 
 def _last_line(text: str) -> str:
-    lines = [line for line in text.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else ""
+    """The last line that says something (torchrun ends its failure report with a rule)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip().strip("=-")]
+    return lines[-1] if lines else ""
 
 
 def _child_main(argv: list[str]) -> int:
     from accelbench import environment, runner
 
-    command, arg, out = argv
+    what, arg, out = argv
+    rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    failed = False
     try:
-        if command == "env":
+        if what == "env":
             text = environment.capture(arg).model_dump_json()
         else:
-            text = runner.run(RunSpec.model_validate_json(Path(arg).read_text())).model_dump_json()
+            result = runner.run(RunSpec.model_validate_json(Path(arg).read_text()))
+            failed = result.status not in ("ok", "diverged")
+            text = result.model_dump_json()
     except AccelbenchError as exc:
         print(exc, file=sys.stderr)
         return 2
-    tmp = Path(out + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(out)  # atomic: the parent sees a whole result or none
-    return 0
+    if rank == 0 or failed:
+        path = Path(out if rank == 0 else f"{out}.rank{rank}")
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(path)  # atomic: the parent sees a whole result or none
+    # A failed rank exits with an error so that torchrun stops the ranks still waiting for it.
+    return 1 if failed and world_size > 1 else 0
 
 
 if __name__ == "__main__":

@@ -25,9 +25,11 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
     for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
         out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
     for name in (
-        "Last epoch (s)", "Throughput (items/s)", "± CI (%)", "MFU (%)", "Input wait (%)", "Verdict",
+        "Last epoch (s)", "Throughput (items/s)", "± CI (%)", "Speed-up (eff.)", "MFU (%)",
+        "Input wait (%)", "Verdict",
     ):  # fmt: skip
         out.add_column(name, justify="left" if name == "Verdict" else "right")
+    speedups = scaling(results)
     for r in results:
         m = r.metrics
         throughput = "" if m is None else rate_text(m.items_per_s)
@@ -42,6 +44,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
             "" if m is None else f"{m.epochs[-1].time_s:.2f}",
             throughput,
             ci_text(r),
+            _speedup_text(speedups.get(id(r))),
             mfu_text(r),
             wait_text(r),
             _verdict_cell(r, validity.siblings(r, groups)),
@@ -71,11 +74,49 @@ def notes(results: Sequence[Result]) -> list[str]:
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
     lines += [compile_payoff(c, e) for c, e in _compile_pairs(results)]
+    lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(_shown_invalid(r) for r in results):
         lines.append(NOT_VALID_NOTE)
     return lines
+
+
+def scaling(results: Sequence[Result]) -> dict[int, tuple[float, float]]:
+    """(speed-up, scaling efficiency) of each multi-replica result, by id(), against the
+    one-replica run of the same cell (same micro batch, precision and platform; the gradient
+    accumulation may differ, as --global-batch sets it): throughput at N over throughput at 1,
+    and that over N."""
+    single = {
+        validity.cell_key(r, grad_accum=None): r.metrics.items_per_s
+        for r in results
+        if r.spec.replicas == 1 and r.metrics and r.status == "ok"
+    }
+    out = {}
+    for r in results:
+        base = single.get(validity.cell_key(r, replicas=1, nodes=1, grad_accum=None))
+        if r.spec.replicas > 1 and r.metrics and base:
+            speedup = r.metrics.items_per_s / base
+            out[id(r)] = (speedup, speedup / r.spec.replicas)
+    return out
+
+
+def _speedup_text(pair: tuple[float, float] | None) -> str:
+    return "" if pair is None else f"{pair[0]:.2f}x ({100 * pair[1]:.0f}%)"
+
+
+def rank_line(result: Result) -> str:
+    """Each replica's own throughput and where it ran, for a data-parallel result."""
+    assert result.metrics is not None
+    ranks = result.metrics.ranks
+    slowest = min(ranks, key=lambda k: k.items_per_s)
+    places = ", ".join(
+        f"{k.hostname}/NUMA {'several' if k.numa_node is None else k.numa_node}" for k in ranks
+    )
+    return (
+        f"{_cell(result)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
+        f"{result.metrics.item_unit}/s (slowest: rank {slowest.rank}); placed on {places}"
+    )
 
 
 def _compile_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
@@ -101,8 +142,13 @@ def compile_payoff(compiled: Result, eager: Result) -> str:
 
 
 def _cell(r: Result) -> str:
-    compiled = " +compile" if r.spec.compile else ""
-    return f"{label(r)} bs={r.spec.batch_size} {r.spec.precision}{compiled}"
+    """The cell in a few words: workload, micro batch, accumulation, replicas, precision."""
+    spec = r.spec
+    text = f"{label(r)} bs={spec.batch_size}"
+    text += f" accum={spec.grad_accum}" if spec.grad_accum > 1 else ""
+    text += f" x{spec.replicas} replicas" if spec.replicas > 1 else ""
+    text += f" on {spec.nodes} nodes" if spec.nodes > 1 else ""
+    return text + f" {spec.precision}" + (" +compile" if spec.compile else "")
 
 
 def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
@@ -157,8 +203,8 @@ def _shown_invalid(result: Result) -> bool:
 
 def cell_line(result: Result, skipped: bool) -> str:
     """The line printed as a sweep cell finishes."""
-    spec, m = result.spec, result.metrics
-    cell = f"{label(result)} bs={spec.batch_size}x{spec.grad_accum} {spec.precision}"
+    m = result.metrics
+    cell = _cell(result)
     if skipped:
         return f"= {cell}: stored earlier, skipped (--force re-runs it)"
     if m is None:
@@ -192,6 +238,7 @@ def flat(result: Result) -> dict[str, object]:
         "device_type": result.env.device_type,
         "hostname": result.env.hostname,
         "replicas": spec.replicas,
+        "nodes": spec.nodes,
         "micro_batch": spec.batch_size,
         "grad_accum": spec.grad_accum,
         "global_batch": spec.global_batch,
@@ -242,7 +289,12 @@ def flat(result: Result) -> dict[str, object]:
 
 
 def to_csv(results: Sequence[Result]) -> str:
-    return rows_csv([flat(r) for r in results])
+    speedups = scaling(results)
+    rows = []
+    for r in results:
+        speedup, efficiency = speedups.get(id(r), (None, None))
+        rows.append(flat(r) | {"speedup": speedup, "scaling_efficiency": efficiency})
+    return rows_csv(rows)
 
 
 def rows_csv(rows: Sequence[dict[str, object]]) -> str:

@@ -37,6 +37,24 @@ class Flops(Frozen):
     """The device's dense peak in the run's precision."""
     peak_source: str
     """"datasheet: <link>", or "measured: <how>" for a device not in efficiency.PEAKS."""
+    num_devices: int = 1
+    """Devices the run used (its replicas); MFU divides by this many peaks."""
+
+
+class RankMetrics(Frozen):
+    """One data-parallel replica's own view of the steady state."""
+
+    rank: int
+    hostname: str
+    local_rank: int
+    numa_node: int | None
+    """The NUMA node this rank's CPUs belong to; None if they span several."""
+    items_per_s: float
+    """This rank's micro batches per second of its own steady step time, in items."""
+    step_ms_median: float
+    input_wait_frac: float
+    peak_mem_allocated_gib: float | None
+    host_peak_rss_gib: float
 
 
 class TrainMetrics(Frozen):
@@ -80,6 +98,9 @@ class TrainMetrics(Frozen):
     """Energy over the steady epochs (all of a one-epoch run), and how it was measured."""
     joules_per_item: float | None = None
     flops: Flops | None = None
+    ranks: list[RankMetrics] = Field(default_factory=list)
+    """Per-replica figures of a data-parallel run, in rank order (empty for one replica). The
+    run's own step times are each step's slowest rank, as the replicas wait for it."""
 
     @property
     def items_per_s(self) -> float:
@@ -88,14 +109,19 @@ class TrainMetrics(Frozen):
 
     @property
     def flops_per_s(self) -> float | None:
-        """Achieved model FLOP/s at the steady-state throughput."""
+        """Achieved model FLOP/s at the steady-state throughput, over all replicas."""
         return self.flops.per_item * self.items_per_s if self.flops else None
 
     @property
     def mfu(self) -> float | None:
-        """Model FLOP utilisation: achieved over peak FLOP/s (see flops.peak_source)."""
+        """Model FLOP utilisation: achieved over the peak FLOP/s of all devices used (see
+        flops.peak_source)."""
+        if self.flops is None:
+            return None
         return (
-            self.flops.per_item * self.items_per_s / self.flops.peak_per_s if self.flops else None
+            self.flops.per_item
+            * self.items_per_s
+            / (self.flops.peak_per_s * self.flops.num_devices)
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import traceback
 
-from accelbench import environment, scenarios, workloads
+from accelbench import distributed, environment, scenarios, workloads
 from accelbench.errors import AccelbenchError, is_oom, one_line
 from accelbench.precision import check_supported
 from accelbench.result import Result, Status
@@ -15,20 +15,23 @@ log = logging.getLogger(__name__)
 
 
 def run(spec: RunSpec) -> Result:
-    """Measure `spec` here and now. Failures of the workload become the result's status; a spec
-    this platform cannot run at all (no such device, unsupported precision) raises instead."""
-    import torch
-
+    """Measure `spec` here and now, as one rank of it when it has several replicas. Failures of
+    the workload become the result's status; a spec this platform cannot run at all (no such
+    device, unsupported precision) raises instead."""
     env = environment.capture(spec.device)
     spec = spec.model_copy(update={"device": env.device_type})
     check_supported(spec.precision, env.device_type, env.cuda_capability)
+    rank = distributed.join(spec, env.device_type)
     status: Status = "ok"
     reason = detail = None
     metrics = None
     try:
         metrics = scenarios.get(spec.scenario)(
-            spec, workloads.get(spec.workload, spec.model_args), torch.device(env.device_type)
+            spec,
+            workloads.get(spec.workload, spec.model_args),
+            distributed.device_of(rank, env.device_type),
         )
+        distributed.leave()
         if metrics.diverged_at_step is not None:
             status = "diverged"
             reason = f"loss became {metrics.loss[metrics.diverged_at_step]} at step {metrics.diverged_at_step}"

@@ -6,15 +6,19 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from accelbench import workloads
 from accelbench.precision import Precision
 
 Scenario = Literal["train"]
-_ADDED_LATER = ("model_args", "data", "ci_pct", "max_measure_s", "repeat")
+_ADDED_LATER = (
+    "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
+    "numa_binding", "recompute",
+)  # fmt: skip
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
+NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
 
 
 class Frozen(BaseModel):
@@ -38,6 +42,17 @@ class RunSpec(Frozen):
     """Micro batch: items per forward pass on one device."""
     grad_accum: int = Field(default=1, gt=0)
     """Micro batches accumulated into one optimizer step."""
+    replicas: int = Field(default=1, gt=0)
+    """Data-parallel replicas, one process and one device each, started by torchrun with
+    DistributedDataParallel (NCCL on NVIDIA GPUs, gloo on the CPU)."""
+    nodes: int = Field(default=1, gt=0)
+    """Hosts the replicas are spread over, evenly; more than one needs a Slurm allocation."""
+    bn_span: int = Field(default=1, gt=0)
+    """Replicas whose batch-norm statistics are computed together (SyncBatchNorm in groups of
+    this many; 1: each replica its own), the seeds' BN_span."""
+    numa_binding: NumaBinding | None = None
+    """Bind each rank and its loader workers to the CPUs near its accelerator (torchrun's
+    --numa-binding mode); None: leave placement to the OS."""
     epochs: int = Field(default=2, gt=0)
     """Epochs; the first holds compilation and warm-up and is reported apart."""
     steps_per_epoch: int = Field(default=20, gt=0)
@@ -48,6 +63,9 @@ class RunSpec(Frozen):
     """Run the model through torch.compile."""
     channels_last: bool = False
     """Channels-last memory format for the model and its image inputs."""
+    recompute: bool = False
+    """Activation checkpointing (timm and transformers models): recompute activations in the
+    backward pass instead of keeping them, trading compute for memory."""
     optimizer: Optimizer = "sgd"
     """sgd (momentum 0.9) or adamw."""
     lr: float = Field(default=0.01, gt=0)
@@ -79,6 +97,19 @@ class RunSpec(Frozen):
     def _known_workload(cls, name: str) -> str:
         return workloads.check_name(name)
 
+    @model_validator(mode="after")
+    def _replicas_divide(self) -> RunSpec:
+        if self.replicas % self.nodes:
+            raise ValueError(
+                f"{self.replicas} replicas do not spread evenly over {self.nodes} nodes: "
+                "give --replicas as a multiple of --nodes"
+            )
+        if self.replicas % self.bn_span:
+            raise ValueError(
+                f"--bn-span {self.bn_span} does not divide {self.replicas} replicas into groups"
+            )
+        return self
+
     def identity(self) -> dict[str, Any]:
         """The fields that identify the cell, as JSON: all of them, except fields added after the
         first release while they hold their default, so that stored results keep their keys."""
@@ -89,9 +120,8 @@ class RunSpec(Frozen):
         return fields
 
     @property
-    def replicas(self) -> int:
-        """Data-parallel replicas; one process on one device until scaling out is supported."""
-        return 1
+    def replicas_per_node(self) -> int:
+        return self.replicas // self.nodes
 
     @property
     def global_batch(self) -> int:

@@ -44,6 +44,9 @@ class SweepFile(Frozen):
     """Spec fields that every cell shares."""
     axes: dict[str, list[Any]] = Field(default_factory=dict)
     """Spec fields with a list of values each; the grid is their product, in file order."""
+    global_batch: int | None = Field(default=None, gt=0)
+    """Hold items per optimizer step at this over every micro batch and replica count, by
+    setting each cell's grad_accum (hyper-parameters then need no re-tuning when scaling out)."""
 
     @field_validator("fixed", "axes")
     @classmethod
@@ -69,7 +72,23 @@ class SweepFile(Frozen):
         both = sorted(set(self.fixed) & set(self.axes))
         if both:
             raise AccelbenchError(f"{both[0]} is both fixed and an axis; keep it in one table")
-        return grid(self.axes, **self.fixed)
+        specs = grid(self.axes, **self.fixed)
+        if self.global_batch is None:
+            return specs
+        if "grad_accum" in self.fixed or "grad_accum" in self.axes:
+            raise AccelbenchError("give --global-batch or --grad-accum, not both")
+        return [hold_global_batch(s, self.global_batch) for s in specs]
+
+
+def hold_global_batch(spec: RunSpec, global_batch: int) -> RunSpec:
+    """`spec` with the gradient accumulation that makes its global batch `global_batch`."""
+    per_step = spec.batch_size * spec.replicas
+    if global_batch % per_step:
+        raise AccelbenchError(
+            f"global batch {global_batch} is not a multiple of micro batch {spec.batch_size} x "
+            f"{spec.replicas} replica(s): choose batch sizes and replica counts that divide it"
+        )
+    return spec.model_copy(update={"grad_accum": global_batch // per_step})
 
 
 def load_sweep(path: Path) -> SweepFile:
@@ -137,6 +156,7 @@ def run_sweep(
     for spec in specs:
         env = envs[spec.device]
         check_supported(spec.precision, env.device_type, env.cuda_capability)
+        launch.check_launchable(spec, env)
         cells.append((spec.model_copy(update={"device": env.device_type}), env))
 
     results = []

@@ -71,8 +71,8 @@ def verdict_text(result: Result, repeats: Sequence[Result] = ()) -> str:
 def cell_key(result: Result, **fields: object) -> str:
     """The result's cell and platform, without its repeat index and with `fields` replaced: the
     same key for every repeat of a cell, and for cells that differ only in `fields`."""
-    cell = result.spec.identity() | fields
-    cell.pop("repeat", None)
+    cell = result.spec.model_dump(mode="json") | fields
+    del cell["repeat"]
     return json.dumps([cell, result.env.fingerprint()], sort_keys=True)
 
 

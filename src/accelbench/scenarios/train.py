@@ -7,21 +7,26 @@ target, epochs go on until the median window is known that precisely or the time
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 import math
+import socket
+import statistics
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 import torch
 
 from accelbench import device as dev
-from accelbench import efficiency
+from accelbench import distributed, efficiency
 from accelbench.data import make_loader
 from accelbench.energy import EnergyMeter, EnergyMetrics
+from accelbench.energy import combine as combine_energy
 from accelbench.engine import Engine, make_engine
 from accelbench.errors import one_line
-from accelbench.result import EpochMetrics, Flops, TrainMetrics
+from accelbench.result import EpochMetrics, Flops, RankMetrics, TrainMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary, summarize, warmup_end
 from accelbench.workload import Workload
@@ -33,22 +38,19 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     engine = make_engine(workload, spec, device)
-    loader = make_loader(workload, spec, pin_memory=device.type == "cuda")
+    loader = make_loader(workload, spec, pin_memory=device.type == "cuda", rank=distributed.index())
     build_s = time.perf_counter() - start
 
     timer = dev.StepTimer(device)
     meter = EnergyMeter(device)
     # Each step's loss is written on the device and read back once per epoch: no per-step sync.
     losses = torch.empty(spec.steps_per_epoch, device=device)
-    epoch_s: list[float] = []
-    step_ms: list[float] = []
-    wait_ms: list[float] = []
-    step_loss: list[float] = []
+    raw = _Raw()
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()
-    while len(epoch_s) < spec.epochs or not _precise_enough(spec, step_ms, measure_start):
-        if len(epoch_s) == min(1, spec.epochs - 1):
+    while len(raw.epoch_s) < spec.epochs or not _precise_enough(spec, raw, measure_start):
+        if len(raw.epoch_s) == min(1, spec.epochs - 1):
             meter.start()  # energy over the steady epochs (all of a one-epoch run)
         epoch_start = time.perf_counter()
         timer.mark()
@@ -56,23 +58,95 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         for step in range(spec.steps_per_epoch):
             wait_start = time.perf_counter()  # host time blocked on the input pipeline
             micro_batches = list(itertools.islice(batches, spec.grad_accum))
-            wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
             losses[step] = engine.step(micro_batches)
             timer.mark()
-        step_ms += timer.intervals_ms()  # synchronizes: the epoch's work is done
-        epoch_s.append(time.perf_counter() - epoch_start)
-        step_loss += losses.tolist()
-    energy = meter.stop()
+        raw.step_ms += timer.intervals_ms()  # synchronizes: the epoch's work is done
+        raw.epoch_s.append(time.perf_counter() - epoch_start)
+        raw.step_loss += losses.tolist()
+    raw.energy = meter.stop()
     measure_s = time.perf_counter() - measure_start
-    peak_allocated, peak_reserved = dev.peak_memory_gib(device)
+    raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
     flops = _flops(spec, engine, next(iter(loader)), device)
     del loader  # stops loader workers, so their peak memory is counted below
+    raw.host_rss = dev.host_peak_rss_gib()
+    raw, ranks = _across_ranks(spec, raw)
     return _metrics(
-        spec, workload, timer=timer.method, epoch_s=epoch_s, step_ms=step_ms, wait_ms=wait_ms,
-        step_loss=step_loss, peak_allocated=peak_allocated, peak_reserved=peak_reserved,
-        build_s=build_s, measure_s=measure_s, energy=energy, flops=flops,
+        spec, workload, raw, ranks, timer=timer.method, build_s=build_s, measure_s=measure_s,
+        flops=flops,
     )  # fmt: skip
+
+
+@dataclass
+class _Raw:
+    """What one process measured, in the units of TrainMetrics' fields."""
+
+    epoch_s: list[float] = field(default_factory=list)
+    step_ms: list[float] = field(default_factory=list)
+    wait_ms: list[float] = field(default_factory=list)
+    step_loss: list[float] = field(default_factory=list)
+    peak_allocated: float | None = None
+    peak_reserved: float | None = None
+    host_rss: float = 0.0
+    energy: EnergyMetrics | None = None
+
+
+def _across_ranks(spec: RunSpec, raw: _Raw) -> tuple[_Raw, list[RankMetrics]]:
+    """The run as a whole from every replica's raw figures, and each replica's own summary.
+
+    Replicas wait for each other at every gradient exchange, so a step of the run lasts as long
+    as its slowest rank's step: the run's step times, epoch times, input waits and peaks are the
+    per-step maxima over ranks, never an average of per-rank rates. Losses are averaged, as the
+    gradients are. Energy adds up the devices' own counters.
+    """
+    if spec.replicas == 1:
+        return raw, []
+    mine = {
+        "raw": dataclasses.asdict(raw) | {"energy": raw.energy and raw.energy.model_dump()},
+        "hostname": socket.gethostname(),
+        "local_rank": distributed.local_index(),
+        "numa_node": distributed.numa_node(),
+    }
+    everyone = distributed.gather(mine)
+    raws = [_Raw(**(r["raw"] | {"energy": None})) for r in everyone]
+    ranks = []
+    for index, (info, rank_raw) in enumerate(zip(everyone, raws, strict=True)):
+        steady = rank_raw.step_ms[_first_steady_step(spec, rank_raw.step_ms) :]
+        waits = rank_raw.wait_ms[-len(steady) :]
+        rate = len(steady) * spec.batch_size * spec.grad_accum / (sum(steady) / 1e3)
+        ranks.append(
+            RankMetrics(
+                rank=index,
+                hostname=info["hostname"],
+                local_rank=info["local_rank"],
+                numa_node=info["numa_node"],
+                items_per_s=rate,
+                step_ms_median=statistics.median(steady),
+                input_wait_frac=min(1.0, sum(waits) / sum(steady)),
+                peak_mem_allocated_gib=rank_raw.peak_allocated,
+                host_peak_rss_gib=rank_raw.host_rss,
+            )
+        )
+    energies = [EnergyMetrics.model_validate(r["raw"]["energy"]) for r in everyone]
+    combined = _Raw(
+        epoch_s=[max(e) for e in zip(*(r.epoch_s for r in raws), strict=True)],
+        step_ms=[max(s) for s in zip(*(r.step_ms for r in raws), strict=True)],
+        wait_ms=[max(w) for w in zip(*(r.wait_ms for r in raws), strict=True)],
+        step_loss=[statistics.fmean(x) for x in zip(*(r.step_loss for r in raws), strict=True)],
+        peak_allocated=_max_or_none(r.peak_allocated for r in raws),
+        peak_reserved=_max_or_none(r.peak_reserved for r in raws),
+        host_rss=max(r.host_rss for r in raws),
+        energy=combine_energy(
+            [(i["hostname"], e) for i, e in zip(everyone, energies, strict=True)]
+        ),
+    )
+    return combined, ranks
+
+
+def _max_or_none(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
 @dataclass(frozen=True)
@@ -82,12 +156,15 @@ class _Steady:
     """Items per second of each window of spec.window_steps steps."""
 
 
+def _first_steady_step(spec: RunSpec, step_ms: list[float]) -> int:
+    """Epoch 2's first step; step 1 of a one-epoch run."""
+    return spec.steps_per_epoch if len(step_ms) > spec.steps_per_epoch else min(1, len(step_ms) - 1)
+
+
 def _steady(spec: RunSpec, step_ms: list[float]) -> _Steady:
     """The steady-state windows: after epoch 1 (after step 0 in a one-epoch run), less the
     windows the warm-up detector finds at their start."""
-    first = (
-        spec.steps_per_epoch if len(step_ms) > spec.steps_per_epoch else min(1, len(step_ms) - 1)
-    )
+    first = _first_steady_step(spec, step_ms)
     window = max(1, min(spec.window_steps, len(step_ms) - first))
     starts = range(first, len(step_ms) - window + 1, window)
     rates = [window * spec.global_batch / (sum(step_ms[i : i + window]) / 1e3) for i in starts]
@@ -95,11 +172,15 @@ def _steady(spec: RunSpec, step_ms: list[float]) -> _Steady:
     return _Steady(first + skip * window, summarize(rates[skip:]))
 
 
-def _precise_enough(spec: RunSpec, step_ms: list[float], measure_start: float) -> bool:
-    if spec.ci_pct is None or time.perf_counter() - measure_start > spec.max_measure_s:
+def _precise_enough(spec: RunSpec, raw: _Raw, measure_start: float) -> bool:
+    """Whether to stop measuring; rank 0 decides for all replicas, which must stop together."""
+    if spec.ci_pct is None:
         return True
-    ci = _steady(spec, step_ms).windows.ci_pct
-    return ci is not None and ci <= spec.ci_pct
+    done = time.perf_counter() - measure_start > spec.max_measure_s
+    if not done:
+        ci = _steady(spec, raw.step_ms).windows.ci_pct
+        done = ci is not None and ci <= spec.ci_pct
+    return distributed.first_says(done)
 
 
 def _flops(
@@ -116,7 +197,10 @@ def _flops(
     peak = efficiency.datasheet_peak(name, spec.precision) if name else None
     peak = peak or efficiency.measured_peak(device, spec.precision)
     return Flops(
-        per_item=per_micro_batch / spec.batch_size, peak_per_s=peak[0], peak_source=peak[1]
+        per_item=per_micro_batch / spec.batch_size,
+        peak_per_s=peak[0],
+        peak_source=peak[1],
+        num_devices=spec.replicas,
     )
 
 
@@ -130,22 +214,19 @@ def _compute_rate(spec: RunSpec, step_ms: list[float], wait_ms: list[float]) -> 
 def _metrics(
     spec: RunSpec,
     workload: Workload,
+    raw: _Raw,
+    ranks: list[RankMetrics],
     *,
     timer: dev.TimerMethod,
-    epoch_s: list[float],
-    step_ms: list[float],
-    wait_ms: list[float],
-    step_loss: list[float],
-    peak_allocated: float | None,
-    peak_reserved: float | None,
     build_s: float,
     measure_s: float,
-    energy: EnergyMetrics,
     flops: Flops | None,
 ) -> TrainMetrics:
     n = spec.steps_per_epoch
+    step_ms, wait_ms, step_loss, energy = raw.step_ms, raw.wait_ms, raw.step_loss, raw.energy
+    assert energy is not None, "the meter has been read"
     epochs = []
-    for index, seconds in enumerate(epoch_s):
+    for index, seconds in enumerate(raw.epoch_s):
         loss = step_loss[index * n : (index + 1) * n]
         epochs.append(
             EpochMetrics(
@@ -178,12 +259,13 @@ def _metrics(
         compute_items_per_s=_compute_rate(spec, steady_ms, steady_wait),
         first_step_ms=step_ms[0],
         diverged_at_step=diverged,
-        peak_mem_allocated_gib=peak_allocated,
-        peak_mem_reserved_gib=peak_reserved,
-        host_peak_rss_gib=dev.host_peak_rss_gib(),
+        peak_mem_allocated_gib=raw.peak_allocated,
+        peak_mem_reserved_gib=raw.peak_reserved,
+        host_peak_rss_gib=raw.host_rss,
         build_s=build_s,
         measure_s=measure_s,
         energy=energy,
         joules_per_item=energy.joules / metered_items if energy.joules is not None else None,
         flops=flops,
+        ranks=ranks,
     )

@@ -1,0 +1,101 @@
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.cli import app
+
+FAKE_SLURM = Path(__file__).parent / "fake_slurm"
+runner = CliRunner()
+
+
+def write_script(tmp_path: Path, *args: str) -> tuple[int, str, Path]:
+    out = tmp_path / "job.sbatch"
+    result = runner.invoke(
+        app, ["slurm", "--out", str(out), "--db", str(tmp_path / "r.sqlite"), *args]
+    )
+    return result.exit_code, result.output, out
+
+
+def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> None:
+    code, output, out = write_script(
+        tmp_path, "--nodes", "2", "--gpus-per-node", "4", "--time", "02:00:00",
+        "--partition", "gpu", "--account", "proj1", "--", "run", "resnet50",
+        "--replicas", "4,8", "--nodes", "2",
+    )  # fmt: skip
+    assert code == 0, output
+    text = out.read_text()
+    subprocess.run(["bash", "-n", str(out)], check=True)  # valid shell
+    for directive in (
+        "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=4", "--time=02:00:00",
+        "--partition=gpu", "--account=proj1",
+    ):  # fmt: skip
+        assert f"#SBATCH {directive}\n" in text
+    assert "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in text
+    assert 'ACCELBENCH_CELL_DIR="${SLURM_SUBMIT_DIR:-$PWD}/.accelbench-cells"' in text
+    last = text.strip().splitlines()[-1]
+    assert last.endswith(
+        f"-m accelbench run resnet50 --replicas 4,8 --nodes 2 --db {tmp_path / 'r.sqlite'}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "2"], "give the sweep after --"),
+        (
+            ["--nodes", "2", "--", "run", "resnet50", "--replicaz", "2"],
+            "No such option: --replicaz",
+        ),
+        (["--nodes", "1", "--", "run", "resnet50", "--nodes", "2"], "raise --nodes of the job"),
+        (
+            ["--nodes", "1", "--time", "2h", "--", "run", "resnet50"],
+            "--time '2h' is not a Slurm time",
+        ),
+        (["--nodes", "1", "--", "run", "resnet50", "--db", "x"], "give --db to `accelbench slurm`"),
+    ],
+)
+def test_bad_job_requests_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:
+    code, output, out = write_script(tmp_path, *args)
+    assert code == 2
+    assert message in output and output.count("\n") == 1
+    assert not out.exists()
+
+
+def test_submit_hands_the_script_to_sbatch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", f"{FAKE_SLURM}:{os.environ['PATH']}")
+    code, output, out = write_script(tmp_path, "--nodes", "1", "--submit", "--", "run", "tiny_mlp")
+    assert code == 0 and "Submitted batch job 42" in output
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm here
+    code, output, out = write_script(tmp_path, "--nodes", "1", "--submit", "--", "run", "tiny_mlp")
+    assert code == 2 and "sbatch not found: run this on a Slurm login node" in output
+    assert out.exists()  # written, so it can be submitted by hand
+
+
+def test_script_runs_a_two_node_cell_through_srun_and_torchrun(tmp_path: Path) -> None:
+    """Two torchrun agents on this machine, started by a local stand-in for srun, meet at the
+    c10d rendezvous as two nodes would; the batch step stores the cell."""
+    code, output, out = write_script(
+        tmp_path, "--nodes", "2", "--", "run", "tiny_mlp", "--replicas", "2", "--nodes", "2",
+        "--device", "cpu", "--steps-per-epoch", "4", "--window-steps", "1",
+    )  # fmt: skip
+    assert code == 0, output
+    env = os.environ | {
+        "PATH": f"{FAKE_SLURM}:{os.environ['PATH']}",
+        "SLURM_JOB_ID": "7",
+        "SLURM_SUBMIT_DIR": str(tmp_path),
+    }
+    job = subprocess.run(["bash", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert job.returncode == 0, job.stdout + job.stderr
+    with sqlite3.connect(tmp_path / "r.sqlite") as db:
+        (record,) = [json.loads(r) for (r,) in db.execute("SELECT record FROM results")]
+    assert record["status"] == "ok"
+    assert (record["spec"]["replicas"], record["spec"]["nodes"]) == (2, 2)
+    assert [r["rank"] for r in record["metrics"]["ranks"]] == [0, 1]
+    assert not list((tmp_path / ".accelbench-cells").iterdir())  # cell files cleaned up
