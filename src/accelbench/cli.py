@@ -372,18 +372,63 @@ def list_references(
     platform: Annotated[
         str | None, typer.Option(help="Only platforms whose name contains this.")
     ] = None,
+    table: Annotated[
+        str | None, typer.Option(help="Only tables whose name contains this, e.g. 'Table 4'.")
+    ] = None,
     fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
 ) -> None:
-    """Published results shipped with accelbench, with their sources."""
+    """Published results shipped with accelbench, with their sources; platforms set side by
+    side at equal device counts under the table."""
     if workload is not None:
         workloads.check_name(workload)
-    found = references.query(workload=workload, platform=platform)
+    found = references.query(workload=workload, platform=platform, table=table)
     if fmt is Format.table:
         console.print(report.references_table(found))
+        for line in report.head_to_head(found):
+            console.print(line)
     elif fmt is Format.json:
         print(json.dumps([r.model_dump() for r in found], indent=2))
     else:
         print(report.rows_csv([r.model_dump() for r in found]), end="")
+
+
+@app.command()
+def compare(
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference", help="Set each stored run beside its closest published figure."
+        ),
+    ] = False,
+    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
+    platform: Annotated[
+        str | None, typer.Option(help="Only platforms whose name contains this.")
+    ] = None,
+    tolerance: Annotated[
+        float, typer.Option(help="Band around the published figure, percent.", min=0)
+    ] = references.DEFAULT_TOLERANCE_PCT,
+    db: DbOption = None,
+) -> None:
+    """Stored runs against published results: measured / published, and a verdict."""
+    if not reference:
+        raise AccelbenchError("give --reference: stored runs are compared with published results")
+    if workload is not None:
+        workloads.check_name(workload)
+    with ResultStore(db, writable=False) as store:
+        found = store.query(workload=workload, platform=platform, status="ok")
+    matches = [m for m in map(references.match, found) if m is not None]
+    if matches:
+        console.print(report.reference_table(matches, tolerance))
+        for line in report.reference_notes(matches, tolerance):
+            console.print(line)
+    unmatched = sorted(
+        {(r.spec.workload, r.env.platform) for r in found}
+        - {(m.result.spec.workload, m.result.env.platform) for m in matches}
+    )
+    for name, where in unmatched:
+        console.print(f"{name} on {where}: no published throughput for this device family")
+    if not found:
+        console.print("no stored results match")
 
 
 def main() -> None:

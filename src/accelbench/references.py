@@ -2,20 +2,41 @@
 
 Each row is one published figure, copied from its source table with its conditions (platform,
 device count, replicas, micro batch, framework) and the accelbench workload it corresponds to.
-So far: the four tables of the PEARC '22 study (seed 003).
+Contents: the four tables of the PEARC '22 study (seed 003); every training, inference and
+MLPerf v2.0 row of Graphcore's results page (seed 002, transcribed by
+scripts/seed_002_references.py); the headline ratios of Graphcore's IPU-M2000 page (seed 001)
+as claims, unit "x"; and NVIDIA's DGX A100 ResNet-50 training figures from DeepLearningExamples.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Literal
 
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
-from accelbench import workloads
-from accelbench.spec import Frozen
+from accelbench import validity, workloads
+from accelbench.result import Result
+from accelbench.spec import Frozen, RunSpec
+
+PUBLISHED_PRECISIONS = {
+    "16.16": "fp16",  # Graphcore: fp16 weights and activations, fp16 arithmetic
+    "16.32": "amp-fp16",  # fp16 activations, fp32 master weights and accumulation
+    "32.32": "fp32",
+    "AMP": "amp-fp16",  # NVIDIA's automatic mixed precision
+    "mixed precision": "amp-fp16",
+    "TF32": "tf32",
+    "FP32": "fp32",
+}
+"""Precision notations as vendors publish them, and the accelbench precision of each."""
 
 
 class Reference(Frozen):
@@ -37,6 +58,24 @@ class Reference(Frozen):
     value: float
     unit: str
     note: str | None
+    variant: str | None = None
+    """The source's variant column (task, sequence length, configuration)."""
+    sdk: str | None = None
+    dataset: str | None = None
+    global_batch: int | None = None
+    scenario: Literal["train", "infer"] = "train"
+    model_args: dict[str, int] = Field(default_factory=dict)
+    """Shape arguments that make the workload run the published shape (e.g. seq_len 128)."""
+
+    @property
+    def precision(self) -> str | None:
+        """The accelbench precision that computes as the published one, where there is one."""
+        return PUBLISHED_PRECISIONS.get(self.precision_published or "")
+
+    @field_validator("model_args", mode="before")
+    @classmethod
+    def _json(cls, text: object) -> object:
+        return json.loads(text) if isinstance(text, str) else text or {}
 
     @field_validator("workload")
     @classmethod
@@ -55,11 +94,122 @@ def load() -> tuple[Reference, ...]:
     )
 
 
-def query(workload: str | None = None, platform: str | None = None) -> list[Reference]:
-    """References of this workload, on platforms whose name contains `platform`."""
+def query(
+    workload: str | None = None, platform: str | None = None, table: str | None = None
+) -> list[Reference]:
+    """References of this workload, on platforms whose name contains `platform`, from tables
+    whose name contains `table`."""
     return [
         r
         for r in load()
         if (workload is None or r.workload == workload)
         and (platform is None or platform.lower() in r.platform.lower())
+        and (table is None or table.lower() in r.table.lower())
     ]
+
+
+FAMILIES = {
+    "A100": r"A100",
+    "H100": r"H100",
+    "H200": r"H200",
+    "V100": r"V100",
+    "Bow IPU": r"\bBow\b",
+    "Mk2 IPU": r"IPU-POD|IPU-M2000|Mk2|GC200",
+}
+"""Device families, by a pattern of their names as torch and the sources write them: a run is
+set beside references of its own family."""
+THROUGHPUT_METRICS = ("throughput", "throughput, epoch 2")
+"""Steady-state throughput as the sources name it (seed 003's Table 1 gives both epochs)."""
+DEFAULT_TOLERANCE_PCT = 10.0
+
+
+def family(platform: str) -> str | None:
+    return next((name for name, rx in FAMILIES.items() if re.search(rx, platform)), None)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A stored run set beside the closest published throughput of its workload and family."""
+
+    result: Result
+    reference: Reference
+    measured: float
+    published: float
+    per_device: bool
+    """Both figures are per device (derived), as the device counts differ."""
+    differences: tuple[str, ...]
+    """How the run's conditions differ from the published ones."""
+
+    @property
+    def ratio(self) -> float:
+        return self.measured / self.published
+
+    def verdict(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> tuple[str, list[str]]:
+        """("agrees" | "below-reference" | "above-reference", likely causes): within +-tolerance
+        of the published figure, or outside it with what the record shows could explain it."""
+        if abs(self.ratio - 1) * 100 <= tolerance_pct:
+            return "agrees", []
+        causes = [reason for _, reason in validity.verdict(self.result)] + list(self.differences)
+        return ("below-reference" if self.ratio < 1 else "above-reference"), causes
+
+
+def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | None:
+    """The closest published throughput for a measured run: same workload and shape, scenario
+    and device family; then, in order, the same device count, precision and batch (the nearest
+    where none is the same). None when nothing of its family is published."""
+    m, spec = result.metrics, result.spec
+    run_family = family(result.env.platform)
+    if m is None or run_family is None:
+        return None
+    candidates = [
+        r
+        for r in (load() if refs is None else refs)
+        if r.workload == spec.workload
+        and r.model_args == spec.model_args
+        and r.scenario == spec.scenario
+        and r.metric in THROUGHPUT_METRICS
+        and family(r.platform) == run_family
+    ]
+    if not candidates:
+        return None
+    best = min(candidates, key=lambda r: _distance(r, spec))
+    per_device = best.num_devices != spec.replicas
+    return Match(
+        result=result,
+        reference=best,
+        measured=m.items_per_s / spec.replicas if per_device else m.items_per_s,
+        published=best.value / best.num_devices if per_device else best.value,
+        per_device=per_device,
+        differences=tuple(_differences(best, spec)),
+    )
+
+
+def _published_batch(ref: Reference, spec: RunSpec) -> tuple[int | None, int, str]:
+    """(published batch, the run's batch of the same kind, its name)."""
+    if ref.micro_batch is not None:
+        return ref.micro_batch, spec.batch_size, "micro batch"
+    return ref.global_batch, spec.global_batch, "global batch"
+
+
+def _distance(ref: Reference, spec: RunSpec) -> tuple[bool, bool, float]:
+    published, run, _ = _published_batch(ref, spec)
+    batch_gap = abs(math.log2(published / run)) if published else math.inf
+    return ref.num_devices != spec.replicas, ref.precision != spec.precision, batch_gap
+
+
+def _differences(ref: Reference, spec: RunSpec) -> list[str]:
+    out = []
+    if ref.num_devices != spec.replicas:
+        out.append(
+            f"{spec.replicas} device(s) against {ref.num_devices} published: compared per device"
+        )
+    if ref.precision is None:
+        out.append("the published precision is not given")
+    elif ref.precision != spec.precision:
+        out.append(f"precision {spec.precision} against {ref.precision_published} published")
+    published, run, name = _published_batch(ref, spec)
+    if published is None:
+        out.append("the published batch is not given")
+    elif published != run:
+        out.append(f"{name} {run} against {published} published")
+    return out

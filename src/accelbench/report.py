@@ -5,12 +5,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
 
-from accelbench import validity
+from accelbench import references, validity
 from accelbench.references import Reference
 from accelbench.result import Result
 
@@ -325,3 +326,77 @@ def references_table(refs: Sequence[Reference]) -> Table:
 def to_json(results: Sequence[Result]) -> str:
     """The full stored records, as a JSON list (NaN and infinity written as strings)."""
     return "[\n" + ",\n".join(r.model_dump_json(indent=2) for r in results) + "\n]\n"
+
+
+def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -> Table:
+    """Each run against its closest published figure: measured / published, within the band
+    or not."""
+    out = Table()
+    for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
+        out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
+    for name in ("Measured", "Published", "Ratio", f"Verdict (±{tolerance_pct:g}%)", "Reference"):
+        out.add_column(
+            name, justify="right" if name in ("Measured", "Published", "Ratio") else "left"
+        )
+    for m in matches:
+        r, ref = m.result, m.reference
+        unit = " /device" if m.per_device else ""
+        out.add_row(
+            label(r), r.env.platform, str(r.spec.replicas), str(r.spec.batch_size),
+            r.spec.precision, rate_text(m.measured) + unit, rate_text(m.published) + unit,
+            f"{m.ratio:.2f}", m.verdict(tolerance_pct)[0],
+            f"{ref.platform}, {ref.num_devices} dev., {ref.framework}: {ref.source}, {ref.table}",
+        )  # fmt: skip
+    return out
+
+
+def reference_notes(matches: Sequence[references.Match], tolerance_pct: float) -> list[str]:
+    """Why each run outside the band may be there, and what differs from the published run."""
+    lines = []
+    for m in matches:
+        verdict, causes = m.verdict(tolerance_pct)
+        if causes or m.differences:
+            because = "; ".join(dict.fromkeys([*causes, *m.differences]))
+            lines.append(f"{_cell(m.result)}: {verdict}: {because}")
+    if any(m.per_device for m in matches):
+        lines.append("/device: throughput divided by the device count (derived).")
+    return lines
+
+
+def _at_batch(rows: Sequence[Reference], batch: int | None) -> Reference:
+    return next(r for r in rows if r.micro_batch == batch)
+
+
+def head_to_head(refs: Sequence[references.Reference]) -> list[str]:
+    """Platform against platform from published throughputs alone, at the same device count:
+    at the same micro batch, and each at its own best micro batch (the paper's Table 4 point:
+    IPUs win at batch 10, GPUs at 512). Ratios are derived from the published values."""
+    groups: dict[tuple[str, str, str | None, int], list[references.Reference]] = defaultdict(list)
+    for r in refs:
+        if r.metric in references.THROUGHPUT_METRICS and references.family(r.platform):
+            groups[(r.source, r.table, r.workload, r.num_devices)].append(r)
+    lines = []
+    for (_, table, workload, devices), rows in groups.items():
+        by_family: dict[str, list[references.Reference]] = defaultdict(list)
+        for r in rows:
+            by_family[references.family(r.platform) or ""].append(r)
+        if len(by_family) < 2:
+            continue
+        where = f"{table}, {workload or rows[0].model}, {devices} device(s)"
+        (a, a_rows), (b, b_rows) = sorted(by_family.items())[:2]
+        batches = {r.micro_batch for r in a_rows} & {r.micro_batch for r in b_rows}
+        pairs = [
+            (f"micro batch {batch}", _at_batch(a_rows, batch), _at_batch(b_rows, batch))
+            for batch in sorted(b for b in batches if b is not None)
+        ]
+        best = (max(a_rows, key=lambda r: r.value), max(b_rows, key=lambda r: r.value))
+        if best not in [(x, y) for _, x, y in pairs]:
+            pairs.append(("each at its best", *best))
+        for what, x, y in pairs:
+            (p, fast), (q, slow) = sorted(((a, x), (b, y)), key=lambda pair: -pair[1].value)
+            lines.append(
+                f"{where}, {what}: {p} {rate_text(fast.value)} (micro batch {fast.micro_batch}) vs "
+                f"{q} {rate_text(slow.value)} (micro batch {slow.micro_batch}) {fast.unit}: "
+                f"{p} {fast.value / slow.value:.2f}x faster (derived)"
+            )
+    return lines
