@@ -121,7 +121,7 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["results", "--workload", "resnet"], "unknown workload 'resnet'"),
         (
             ["run", "tiny_mlp", "--replicas", "3", "--nodes", "2"],
-            "3 replicas do not spread evenly over 2 nodes",
+            "3 devices do not spread evenly over 2 nodes",
         ),
         (["run", "tiny_mlp", "--replicas", "2", "--bn-span", "3"], "--bn-span 3 does not divide"),
         (
@@ -138,7 +138,7 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         ),
         (
             ["run", "tiny_mlp", "--replicas", "4096", "--device", "cpu"],
-            "4096 CPU replicas per node, but this host has",
+            "4096 CPU processes per node, but this host has",
         ),
         (
             ["run", "tiny_mlp", "--replicas", "2", "--bn-span", "2", "--device", "cpu"],

@@ -34,5 +34,8 @@ def test_one_replica_needs_no_process_group() -> None:
 
 def test_a_rank_started_without_torchrun_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    with pytest.raises(distributed.AccelbenchError, match="start it with `accelbench run`"):
+    with pytest.raises(
+        distributed.AccelbenchError,
+        match="2 processes but runs in 1: start it with `accelbench run`",
+    ):
         distributed.join(tiny(replicas=2), "cpu")

@@ -80,7 +80,14 @@ def test_fields_added_later_keep_earlier_keys() -> None:
     spec = RunSpec(workload="tiny_mlp", batch_size=4)
     first_release = spec.model_dump(mode="json")
     later = ("model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes")
-    for field in (*later, "bn_span", "numa_binding", "recompute"):
+    for field in (
+        *later,
+        "bn_span",
+        "numa_binding",
+        "recompute",
+        "pipeline_stages",
+        "pipeline_schedule",
+    ):
         del first_release[field]
     assert spec.identity() == first_release  # a result stored by 0.1.0 is found again
     assert RunSpec(workload="tiny_mlp", batch_size=4, data="x").identity()["data"] == "x"

@@ -145,6 +145,10 @@ def run(
         int | None,
         typer.Option(help=SweepFile.model_fields["global_batch"].description or "", min=1),
     ] = None,
+    pipeline_stages: Annotated[
+        str, typer.Option(help=_help("pipeline_stages") + " Comma list for a sweep.")
+    ] = "1",
+    pipeline_schedule: Annotated[str, typer.Option(help=_help("pipeline_schedule"))] = "gpipe",
     nodes: Annotated[int, typer.Option(help=_help("nodes"), min=1)] = 1,
     bn_span: Annotated[int, typer.Option(help=_help("bn_span"), min=1)] = 1,
     numa_binding: Annotated[str | None, typer.Option(help=_help("numa_binding"))] = None,
@@ -195,6 +199,7 @@ def run(
         "precision": _split(precision),
         "grad_accum": _split(grad_accum),
         "replicas": _split(replicas),
+        "pipeline_stages": _split(pipeline_stages),
         "workers": _split(workers),
     }
     fixed = {
@@ -203,7 +208,7 @@ def run(
         "window_steps": window_steps, "device": device, "seed": seed,
         "model_args": _key_values(model_args or []), "data": data, "ci_pct": _percent(ci),
         "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
-        "numa_binding": numa_binding,
+        "numa_binding": numa_binding, "pipeline_schedule": pipeline_schedule,
     }  # fmt: skip
     if global_batch is not None:
         if _from_command_line(ctx, "grad_accum"):
@@ -224,7 +229,7 @@ def run(
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:
-            replicas = f" x{spec.replicas}" if spec.replicas > 1 else ""
+            replicas = f" x{spec.num_processes}" if spec.num_processes > 1 else ""
             progress.update(
                 task, description=f"{spec.workload} bs={spec.batch_size}{replicas} {spec.precision}"
             )

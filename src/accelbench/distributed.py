@@ -35,13 +35,13 @@ SINGLE = Rank(rank=0, local_rank=0, world_size=1)
 
 def join(spec: RunSpec, device_type: str) -> Rank:
     """Join the process group torchrun set up for this cell (NCCL on CUDA, else gloo); SINGLE
-    when the cell has one replica."""
-    if spec.replicas == 1:
+    when the cell runs in one process."""
+    if spec.num_processes == 1:
         return SINGLE
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size != spec.replicas:
+    if world_size != spec.num_processes:
         raise AccelbenchError(
-            f"the cell asks for {spec.replicas} replicas but runs in {world_size} process(es): "
+            f"the cell asks for {spec.num_processes} processes but runs in {world_size}: "
             "start it with `accelbench run`, which launches torchrun"
         )
     import torch

@@ -91,14 +91,7 @@ class TorchEngine:
         return float(counter.get_total_flops())
 
     def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.to(self.device, non_blocking=True)
-        if not tensor.is_floating_point():
-            return tensor
-        if tensor.dtype != self.dtype:
-            tensor = tensor.to(self.dtype)
-        if self.memory_format is torch.channels_last and tensor.dim() == 4:
-            tensor = tensor.contiguous(memory_format=torch.channels_last)
-        return tensor
+        return to_device(tensor, self.device, self.dtype, self.memory_format)
 
     def _no_sync(self, last: bool) -> contextlib.AbstractContextManager[object]:
         if last or self.replicated is self.eager:
@@ -111,8 +104,30 @@ class TorchEngine:
         return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
 
+def to_device(
+    tensor: torch.Tensor,
+    device: torch.device,
+    dtype: torch.dtype,
+    memory_format: torch.memory_format = torch.contiguous_format,
+) -> torch.Tensor:
+    """A host tensor on the device; floating point in the model's dtype and memory format."""
+    tensor = tensor.to(device, non_blocking=True)
+    if not tensor.is_floating_point():
+        return tensor
+    if tensor.dtype != dtype:
+        tensor = tensor.to(dtype)
+    if memory_format is torch.channels_last and tensor.dim() == 4:
+        tensor = tensor.contiguous(memory_format=torch.channels_last)
+    return tensor
+
+
 def make_engine(workload: Workload, spec: RunSpec, device: torch.device) -> Engine:
-    """The engine for this device: torch for every torch device type so far."""
+    """The engine for this device and layout: torch on one device (with data-parallel replicas
+    or not), or one stage of a pipeline."""
+    if spec.pipeline_stages > 1:
+        from accelbench.pipeline import PipelineEngine
+
+        return PipelineEngine(workload, spec, device)
     return TorchEngine(workload, spec, device)
 
 

@@ -90,10 +90,10 @@ def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
     """The command line that runs a cell: one process, torchrun on this host, or srun + torchrun
     over the nodes of a Slurm allocation."""
     cell = ["-m", "accelbench.launch", "cell", *cell_args]
-    if spec.replicas == 1 and spec.numa_binding is None:
+    if spec.num_processes == 1 and spec.numa_binding is None:
         return [sys.executable, *cell]
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
-    torchrun += ["--nproc-per-node", str(spec.replicas_per_node)]
+    torchrun += ["--nproc-per-node", str(spec.processes_per_node)]
     if spec.numa_binding:
         torchrun += ["--numa-binding", spec.numa_binding]
     if spec.nodes == 1:
@@ -107,7 +107,7 @@ def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
 
 def check_launchable(spec: RunSpec, env: Environment) -> None:
     """Raise, naming the fix, if this machine cannot start the cell's ranks as asked."""
-    per_node = spec.replicas_per_node
+    per_node = spec.processes_per_node
     if spec.nodes > 1 and "SLURM_JOB_ID" not in os.environ:
         raise AccelbenchError(
             f"--nodes {spec.nodes} runs inside a Slurm allocation: write its job script with "
@@ -116,7 +116,7 @@ def check_launchable(spec: RunSpec, env: Environment) -> None:
     if env.device_type == "cpu":
         if per_node > env.num_cpu_threads:
             raise AccelbenchError(
-                f"{per_node} CPU replicas per node, but this host has {env.num_cpu_threads} CPU "
+                f"{per_node} CPU processes per node, but this host has {env.num_cpu_threads} CPU "
                 "threads: give fewer --replicas or more --nodes"
             )
         if spec.bn_span > 1:
@@ -130,7 +130,7 @@ def check_launchable(spec: RunSpec, env: Environment) -> None:
             )
     elif per_node > len(env.devices):
         raise AccelbenchError(
-            f"{per_node} replicas per node, but this node has {len(env.devices)} "
+            f"{per_node} devices per node asked for, but this node has {len(env.devices)} "
             f"{env.device_type} device(s): give fewer --replicas or more --nodes"
         )
 

@@ -148,6 +148,7 @@ def _cell(r: Result) -> str:
     text = f"{label(r)} bs={spec.batch_size}"
     text += f" accum={spec.grad_accum}" if spec.grad_accum > 1 else ""
     text += f" x{spec.replicas} replicas" if spec.replicas > 1 else ""
+    text += f" in {spec.pipeline_stages} stages" if spec.pipeline_stages > 1 else ""
     text += f" on {spec.nodes} nodes" if spec.nodes > 1 else ""
     return text + f" {spec.precision}" + (" +compile" if spec.compile else "")
 

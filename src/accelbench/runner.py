@@ -35,8 +35,8 @@ def run(spec: RunSpec) -> Result:
         if metrics.diverged_at_step is not None:
             status = "diverged"
             reason = f"loss became {metrics.loss[metrics.diverged_at_step]} at step {metrics.diverged_at_step}"
-    except AccelbenchError:
-        raise
+    except AccelbenchError as exc:  # the workload refused this configuration: say why
+        status, reason = "error", str(exc)
     except Exception as exc:  # the workload failed: that is a result, not a crash of the sweep
         status = "oom" if is_oom(exc) else "error"
         reason = one_line(exc)

@@ -14,7 +14,7 @@ from accelbench.precision import Precision
 Scenario = Literal["train"]
 _ADDED_LATER = (
     "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
-    "numa_binding", "recompute",
+    "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule",
 )  # fmt: skip
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
@@ -45,6 +45,12 @@ class RunSpec(Frozen):
     replicas: int = Field(default=1, gt=0)
     """Data-parallel replicas, one process and one device each, started by torchrun with
     DistributedDataParallel (NCCL on NVIDIA GPUs, gloo on the CPU)."""
+    pipeline_stages: int = Field(default=1, gt=0)
+    """Stages the model is split into, one device and process each, fed grad_accum
+    micro-batches per optimizer step by torch.distributed.pipelining (the seeds' IPUs per
+    replica); split where the forward FLOPs balance."""
+    pipeline_schedule: Literal["gpipe", "1f1b"] = "gpipe"
+    """Order of the micro-batches' forward and backward passes over the stages."""
     nodes: int = Field(default=1, gt=0)
     """Hosts the replicas are spread over, evenly; more than one needs a Slurm allocation."""
     bn_span: int = Field(default=1, gt=0)
@@ -99,10 +105,19 @@ class RunSpec(Frozen):
 
     @model_validator(mode="after")
     def _replicas_divide(self) -> RunSpec:
-        if self.replicas % self.nodes:
+        if self.num_processes % self.nodes:
             raise ValueError(
-                f"{self.replicas} replicas do not spread evenly over {self.nodes} nodes: "
-                "give --replicas as a multiple of --nodes"
+                f"{self.num_processes} devices do not spread evenly over {self.nodes} nodes: "
+                "give --replicas (x --pipeline-stages) as a multiple of --nodes"
+            )
+        if self.pipeline_stages > 1 and self.replicas > 1:
+            raise ValueError(
+                "pipeline stages run one replica so far: give --replicas 1 with --pipeline-stages"
+            )
+        if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
+            raise ValueError(
+                f"1F1B needs at least one micro-batch per stage: give --grad-accum "
+                f"{self.pipeline_stages} or more"
             )
         if self.replicas % self.bn_span:
             raise ValueError(
@@ -120,8 +135,13 @@ class RunSpec(Frozen):
         return fields
 
     @property
-    def replicas_per_node(self) -> int:
-        return self.replicas // self.nodes
+    def num_processes(self) -> int:
+        """Processes, one device each: replicas x pipeline stages."""
+        return self.replicas * self.pipeline_stages
+
+    @property
+    def processes_per_node(self) -> int:
+        return self.num_processes // self.nodes
 
     @property
     def global_batch(self) -> int:

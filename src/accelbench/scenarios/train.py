@@ -97,10 +97,11 @@ def _across_ranks(spec: RunSpec, raw: _Raw) -> tuple[_Raw, list[RankMetrics]]:
 
     Replicas wait for each other at every gradient exchange, so a step of the run lasts as long
     as its slowest rank's step: the run's step times, epoch times, input waits and peaks are the
-    per-step maxima over ranks, never an average of per-rank rates. Losses are averaged, as the
-    gradients are. Energy adds up the devices' own counters.
+    per-step maxima over ranks, never an average of per-rank rates. Replicas' losses are
+    averaged, as their gradients are; a pipeline's is its last stage's. Energy adds up the
+    devices' own counters.
     """
-    if spec.replicas == 1:
+    if spec.num_processes == 1:
         return raw, []
     mine = {
         "raw": dataclasses.asdict(raw) | {"energy": raw.energy and raw.energy.model_dump()},
@@ -133,7 +134,11 @@ def _across_ranks(spec: RunSpec, raw: _Raw) -> tuple[_Raw, list[RankMetrics]]:
         epoch_s=[max(e) for e in zip(*(r.epoch_s for r in raws), strict=True)],
         step_ms=[max(s) for s in zip(*(r.step_ms for r in raws), strict=True)],
         wait_ms=[max(w) for w in zip(*(r.wait_ms for r in raws), strict=True)],
-        step_loss=[statistics.fmean(x) for x in zip(*(r.step_loss for r in raws), strict=True)],
+        step_loss=(
+            raws[-1].step_loss  # a pipeline's loss is its last stage's
+            if spec.pipeline_stages > 1
+            else [statistics.fmean(x) for x in zip(*(r.step_loss for r in raws), strict=True)]
+        ),
         peak_allocated=_max_or_none(r.peak_allocated for r in raws),
         peak_reserved=_max_or_none(r.peak_reserved for r in raws),
         host_rss=max(r.host_rss for r in raws),
@@ -200,7 +205,7 @@ def _flops(
         per_item=per_micro_batch / spec.batch_size,
         peak_per_s=peak[0],
         peak_source=peak[1],
-        num_devices=spec.replicas,
+        num_devices=spec.num_processes,
     )
 
 
