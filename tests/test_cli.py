@@ -294,3 +294,16 @@ def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Pat
     assert speedup == pytest.approx(rates["2"] / rates["1"])
     assert float(by_replicas["2"]["scaling_efficiency"]) == pytest.approx(speedup / 2)
     assert by_replicas["1"]["speedup"] == ""
+
+
+def test_inference_sweep_stores_latencies_and_names_the_headlines(tmp_path: Path) -> None:
+    rows, output = quick_sweep(
+        tmp_path / "infer.sqlite",
+        "SELECT scenario, micro_batch, json_extract(record, '$.metrics.step_ms_steady.p90') "
+        "FROM results ORDER BY micro_batch",
+        *("--scenario", "infer", "--batch-size", "1,8", "--latency-bound-ms", "1000"),
+    )
+    assert [(s, b) for s, b, _ in rows] == [("infer", 1), ("infer", 8)]
+    assert all(isinstance(p90, float) and p90 > 0 for _, _, p90 in rows)
+    assert "infer bs=1 fp32: latency per batch p50" in output
+    assert "lowest latency" in output and "p99 not shown (needs 100)" in output

@@ -144,11 +144,11 @@ def test_ranks_combine_to_the_slowest_step_and_the_mean_loss(
 ) -> None:
     spec = tiny(replicas=2, steps_per_epoch=3, batch_size=4, grad_accum=2)
     energy = EnergyMetrics(method="not available", scope="CPU")
-    fast = train._Raw(
+    fast = train.Raw(
         epoch_s=[1.0, 0.5], step_ms=[100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
         wait_ms=[1.0] * 6, step_loss=[2.0] * 6, host_rss=1.0, energy=energy,
     )  # fmt: skip
-    slow = train._Raw(
+    slow = train.Raw(
         epoch_s=[1.2, 0.9], step_ms=[90.0, 30.0, 10.0, 40.0, 20.0, 20.0],
         wait_ms=[0.0, 5.0, 0.0, 8.0, 2.0, 2.0], step_loss=[4.0] * 6, host_rss=2.0, energy=energy,
     )  # fmt: skip

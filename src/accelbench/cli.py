@@ -95,6 +95,15 @@ DbOption = Annotated[
 ]
 
 
+LatencyBoundOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Inference: also name the highest throughput whose p99 latency is within this, ms.",
+        min=0,
+    ),
+]
+
+
 @app.command("list")
 def list_workloads() -> None:
     """The workloads, one line each."""
@@ -152,6 +161,10 @@ def run(
     nodes: Annotated[int, typer.Option(help=_help("nodes"), min=1)] = 1,
     bn_span: Annotated[int, typer.Option(help=_help("bn_span"), min=1)] = 1,
     numa_binding: Annotated[str | None, typer.Option(help=_help("numa_binding"))] = None,
+    scenario: Annotated[str, typer.Option(help=_help("scenario"))] = "train",
+    inputs_on_device: Annotated[
+        bool, typer.Option("--inputs-on-device", help=_help("inputs_on_device"))
+    ] = False,
     epochs: Annotated[int, typer.Option(help=_help("epochs"))] = 2,
     steps_per_epoch: Annotated[int, typer.Option(help=_help("steps_per_epoch"))] = 20,
     compile: Annotated[bool, typer.Option("--compile", help=_help("compile"))] = False,
@@ -189,6 +202,7 @@ def run(
     force: Annotated[
         bool, typer.Option("--force", help="Re-run cells already in the database.")
     ] = False,
+    latency_bound_ms: LatencyBoundOption = None,
     db: DbOption = None,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
@@ -209,6 +223,7 @@ def run(
         "model_args": _key_values(model_args or []), "data": data, "ci_pct": _percent(ci),
         "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
         "numa_binding": numa_binding, "pipeline_schedule": pipeline_schedule,
+        "scenario": scenario, "inputs_on_device": inputs_on_device,
     }  # fmt: skip
     if global_batch is not None:
         if _from_command_line(ctx, "grad_accum"):
@@ -241,7 +256,7 @@ def run(
         results = run_sweep(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
-    _show(results)
+    _show(results, latency_bound_ms)
 
 
 def _percent(text: str | None) -> float | None:
@@ -285,9 +300,9 @@ def _override(
     )
 
 
-def _show(results: list[Result]) -> None:
+def _show(results: list[Result], latency_bound_ms: float | None = None) -> None:
     console.print(report.table(results))
-    for line in report.notes(results):
+    for line in report.notes(results, latency_bound_ms):
         console.print(line)
 
 
@@ -304,6 +319,7 @@ def results(
     fmt: Annotated[
         Format, typer.Option("--format", help="table, json (full records) or csv.")
     ] = Format.table,
+    latency_bound_ms: LatencyBoundOption = None,
     db: DbOption = None,
 ) -> None:
     """The stored runs, oldest first."""
@@ -316,7 +332,7 @@ def results(
     elif fmt is Format.csv:
         print(report.to_csv(found), end="")
     elif found:
-        _show(found)
+        _show(found, latency_bound_ms)
     else:
         console.print("no stored results match")
 

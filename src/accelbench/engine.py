@@ -37,7 +37,7 @@ class TorchEngine:
 
     def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
         info = PRECISIONS[spec.precision]
-        _set_tf32(info.tf32)
+        set_tf32(info.tf32)
         self.device = device
         self.dtype = getattr(torch, info.param_dtype)
         self.memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
@@ -49,7 +49,7 @@ class TorchEngine:
             _recompute(model, spec.workload)
         model = model.to(memory_format=self.memory_format)
         model.train()
-        self.optimizer = _optimizer(spec, model, device)
+        self.optimizer = make_optimizer(spec, model, device)
         self.eager = model
         self.replicated = distributed.wrap(model, spec, device)
         # torch.compile returns a callable with the module's interface.
@@ -148,7 +148,7 @@ def _recompute(model: torch.nn.Module, name: str) -> None:
     )
 
 
-def _set_tf32(enabled: bool) -> None:
+def set_tf32(enabled: bool) -> None:
     # Set both ways on purpose: cuDNN convolutions default to TF32, so fp32 must turn it off.
     mode = "tf32" if enabled else "ieee"
     # The legacy flag first: left at its default it disagrees with the new per-op flags, and
@@ -160,7 +160,7 @@ def _set_tf32(enabled: bool) -> None:
     torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
 
 
-def _optimizer(
+def make_optimizer(
     spec: RunSpec, model: torch.nn.Module, device: torch.device
 ) -> torch.optim.Optimizer:
     # Fused kernels on CUDA also take GradScaler's inf check on the device, which avoids its host

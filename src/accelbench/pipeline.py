@@ -14,7 +14,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench import distributed
-from accelbench.engine import _optimizer, _set_tf32, to_device
+from accelbench.engine import make_optimizer, set_tf32, to_device
 from accelbench.errors import AccelbenchError
 from accelbench.precision import PRECISIONS
 from accelbench.spec import RunSpec
@@ -90,7 +90,7 @@ class PipelineEngine:
                 "pipeline stages run without autocast, torch.compile or channels-last so far: "
                 "use --precision fp32, bf16 or fp16"
             )
-        _set_tf32(info.tf32)
+        set_tf32(info.tf32)
         self.device, self.dtype = device, getattr(torch, info.param_dtype)
         rank = distributed.index()
         self.first, self.last = rank == 0, rank == spec.pipeline_stages - 1
@@ -109,7 +109,7 @@ class PipelineEngine:
         )
         self.stage_names = points
         self.stage = pipe.build_stage(rank, device)
-        self.optimizer = _optimizer(spec, self.stage.submod, device)
+        self.optimizer = make_optimizer(spec, self.stage.submod, device)
         self.num_micro_batches = spec.grad_accum
         schedule = ScheduleGPipe if spec.pipeline_schedule == "gpipe" else Schedule1F1B
         # Each micro-batch's loss is scaled so that the gradients add up to the mean's, as with

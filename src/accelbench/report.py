@@ -53,7 +53,7 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
     return out
 
 
-def notes(results: Sequence[Result]) -> list[str]:
+def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> list[str]:
     """Lines printed under the table: why each result is not ok or not valid, the spread of
     repeats, and how MFU's peaks were obtained."""
     groups = validity.repeat_groups(results)
@@ -76,6 +76,8 @@ def notes(results: Sequence[Result]) -> list[str]:
             )
     lines += [compile_payoff(c, e) for c, e in _compile_pairs(results)]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
+    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario == "infer"]
+    lines += inference_headlines(results, latency_bound_ms)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(_shown_invalid(r) for r in results):
@@ -145,7 +147,7 @@ def compile_payoff(compiled: Result, eager: Result) -> str:
 def _cell(r: Result) -> str:
     """The cell in a few words: workload, micro batch, accumulation, replicas, precision."""
     spec = r.spec
-    text = f"{label(r)} bs={spec.batch_size}"
+    text = f"{label(r)}{' infer' if spec.scenario == 'infer' else ''} bs={spec.batch_size}"
     text += f" accum={spec.grad_accum}" if spec.grad_accum > 1 else ""
     text += f" x{spec.replicas} replicas" if spec.replicas > 1 else ""
     text += f" in {spec.pipeline_stages} stages" if spec.pipeline_stages > 1 else ""
@@ -400,4 +402,61 @@ def head_to_head(refs: Sequence[references.Reference]) -> list[str]:
                 f"{q} {rate_text(slow.value)} (micro batch {slow.micro_batch}) {fast.unit}: "
                 f"{p} {fast.value / slow.value:.2f}x faster (derived)"
             )
+    return lines
+
+
+def latency_line(result: Result) -> str:
+    """An inference result's latency percentiles, each with the batches behind it."""
+    assert result.metrics is not None
+    s = result.metrics.step_ms_steady
+    p99 = (
+        f"p99 {s.p99:.2f} ms"
+        if s.n >= validity.MIN_P99_SAMPLES
+        else f"p99 not shown (needs {validity.MIN_P99_SAMPLES})"
+    )
+    return (
+        f"{_cell(result)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, {p99}, "
+        f"over {s.n} steady batches"
+    )
+
+
+def inference_headlines(results: Sequence[Result], latency_bound_ms: float | None) -> list[str]:
+    """From a batch-size sweep of inference runs: the throughput at the lowest latency, and the
+    highest throughput whose p99 latency stays within the bound (only p99s with enough batches
+    behind them count)."""
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        if r.spec.scenario == "infer" and r.status == "ok" and r.metrics:
+            groups[validity.cell_key(r, batch_size=None)].append(r)
+    lines = []
+    for members in groups.values():
+        fastest = min(members, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
+        m = fastest.metrics
+        assert m is not None
+        lines.append(
+            f"{_cell(fastest)}: lowest latency (p50 {m.step_ms_steady.median:.2f} ms) at batch "
+            f"{fastest.spec.batch_size}, {rate_text(m.items_per_s)} {m.item_unit}/s"
+        )
+        if latency_bound_ms is None:
+            continue
+        within = [
+            r
+            for r in members
+            if r.metrics
+            and r.metrics.step_ms_steady.n >= validity.MIN_P99_SAMPLES
+            and r.metrics.step_ms_steady.p99 <= latency_bound_ms
+        ]
+        if not within:
+            lines.append(
+                f"{label(fastest)}: no batch size has a p99 latency known to be within "
+                f"{latency_bound_ms:g} ms"
+            )
+            continue
+        best = max(within, key=lambda r: r.metrics.items_per_s)  # type: ignore[union-attr]
+        assert best.metrics is not None
+        lines.append(
+            f"{_cell(best)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
+            f"{rate_text(best.metrics.items_per_s)} {best.metrics.item_unit}/s "
+            f"(p99 {best.metrics.step_ms_steady.p99:.2f} ms)"
+        )
     return lines

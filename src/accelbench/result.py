@@ -31,8 +31,9 @@ class EpochMetrics(Frozen):
 
 class Flops(Frozen):
     per_item: float
-    """Forward and backward FLOPs of one item, counted once by torch's FlopCounterMode on a real
-    micro-batch (matmuls, convolutions and attention; elementwise work is not counted)."""
+    """FLOPs of one item in the scenario's pass (forward and backward when training, forward
+    when inferring), counted once by torch's FlopCounterMode on a real micro-batch (matmuls,
+    convolutions and attention; elementwise work is not counted)."""
     peak_per_s: float
     """The device's dense peak in the run's precision."""
     peak_source: str
@@ -58,6 +59,9 @@ class RankMetrics(Frozen):
 
 
 class TrainMetrics(Frozen):
+    """What a cell measured, step by step. A step is an optimizer step when training, and one
+    batch answered when inferring (spec.scenario), whose step times are then latencies."""
+
     item_unit: str
     items_per_step: int
     """Global batch: micro batch x accumulation x replicas."""

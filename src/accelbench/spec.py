@@ -11,10 +11,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from accelbench import workloads
 from accelbench.precision import Precision
 
-Scenario = Literal["train"]
+Scenario = Literal["train", "infer"]
 _ADDED_LATER = (
     "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
-    "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule",
+    "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule", "inputs_on_device",
 )  # fmt: skip
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
@@ -35,7 +35,8 @@ class RunSpec(Frozen):
     workload: str
     """Workload name, as `accelbench list` shows it."""
     scenario: Scenario = "train"
-    """How it is measured."""
+    """How it is measured: train (optimizer steps), or infer (forward passes of one batch at a
+    time under inference_mode, each timed to its answer, copy from the host included)."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0)
@@ -69,6 +70,8 @@ class RunSpec(Frozen):
     """Run the model through torch.compile."""
     channels_last: bool = False
     """Channels-last memory format for the model and its image inputs."""
+    inputs_on_device: bool = False
+    """infer: keep the queries on the device instead of copying each from the host in its time."""
     recompute: bool = False
     """Activation checkpointing (timm and transformers models): recompute activations in the
     backward pass instead of keeping them, trading compute for memory."""
@@ -113,6 +116,13 @@ class RunSpec(Frozen):
         if self.pipeline_stages > 1 and self.replicas > 1:
             raise ValueError(
                 "pipeline stages run one replica so far: give --replicas 1 with --pipeline-stages"
+            )
+        if self.scenario == "infer" and (
+            self.grad_accum > 1 or self.num_processes > 1 or self.recompute
+        ):
+            raise ValueError(
+                "inference runs one process without gradient accumulation or recompute: leave "
+                "out --grad-accum, --replicas, --pipeline-stages and --recompute"
             )
         if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
             raise ValueError(

@@ -2,7 +2,8 @@
 
 Rules, each with its reason (a result may break several):
 - diverged: the loss became NaN or infinite;
-- too-short: too few steady-state windows for a 95% interval of the median;
+- too-short: too few steady-state windows for a 95% interval of the median, or, when inferring,
+  too few batches for a p99 latency;
 - noisy: the median's interval is wider than the target (spec.ci_pct, else NOISY_PCT), or
   repeats of the cell in fresh processes differ by more than that;
 - throttled: NVML reported a power or thermal slowdown during the measured window;
@@ -23,6 +24,9 @@ NOISY_PCT = 5.0
 MIN_WINDOWS = 6
 """The fewest samples that give a distribution-free 95% interval of the median."""
 INPUT_BOUND_FRAC = 0.10
+MIN_P99_SAMPLES = 100
+"""Latencies below which a p99 is not meaningful: at least one must lie beyond it (MLPerf's
+LoadGen likewise refuses a run too short for the percentile it reports)."""
 
 
 def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, str]]:
@@ -41,6 +45,14 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
             (
                 "too-short",
                 f"{windows.n} steady windows; {MIN_WINDOWS} give a 95% interval: run more steps",
+            )
+        )
+    elif spec.scenario == "infer" and m.step_ms_steady.n < MIN_P99_SAMPLES:
+        flags.append(
+            (
+                "too-short",
+                f"{m.step_ms_steady.n} steady batches; p99 latency needs {MIN_P99_SAMPLES}: "
+                "run more steps",
             )
         )
     elif (windows.ci_pct or 0) > target:

@@ -15,7 +15,7 @@ ScenarioFn = Callable[["RunSpec", "Workload", "torch.device"], Any]
 
 
 def get(name: str) -> ScenarioFn:
-    from accelbench.scenarios import train
+    from accelbench.scenarios import infer, train
 
-    scenarios: dict[str, ScenarioFn] = {"train": train.measure}
+    scenarios: dict[str, ScenarioFn] = {"train": train.measure, "infer": infer.measure}
     return scenarios[name]

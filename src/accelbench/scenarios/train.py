@@ -16,6 +16,7 @@ import statistics
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -24,12 +25,12 @@ from accelbench import distributed, efficiency
 from accelbench.data import make_loader
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.energy import combine as combine_energy
-from accelbench.engine import Engine, make_engine
+from accelbench.engine import make_engine
 from accelbench.errors import one_line
 from accelbench.result import EpochMetrics, Flops, RankMetrics, TrainMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary, summarize, warmup_end
-from accelbench.workload import Workload
+from accelbench.workload import Batch, Workload
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +46,11 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     meter = EnergyMeter(device)
     # Each step's loss is written on the device and read back once per epoch: no per-step sync.
     losses = torch.empty(spec.steps_per_epoch, device=device)
-    raw = _Raw()
+    raw = Raw()
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()
-    while len(raw.epoch_s) < spec.epochs or not _precise_enough(spec, raw, measure_start):
+    while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
         if len(raw.epoch_s) == min(1, spec.epochs - 1):
             meter.start()  # energy over the steady epochs (all of a one-epoch run)
         epoch_start = time.perf_counter()
@@ -68,18 +69,18 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     measure_s = time.perf_counter() - measure_start
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
-    flops = _flops(spec, engine, next(iter(loader)), device)
+    flops = count_flops(spec, engine, next(iter(loader)), device)
     del loader  # stops loader workers, so their peak memory is counted below
     raw.host_rss = dev.host_peak_rss_gib()
     raw, ranks = _across_ranks(spec, raw)
-    return _metrics(
+    return build_metrics(
         spec, workload, raw, ranks, timer=timer.method, build_s=build_s, measure_s=measure_s,
         flops=flops,
     )  # fmt: skip
 
 
 @dataclass
-class _Raw:
+class Raw:
     """What one process measured, in the units of TrainMetrics' fields."""
 
     epoch_s: list[float] = field(default_factory=list)
@@ -92,7 +93,7 @@ class _Raw:
     energy: EnergyMetrics | None = None
 
 
-def _across_ranks(spec: RunSpec, raw: _Raw) -> tuple[_Raw, list[RankMetrics]]:
+def _across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
     """The run as a whole from every replica's raw figures, and each replica's own summary.
 
     Replicas wait for each other at every gradient exchange, so a step of the run lasts as long
@@ -110,7 +111,7 @@ def _across_ranks(spec: RunSpec, raw: _Raw) -> tuple[_Raw, list[RankMetrics]]:
         "numa_node": distributed.numa_node(),
     }
     everyone = distributed.gather(mine)
-    raws = [_Raw(**(r["raw"] | {"energy": None})) for r in everyone]
+    raws = [Raw(**(r["raw"] | {"energy": None})) for r in everyone]
     ranks = []
     for index, (info, rank_raw) in enumerate(zip(everyone, raws, strict=True)):
         steady = rank_raw.step_ms[_first_steady_step(spec, rank_raw.step_ms) :]
@@ -130,7 +131,7 @@ def _across_ranks(spec: RunSpec, raw: _Raw) -> tuple[_Raw, list[RankMetrics]]:
             )
         )
     energies = [EnergyMetrics.model_validate(r["raw"]["energy"]) for r in everyone]
-    combined = _Raw(
+    combined = Raw(
         epoch_s=[max(e) for e in zip(*(r.epoch_s for r in raws), strict=True)],
         step_ms=[max(s) for s in zip(*(r.step_ms for r in raws), strict=True)],
         wait_ms=[max(w) for w in zip(*(r.wait_ms for r in raws), strict=True)],
@@ -177,7 +178,7 @@ def _steady(spec: RunSpec, step_ms: list[float]) -> _Steady:
     return _Steady(first + skip * window, summarize(rates[skip:]))
 
 
-def _precise_enough(spec: RunSpec, raw: _Raw, measure_start: float) -> bool:
+def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
     """Whether to stop measuring; rank 0 decides for all replicas, which must stop together."""
     if spec.ci_pct is None:
         return True
@@ -188,8 +189,12 @@ def _precise_enough(spec: RunSpec, raw: _Raw, measure_start: float) -> bool:
     return distributed.first_says(done)
 
 
-def _flops(
-    spec: RunSpec, engine: Engine, micro_batch: dict[str, torch.Tensor], device: torch.device
+class FlopCounter(Protocol):
+    def count_flops(self, micro_batch: Batch) -> float | None: ...
+
+
+def count_flops(
+    spec: RunSpec, engine: FlopCounter, micro_batch: Batch, device: torch.device
 ) -> Flops | None:
     try:
         per_micro_batch = engine.count_flops(micro_batch)
@@ -216,10 +221,10 @@ def _compute_rate(spec: RunSpec, step_ms: list[float], wait_ms: list[float]) -> 
     return len(step_ms) * spec.global_batch / (compute_ms / 1e3) if compute_ms > 0 else None
 
 
-def _metrics(
+def build_metrics(
     spec: RunSpec,
     workload: Workload,
-    raw: _Raw,
+    raw: Raw,
     ranks: list[RankMetrics],
     *,
     timer: dev.TimerMethod,

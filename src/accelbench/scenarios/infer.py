@@ -1,0 +1,108 @@
+"""The inference scenario: forward passes of one batch at a time, each timed to its answer.
+
+A batch is a query that arrives on the host, as in MLPerf's single-stream (batch 1) and offline
+(large batches) scenarios: its copy to the device, the forward pass under inference_mode and the
+wait for the result are inside its time, so each step time is that batch's latency, and there is
+one synchronisation per batch because a latency needs it. Epoch 1 holds compilation and warm-up;
+the later epochs give the latency percentiles and the throughput windows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import time
+
+import torch
+
+from accelbench import device as dev
+from accelbench.data import make_loader
+from accelbench.energy import EnergyMeter
+from accelbench.engine import set_tf32, to_device
+from accelbench.precision import PRECISIONS
+from accelbench.result import TrainMetrics
+from accelbench.scenarios.train import Raw, build_metrics, count_flops, precise_enough
+from accelbench.spec import RunSpec
+from accelbench.workload import Batch, Workload
+
+NUM_QUERIES = 8
+"""Distinct host batches drawn from the loader before timing and sent in turn."""
+
+
+class _Forward:
+    """The model in inference mode on its device, in the spec's precision."""
+
+    def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
+        info = PRECISIONS[spec.precision]
+        set_tf32(info.tf32)
+        self.device, self.dtype = device, getattr(torch, info.param_dtype)
+        self.memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
+        model = workload.build_model().to(device=device, dtype=self.dtype)
+        self.eager = model.to(memory_format=self.memory_format).eval()
+        self.model: torch.nn.Module = (
+            torch.compile(self.eager) if spec.compile else self.eager  # type: ignore[assignment]
+        )
+        self.loss = workload.loss
+        self.autocast_dtype = getattr(torch, info.autocast_dtype) if info.autocast_dtype else None
+
+    def to_device(self, batch: Batch) -> Batch:
+        return {
+            k: to_device(v, self.device, self.dtype, self.memory_format) for k, v in batch.items()
+        }
+
+    def __call__(self, batch: Batch, model: torch.nn.Module | None = None) -> torch.Tensor:
+        """The workload's output reduced by its loss head, which every workload has."""
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.autocast_dtype)
+            if self.autocast_dtype
+            else contextlib.nullcontext()
+        )
+        with torch.inference_mode(), autocast:
+            return self.loss(model or self.model, self.to_device(batch))
+
+    def count_flops(self, micro_batch: Batch) -> float | None:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        with FlopCounterMode(display=False) as counter:
+            self(micro_batch, self.eager)
+        return float(counter.get_total_flops())
+
+
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+    torch.manual_seed(spec.seed)
+    start = time.perf_counter()
+    forward = _Forward(workload, spec, device)
+    loader = make_loader(workload, spec, pin_memory=device.type == "cuda")
+    queries = list(itertools.islice(iter(loader), NUM_QUERIES))
+    if spec.inputs_on_device:
+        queries = [forward.to_device(q) for q in queries]
+    build_s = time.perf_counter() - start
+
+    meter = EnergyMeter(device)
+    raw = Raw()
+    dev.reset_peak_memory(device)
+    dev.synchronize(device)
+    measure_start = time.perf_counter()
+    while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
+        if len(raw.epoch_s) == min(1, spec.epochs - 1):
+            meter.start()
+        epoch_start = time.perf_counter()
+        outputs = []
+        for step in range(spec.steps_per_epoch):
+            sent = time.perf_counter()
+            outputs.append(forward(queries[step % len(queries)]))
+            dev.synchronize(device)  # answered: the result is there
+            raw.step_ms.append((time.perf_counter() - sent) * 1e3)
+        raw.epoch_s.append(time.perf_counter() - epoch_start)
+        raw.step_loss += torch.stack(outputs).float().tolist()
+    raw.energy = meter.stop()
+    measure_s = time.perf_counter() - measure_start
+    raw.wait_ms = [0.0] * len(raw.step_ms)  # queries wait on the host, ready, as in LoadGen
+    raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
+    flops = count_flops(spec, forward, queries[0], device)
+    del loader
+    raw.host_rss = dev.host_peak_rss_gib()
+    return build_metrics(
+        spec, workload, raw, [], timer="wall-clock", build_s=build_s, measure_s=measure_s,
+        flops=flops,
+    )  # fmt: skip

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+
+from accelbench import report, workloads
+from accelbench.result import Result
+from accelbench.runner import run
+from accelbench.scenarios import infer
+
+from .conftest import tiny
+
+CPU = torch.device("cpu")
+
+
+def test_every_batch_is_timed_to_its_answer() -> None:
+    spec = tiny(scenario="infer", batch_size=8, steps_per_epoch=12, window_steps=3)
+    m = infer.measure(spec, workloads.get("tiny_mlp"), CPU)
+    assert len(m.step_ms) == len(m.loss) == 24 and all(t > 0 for t in m.step_ms)
+    assert m.input_wait_frac == 0 and m.timer == "wall-clock"
+    # Throughput windows come from the same latencies: 3 batches of 8 per window.
+    steady = m.step_ms[m.steady_from_step :]
+    windows = [3 * 8 / (sum(steady[i : i + 3]) / 1e3) for i in range(0, len(steady) - 2, 3)]
+    assert m.items_per_s == pytest.approx(statistics.median(windows))
+    assert m.step_ms_steady.n == len(steady)
+    assert m.flops is not None and m.flops.per_item > 0
+
+
+def test_inference_leaves_weights_alone_and_keeps_inputs_on_the_device_if_asked() -> None:
+    spec = tiny(scenario="infer", steps_per_epoch=3, inputs_on_device=True)
+    first, again = (infer.measure(spec, workloads.get("tiny_mlp"), CPU) for _ in range(2))
+    # No optimizer: the same queries give the same outputs, epoch after epoch.
+    assert first.loss[:3] == first.loss[3:] == again.loss[:3]
+
+
+def test_training_only_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="inference runs one process without gradient"):
+        tiny(scenario="infer", grad_accum=2)
+
+
+@pytest.fixture(scope="module")
+def sweep() -> list[Result]:
+    return [
+        run(tiny(scenario="infer", batch_size=b, steps_per_epoch=240, window_steps=10))
+        for b in (1, 16)
+    ]
+
+
+def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
+    long_enough = sweep[0]
+    assert long_enough.metrics and long_enough.metrics.step_ms_steady.n >= 100
+    assert "p99" in report.latency_line(long_enough) and "not shown" not in report.latency_line(
+        long_enough
+    )
+    short = run(tiny(scenario="infer", steps_per_epoch=20))
+    assert "p99 not shown (needs 100)" in report.latency_line(short)
+    assert any("p99 latency needs 100" in line for line in report.notes([short]))
+
+
+def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
+    small, large = (r.metrics for r in sweep)
+    assert small and large
+    bound = (small.step_ms_steady.p99 + large.step_ms_steady.p99) / 2
+    lines = report.inference_headlines(sweep, latency_bound_ms=1e9)
+    fastest = min(sweep, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
+    assert (
+        f"lowest latency (p50 {fastest.metrics.step_ms_steady.median:.2f} ms) at batch {fastest.spec.batch_size}"
+        in lines[0]
+    )  # type: ignore[union-attr]
+    best = max(sweep, key=lambda r: r.metrics.items_per_s)  # type: ignore[union-attr]
+    assert f"infer bs={best.spec.batch_size} fp32: highest throughput with p99 within" in lines[1]
+    # A bound only the lower-latency batch meets picks that batch, checked on the raw p99s.
+    tight = report.inference_headlines(sweep, latency_bound_ms=bound)
+    within = [r for r in sweep if r.metrics and r.metrics.step_ms_steady.p99 <= bound]
+    assert len(within) == 1 and f"bs={within[0].spec.batch_size} fp32: highest" in tight[1]
+    nothing = report.inference_headlines(sweep, latency_bound_ms=0.0)
+    assert "no batch size has a p99 latency known to be within 0 ms" in nothing[1]
