@@ -17,11 +17,10 @@ import torch
 
 from accelbench import device as dev
 from accelbench.data import make_loader
-from accelbench.energy import EnergyMeter
 from accelbench.engine import set_tf32, to_device
 from accelbench.precision import PRECISIONS
 from accelbench.result import TrainMetrics
-from accelbench.scenarios.train import Raw, build_metrics, count_flops, precise_enough
+from accelbench.scenarios.train import Raw, build_metrics, count_flops, measured_epochs
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
@@ -78,31 +77,18 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         queries = [forward.to_device(q) for q in queries]
     build_s = time.perf_counter() - start
 
-    meter = EnergyMeter(device)
     raw = Raw()
-    dev.reset_peak_memory(device)
-    dev.synchronize(device)
-    measure_start = time.perf_counter()
-    while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
-        if len(raw.epoch_s) == min(1, spec.epochs - 1):
-            meter.start()
-        epoch_start = time.perf_counter()
+    for _ in measured_epochs(spec, device, raw):
         outputs = []
         for step in range(spec.steps_per_epoch):
             sent = time.perf_counter()
             outputs.append(forward(queries[step % len(queries)]))
             dev.synchronize(device)  # answered: the result is there
             raw.step_ms.append((time.perf_counter() - sent) * 1e3)
-        raw.epoch_s.append(time.perf_counter() - epoch_start)
         raw.step_loss += torch.stack(outputs).float().tolist()
-    raw.energy = meter.stop()
-    measure_s = time.perf_counter() - measure_start
     raw.wait_ms = [0.0] * len(raw.step_ms)  # queries wait on the host, ready, as in LoadGen
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     flops = count_flops(spec, forward, queries[0], device)
     del loader
     raw.host_rss = dev.host_peak_rss_gib()
-    return build_metrics(
-        spec, workload, raw, [], timer="wall-clock", build_s=build_s, measure_s=measure_s,
-        flops=flops,
-    )  # fmt: skip
+    return build_metrics(spec, workload, raw, [], timer="wall-clock", build_s=build_s, flops=flops)

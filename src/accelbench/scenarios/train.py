@@ -14,7 +14,7 @@ import math
 import socket
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -43,17 +43,10 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     build_s = time.perf_counter() - start
 
     timer = dev.StepTimer(device)
-    meter = EnergyMeter(device)
     # Each step's loss is written on the device and read back once per epoch: no per-step sync.
     losses = torch.empty(spec.steps_per_epoch, device=device)
     raw = Raw()
-    dev.reset_peak_memory(device)
-    dev.synchronize(device)
-    measure_start = time.perf_counter()
-    while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
-        if len(raw.epoch_s) == min(1, spec.epochs - 1):
-            meter.start()  # energy over the steady epochs (all of a one-epoch run)
-        epoch_start = time.perf_counter()
+    for _ in measured_epochs(spec, device, raw):
         timer.mark()
         batches = iter(loader)
         for step in range(spec.steps_per_epoch):
@@ -63,10 +56,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
             losses[step] = engine.step(micro_batches)
             timer.mark()
         raw.step_ms += timer.intervals_ms()  # synchronizes: the epoch's work is done
-        raw.epoch_s.append(time.perf_counter() - epoch_start)
         raw.step_loss += losses.tolist()
-    raw.energy = meter.stop()
-    measure_s = time.perf_counter() - measure_start
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
     flops = count_flops(spec, engine, next(iter(loader)), device)
@@ -74,9 +64,27 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     raw.host_rss = dev.host_peak_rss_gib()
     raw, ranks = _across_ranks(spec, raw)
     return build_metrics(
-        spec, workload, raw, ranks, timer=timer.method, build_s=build_s, measure_s=measure_s,
-        flops=flops,
-    )  # fmt: skip
+        spec, workload, raw, ranks, timer=timer.method, build_s=build_s, flops=flops
+    )
+
+
+def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[int]:
+    """The epochs to measure, for the caller to run one per iteration: `spec.epochs`, then more
+    until the CI target is met or its time runs out. Times each into raw.epoch_s (the caller's
+    last act in it must wait for the device), and meters energy over the steady epochs (all of a
+    one-epoch run) into raw.energy."""
+    meter = EnergyMeter(device)
+    dev.reset_peak_memory(device)
+    dev.synchronize(device)
+    measure_start = time.perf_counter()
+    while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
+        if len(raw.epoch_s) == min(1, spec.epochs - 1):
+            meter.start()
+        epoch_start = time.perf_counter()
+        yield len(raw.epoch_s)
+        raw.epoch_s.append(time.perf_counter() - epoch_start)
+    raw.energy = meter.stop()
+    raw.measure_s = time.perf_counter() - measure_start
 
 
 @dataclass
@@ -91,6 +99,7 @@ class Raw:
     peak_reserved: float | None = None
     host_rss: float = 0.0
     energy: EnergyMetrics | None = None
+    measure_s: float = 0.0
 
 
 def _across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
@@ -229,7 +238,6 @@ def build_metrics(
     *,
     timer: dev.TimerMethod,
     build_s: float,
-    measure_s: float,
     flops: Flops | None,
 ) -> TrainMetrics:
     n = spec.steps_per_epoch
@@ -273,7 +281,7 @@ def build_metrics(
         peak_mem_reserved_gib=raw.peak_reserved,
         host_peak_rss_gib=raw.host_rss,
         build_s=build_s,
-        measure_s=measure_s,
+        measure_s=raw.measure_s,
         energy=energy,
         joules_per_item=energy.joules / metered_items if energy.joules is not None else None,
         flops=flops,
