@@ -307,3 +307,14 @@ def test_inference_sweep_stores_latencies_and_names_the_headlines(tmp_path: Path
     assert all(isinstance(p90, float) and p90 > 0 for _, _, p90 in rows)
     assert "infer bs=1 fp32: latency per batch p50" in output
     assert "lowest latency" in output and "p99 not shown (needs 100)" in output
+
+
+def test_server_rate_search_through_the_cli(tmp_path: Path) -> None:
+    rows, output = quick_sweep(
+        tmp_path / "server.sqlite",
+        "SELECT scenario, json_extract(record, '$.spec.latency_bound_ms'), "
+        "json_array_length(json_extract(record, '$.metrics.server.trials')) FROM results",
+        *("--scenario", "server", "--latency-bound-ms", "50", "--num-queries", "120"),
+    )
+    assert rows == [("server", 50.0, 6)]
+    assert "server highest rate with p99 within 50 ms" in output

@@ -45,7 +45,10 @@ def test_unsupported_precision_names_the_ones_that_run() -> None:
         check_supported("bf16", "cuda", (7, 0))
 
 
-@pytest.mark.parametrize("precision", [p for p in PRECISIONS if runs_on(p, "cpu", None)])
+TRAINING = [p for p, info in PRECISIONS.items() if not info.inference_only]
+
+
+@pytest.mark.parametrize("precision", [p for p in TRAINING if runs_on(p, "cpu", None)])
 def test_each_cpu_precision_sets_dtypes_and_trains(precision: str) -> None:
     info = PRECISIONS[precision]
     engine = TorchEngine(get("tiny_mlp"), tiny(precision=precision), torch.device("cpu"))
@@ -61,3 +64,22 @@ def test_each_cpu_precision_sets_dtypes_and_trains(precision: str) -> None:
     assert any(
         not torch.equal(a, b) for a, b in zip(before, engine.model.parameters(), strict=True)
     )
+
+
+def test_int8_dynamic_quantises_linear_layers_for_inference_only() -> None:
+    from accelbench.scenarios.infer import Forward
+    from accelbench.scenarios.train import count_flops
+
+    spec = tiny(scenario="infer", precision="int8-dynamic")
+    forward = Forward(get("tiny_mlp"), spec, torch.device("cpu"))
+    modules = list(forward.eager.modules())
+    assert not any(type(m) is torch.nn.Linear for m in modules)
+    assert sum("quantized.dynamic" in type(m).__module__ for m in modules) == 2  # both layers
+    gen = torch.Generator().manual_seed(0)
+    batch = torch.utils.data.default_collate([get("tiny_mlp").make_sample(gen) for _ in range(4)])
+    assert torch.isfinite(forward(batch))
+    assert count_flops(spec, forward, batch, torch.device("cpu")) is None  # no int8 peak: no MFU
+    with pytest.raises(ValueError, match="precision int8-dynamic is for inference"):
+        tiny(precision="int8-dynamic")
+    with pytest.raises(AccelbenchError, match="precision int8-dynamic cannot run on this cuda"):
+        check_supported("int8-dynamic", "cuda", (9, 0))

@@ -98,7 +98,8 @@ DbOption = Annotated[
 LatencyBoundOption = Annotated[
     float | None,
     typer.Option(
-        help="Inference: also name the highest throughput whose p99 latency is within this, ms.",
+        help="Inference: also name the highest throughput whose p99 latency is within this, ms. "
+        "Server scenario: the bound its rate search keeps to.",
         min=0,
     ),
 ]
@@ -162,6 +163,9 @@ def run(
     bn_span: Annotated[int, typer.Option(help=_help("bn_span"), min=1)] = 1,
     numa_binding: Annotated[str | None, typer.Option(help=_help("numa_binding"))] = None,
     scenario: Annotated[str, typer.Option(help=_help("scenario"))] = "train",
+    rate_per_s: Annotated[float | None, typer.Option(help=_help("rate_per_s"))] = None,
+    batch_timeout_ms: Annotated[float, typer.Option(help=_help("batch_timeout_ms"))] = 2.0,
+    num_queries: Annotated[int, typer.Option(help=_help("num_queries"))] = 500,
     inputs_on_device: Annotated[
         bool, typer.Option("--inputs-on-device", help=_help("inputs_on_device"))
     ] = False,
@@ -223,7 +227,10 @@ def run(
         "model_args": _key_values(model_args or []), "data": data, "ci_pct": _percent(ci),
         "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
         "numa_binding": numa_binding, "pipeline_schedule": pipeline_schedule,
-        "scenario": scenario, "inputs_on_device": inputs_on_device,
+        "scenario": scenario, "inputs_on_device": inputs_on_device, "rate_per_s": rate_per_s,
+        "batch_timeout_ms": batch_timeout_ms, "num_queries": num_queries,
+        # The bound is a setting of the server scenario; elsewhere it only picks a headline.
+        "latency_bound_ms": latency_bound_ms if scenario == "server" else None,
     }  # fmt: skip
     if global_batch is not None:
         if _from_command_line(ctx, "grad_accum"):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from accelbench.errors import AccelbenchError
 
-Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16"]
+Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16", "int8-dynamic"]
 
 
 @dataclass(frozen=True)
@@ -23,6 +23,7 @@ class PrecisionInfo:
     """Allow TF32 tensor-core math for float32 matmuls and convolutions (NVIDIA Ampere and newer)."""
     device_types: frozenset[str]
     min_cuda_capability: tuple[int, int] | None = None
+    inference_only: bool = False
 
 
 _ALL = frozenset({"cpu", "cuda", "xpu", "mps"})
@@ -58,6 +59,12 @@ PRECISIONS: dict[str, PrecisionInfo] = {
         "float16 weights and activations, no loss scaling",
         param_dtype="float16", autocast_dtype=None, grad_scaler=False, tf32=False,
         device_types=_ALL,
+    ),
+    "int8-dynamic": PrecisionInfo(
+        "int8 weights of Linear and LSTM layers, activations quantised on the fly "
+        "(torch.ao dynamic quantisation), the rest float32; inference on the CPU",
+        param_dtype="float32", autocast_dtype=None, grad_scaler=False, tf32=False,
+        device_types=frozenset({"cpu"}), inference_only=True,
     ),
 }  # fmt: skip
 

@@ -76,7 +76,8 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
             )
     lines += [compile_payoff(c, e) for c, e in _compile_pairs(results)]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
-    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario == "infer"]
+    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario != "train"]
+    lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
     lines += inference_headlines(results, latency_bound_ms)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
@@ -147,7 +148,8 @@ def compile_payoff(compiled: Result, eager: Result) -> str:
 def _cell(r: Result) -> str:
     """The cell in a few words: workload, micro batch, accumulation, replicas, precision."""
     spec = r.spec
-    text = f"{label(r)}{' infer' if spec.scenario == 'infer' else ''} bs={spec.batch_size}"
+    scenario = "" if spec.scenario == "train" else f" {spec.scenario}"
+    text = f"{label(r)}{scenario} bs={spec.batch_size}"
     text += f" accum={spec.grad_accum}" if spec.grad_accum > 1 else ""
     text += f" x{spec.replicas} replicas" if spec.replicas > 1 else ""
     text += f" in {spec.pipeline_stages} stages" if spec.pipeline_stages > 1 else ""
@@ -417,6 +419,29 @@ def latency_line(result: Result) -> str:
     return (
         f"{_cell(result)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, {p99}, "
         f"over {s.n} steady batches"
+    )
+
+
+def server_line(result: Result) -> str:
+    """The server scenario's reported rate and its latencies, and how the rate was chosen."""
+    assert result.metrics is not None and result.metrics.server is not None
+    server = result.metrics.server
+    if server.reported is None:
+        return (
+            f"{_cell(result)}: no rate kept p99 within {server.latency_bound_ms:g} ms "
+            f"({server.search})"
+        )
+    t = server.trials[server.reported]
+    what = (
+        f"highest rate with p99 within {server.latency_bound_ms:g} ms"
+        if result.spec.rate_per_s is None
+        else "rate"
+    )
+    return (
+        f"{_cell(result)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
+        f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, p99 "
+        f"{t.latency.p99:.2f} ms over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
+        f"({server.search})"
     )
 
 

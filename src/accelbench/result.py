@@ -58,6 +58,31 @@ class RankMetrics(Frozen):
     host_peak_rss_gib: float
 
 
+class ServerTrial(Frozen):
+    """Queries sent at one target rate."""
+
+    target_per_s: float
+    achieved_per_s: float
+    """Queries answered per second, from the first arrival to the last answer."""
+    latency_ms: list[float]
+    """Raw latency of every query, from its arrival to its batch's answer, in arrival order."""
+    latency: Summary
+    mean_batch: float
+    """Queries per batch the dynamic batcher sent, on average."""
+
+
+class ServerMetrics(Frozen):
+    """The server scenario: the rates tried and the one reported."""
+
+    latency_bound_ms: float | None
+    trials: list[ServerTrial]
+    reported: int | None
+    """Index of the trial reported: the given rate's, or the highest rate whose p99 kept within
+    the bound (None: no rate tried kept within it)."""
+    search: str
+    """How the rates were chosen, in words."""
+
+
 class TrainMetrics(Frozen):
     """What a cell measured, step by step. A step is an optimizer step when training, and one
     batch answered when inferring (spec.scenario), whose step times are then latencies."""
@@ -102,6 +127,8 @@ class TrainMetrics(Frozen):
     """Energy over the steady epochs (all of a one-epoch run), and how it was measured."""
     joules_per_item: float | None = None
     flops: Flops | None = None
+    server: ServerMetrics | None = None
+    """The server scenario's rates, after the back-to-back batches above measured capacity."""
     ranks: list[RankMetrics] = Field(default_factory=list)
     """Per-replica figures of a data-parallel run, in rank order (empty for one replica). The
     run's own step times are each step's slowest rank, as the replicas wait for it."""

@@ -9,12 +9,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from accelbench import workloads
-from accelbench.precision import Precision
+from accelbench.precision import PRECISIONS, Precision
 
-Scenario = Literal["train", "infer"]
+Scenario = Literal["train", "infer", "server"]
 _ADDED_LATER = (
     "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
     "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule", "inputs_on_device",
+    "rate_per_s", "latency_bound_ms", "batch_timeout_ms", "num_queries",
 )  # fmt: skip
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
@@ -35,8 +36,9 @@ class RunSpec(Frozen):
     workload: str
     """Workload name, as `accelbench list` shows it."""
     scenario: Scenario = "train"
-    """How it is measured: train (optimizer steps), or infer (forward passes of one batch at a
-    time under inference_mode, each timed to its answer, copy from the host included)."""
+    """How it is measured: train (optimizer steps); infer (forward passes of one batch at a
+    time under inference_mode, each timed to its answer, copy from the host included); or server
+    (queries arriving at random at a rate, batched dynamically up to batch_size)."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0)
@@ -72,6 +74,15 @@ class RunSpec(Frozen):
     """Channels-last memory format for the model and its image inputs."""
     inputs_on_device: bool = False
     """infer: keep the queries on the device instead of copying each from the host in its time."""
+    rate_per_s: float | None = Field(default=None, gt=0)
+    """server: the queries' mean arrival rate (Poisson); None: search for the highest rate whose
+    p99 latency stays within latency_bound_ms."""
+    latency_bound_ms: float | None = Field(default=None, gt=0)
+    """server: the p99 latency a rate must keep to count as sustained."""
+    batch_timeout_ms: float = Field(default=2.0, ge=0)
+    """server: the longest the oldest waiting query waits for its batch to fill."""
+    num_queries: int = Field(default=500, gt=0)
+    """server: queries sent at each rate tried."""
     recompute: bool = False
     """Activation checkpointing (timm and transformers models): recompute activations in the
     backward pass instead of keeping them, trading compute for memory."""
@@ -117,7 +128,15 @@ class RunSpec(Frozen):
             raise ValueError(
                 "pipeline stages run one replica so far: give --replicas 1 with --pipeline-stages"
             )
-        if self.scenario == "infer" and (
+        if self.scenario == "server" and self.rate_per_s is None and self.latency_bound_ms is None:
+            raise ValueError(
+                "the server scenario needs --rate-per-s, or --latency-bound-ms to search for one"
+            )
+        if self.scenario == "train" and PRECISIONS[self.precision].inference_only:
+            raise ValueError(
+                f"precision {self.precision} is for inference: add --scenario infer or server"
+            )
+        if self.scenario != "train" and (
             self.grad_accum > 1 or self.num_processes > 1 or self.recompute
         ):
             raise ValueError(

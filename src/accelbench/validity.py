@@ -7,7 +7,9 @@ Rules, each with its reason (a result may break several):
 - noisy: the median's interval is wider than the target (spec.ci_pct, else NOISY_PCT), or
   repeats of the cell in fresh processes differ by more than that;
 - throttled: NVML reported a power or thermal slowdown during the measured window;
-- input-bound: the training loop waited for input for more than INPUT_BOUND_FRAC of the time.
+- input-bound: the training loop waited for input for more than INPUT_BOUND_FRAC of the time;
+- server: too-slow (no rate tried kept p99 within the bound), too-short (too few queries for a
+  p99), overloaded (answered less than OVERLOAD_FRAC of the target rate).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
-from accelbench.result import Result
+from accelbench.result import Result, ServerMetrics
 
 NOISY_PCT = 5.0
 """Without a target, a median known only to within more than +-5% is noisy."""
@@ -62,6 +64,8 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
         flags.append(
             ("noisy", f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
         )
+    if m.server is not None:
+        flags += _server_flags(m.server)
     if m.energy is not None and m.energy.throttled:
         flags.append(("throttled", "device slowed down: " + ", ".join(m.energy.throttle_reasons)))
     if m.input_wait_frac is not None and m.input_wait_frac > INPUT_BOUND_FRAC:
@@ -69,6 +73,32 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
             (
                 "input-bound",
                 f"{100 * m.input_wait_frac:.0f}% of step time waiting for input: add --workers",
+            )
+        )
+    return flags
+
+
+OVERLOAD_FRAC = 0.9
+"""A server trial answering less than this share of its target rate did not keep up."""
+
+
+def _server_flags(server: ServerMetrics) -> list[tuple[str, str]]:
+    if server.reported is None:
+        return [("too-slow", f"no rate tried kept p99 within {server.latency_bound_ms:g} ms")]
+    trial = server.trials[server.reported]
+    flags = []
+    if trial.latency.n < MIN_P99_SAMPLES:
+        flags.append(
+            (
+                "too-short",
+                f"{trial.latency.n} queries; p99 needs {MIN_P99_SAMPLES}: raise --num-queries",
+            )
+        )
+    if trial.achieved_per_s < OVERLOAD_FRAC * trial.target_per_s:
+        flags.append(
+            (
+                "overloaded",
+                f"answered {trial.achieved_per_s:.4g} of {trial.target_per_s:.4g} queries/s",
             )
         )
     return flags

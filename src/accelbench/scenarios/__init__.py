@@ -15,7 +15,11 @@ ScenarioFn = Callable[["RunSpec", "Workload", "torch.device"], Any]
 
 
 def get(name: str) -> ScenarioFn:
-    from accelbench.scenarios import infer, train
+    from accelbench.scenarios import infer, server, train
 
-    scenarios: dict[str, ScenarioFn] = {"train": train.measure, "infer": infer.measure}
+    scenarios: dict[str, ScenarioFn] = {
+        "train": train.measure,
+        "infer": infer.measure,
+        "server": server.measure,
+    }
     return scenarios[name]

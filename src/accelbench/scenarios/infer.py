@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import time
+import warnings
 
 import torch
 
@@ -28,7 +29,7 @@ NUM_QUERIES = 8
 """Distinct host batches drawn from the loader before timing and sent in turn."""
 
 
-class _Forward:
+class Forward:
     """The model in inference mode on its device, in the spec's precision."""
 
     def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
@@ -37,7 +38,8 @@ class _Forward:
         self.device, self.dtype = device, getattr(torch, info.param_dtype)
         self.memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
         model = workload.build_model().to(device=device, dtype=self.dtype)
-        self.eager = model.to(memory_format=self.memory_format).eval()
+        model = model.to(memory_format=self.memory_format).eval()
+        self.eager = _quantised(model) if spec.precision == "int8-dynamic" else model
         self.model: torch.nn.Module = (
             torch.compile(self.eager) if spec.compile else self.eager  # type: ignore[assignment]
         )
@@ -67,10 +69,28 @@ class _Forward:
         return float(counter.get_total_flops())
 
 
+def _quantised(model: torch.nn.Module) -> torch.nn.Module:
+    """Dynamic int8 quantisation of the layers torch has int8 kernels for (torch.ao's API,
+    which torch deprecates in favour of torchao; it is what this torch ships)."""
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, UserWarning, FutureWarning))
+        layers = {torch.nn.Linear, torch.nn.LSTM, torch.nn.GRU}
+        return quantize_dynamic(model, layers, dtype=torch.qint8)
+
+
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+    return measure_with(spec, workload, device)[0]
+
+
+def measure_with(
+    spec: RunSpec, workload: Workload, device: torch.device
+) -> tuple[TrainMetrics, Forward, list[Batch]]:
+    """The measurement, with the model and the queries it used, for scenarios that go on."""
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
-    forward = _Forward(workload, spec, device)
+    forward = Forward(workload, spec, device)
     loader = make_loader(workload, spec, pin_memory=device.type == "cuda")
     queries = list(itertools.islice(iter(loader), NUM_QUERIES))
     if spec.inputs_on_device:
@@ -91,4 +111,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     flops = count_flops(spec, forward, queries[0], device)
     del loader
     raw.host_rss = dev.host_peak_rss_gib()
-    return build_metrics(spec, workload, raw, [], timer="wall-clock", build_s=build_s, flops=flops)
+    metrics = build_metrics(
+        spec, workload, raw, [], timer="wall-clock", build_s=build_s, flops=flops
+    )
+    return metrics, forward, queries

@@ -205,6 +205,8 @@ class FlopCounter(Protocol):
 def count_flops(
     spec: RunSpec, engine: FlopCounter, micro_batch: Batch, device: torch.device
 ) -> Flops | None:
+    if efficiency.PEAK_CLASS[spec.precision] == "int8":
+        return None  # no int8 peak to divide by: an fp32 one would flatter int8 runs
     try:
         per_micro_batch = engine.count_flops(micro_batch)
     except Exception as exc:  # an op the counter cannot run must not cost the measurement

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from accelbench import report, validity
+from accelbench.runner import run
+from accelbench.scenarios import server
+
+from .conftest import tiny
+
+
+def server_run(**overrides: object):  # type: ignore[no-untyped-def]
+    fields = {"scenario": "server", "batch_size": 8, "steps_per_epoch": 20, "window_steps": 5}
+    return run(tiny(**(fields | overrides)))
+
+
+def p99(latencies: list[float]) -> float:
+    return statistics.quantiles(latencies, n=100, method="inclusive")[98]
+
+
+def test_a_given_rate_is_sent_as_poisson_arrivals_and_batched() -> None:
+    result = server_run(rate_per_s=400.0, num_queries=200, batch_timeout_ms=5.0)
+    assert result.status == "ok" and result.metrics and result.metrics.server
+    (trial,) = result.metrics.server.trials
+    assert len(trial.latency_ms) == 200 and all(ms > 0 for ms in trial.latency_ms)
+    # A small model keeps up with 400 queries/s: the achieved rate is the arrivals' own.
+    assert 0.6 * 400 < trial.achieved_per_s < 1.6 * 400
+    assert 1 <= trial.mean_batch <= 8
+    # Batches wait at most the timeout for more queries: no query waits much longer than it.
+    assert trial.latency.median < 5.0 + 50 * result.metrics.step_ms_steady.median
+    assert "server rate: 400 queries/s sent" in report.server_line(result)
+
+
+def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> None:
+    bound_ms = 20.0
+    result = server_run(latency_bound_ms=bound_ms, num_queries=150)
+    assert result.metrics and result.metrics.server
+    found = result.metrics.server
+    assert len(found.trials) == server.SEARCH_TRIALS and found.reported is not None
+    best = found.trials[found.reported]
+    assert p99(best.latency_ms) == pytest.approx(best.latency.p99)
+    assert p99(best.latency_ms) <= bound_ms
+    assert best.achieved_per_s >= validity.OVERLOAD_FRAC * best.target_per_s
+    # Every faster rate tried broke the bound or did not keep up.
+    for faster in (t for t in found.trials if t.target_per_s > best.target_per_s):
+        assert not server.kept_within(faster, bound_ms)
+    assert "highest rate with p99 within 20 ms" in report.server_line(result)
+
+
+def test_a_bound_no_rate_keeps_is_flagged() -> None:
+    result = server_run(latency_bound_ms=1e-6, num_queries=100)
+    assert result.metrics and result.metrics.server and result.metrics.server.reported is None
+    assert ("too-slow", "no rate tried kept p99 within 1e-06 ms") in validity.verdict(result)
+
+
+def test_the_server_scenario_needs_a_rate_or_a_bound() -> None:
+    with pytest.raises(ValueError, match="needs --rate-per-s, or --latency-bound-ms"):
+        tiny(scenario="server")
