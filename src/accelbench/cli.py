@@ -166,6 +166,12 @@ def run(
     rate_per_s: Annotated[float | None, typer.Option(help=_help("rate_per_s"))] = None,
     batch_timeout_ms: Annotated[float, typer.Option(help=_help("batch_timeout_ms"))] = 2.0,
     num_queries: Annotated[int, typer.Option(help=_help("num_queries"))] = 500,
+    target: Annotated[str | None, typer.Option(help=_help("target"))] = None,
+    max_steps: Annotated[int | None, typer.Option(help=_help("max_steps"))] = None,
+    lr_scaling: Annotated[str, typer.Option(help=_help("lr_scaling"))] = "fixed",
+    lr_base_batch: Annotated[int, typer.Option(help=_help("lr_base_batch"))] = 256,
+    warmup_steps: Annotated[int, typer.Option(help=_help("warmup_steps"))] = 0,
+    diverge_factor: Annotated[float, typer.Option(help=_help("diverge_factor"))] = 10.0,
     inputs_on_device: Annotated[
         bool, typer.Option("--inputs-on-device", help=_help("inputs_on_device"))
     ] = False,
@@ -191,6 +197,14 @@ def run(
     ] = 1,
     device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
     seed: Annotated[int, typer.Option(help=_help("seed"))] = 0,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            help="Run each cell with this many seeds, from --seed on: convergence varies from "
+            "seed to seed, and time-to-train reports the spread.",
+            min=1,
+        ),
+    ] = 1,
     model_args: Annotated[
         list[str] | None,
         typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + _help("model_args")),
@@ -212,6 +226,7 @@ def run(
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     axes: dict[str, list[Any]] = {
         "repeat": list(range(repeats)),  # first: repeats interleave, so drift spreads over all
+        "seed": list(range(seed, seed + seeds)),
         "workload": _split(workload) if workload else [],
         "batch_size": _split(batch_size),
         "precision": _split(precision),
@@ -223,12 +238,14 @@ def run(
     fixed = {
         "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
         "channels_last": channels_last, "recompute": recompute, "optimizer": optimizer, "lr": lr,
-        "window_steps": window_steps, "device": device, "seed": seed,
+        "window_steps": window_steps, "device": device,
         "model_args": _key_values(model_args or []), "data": data, "ci_pct": _percent(ci),
         "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
         "numa_binding": numa_binding, "pipeline_schedule": pipeline_schedule,
         "scenario": scenario, "inputs_on_device": inputs_on_device, "rate_per_s": rate_per_s,
-        "batch_timeout_ms": batch_timeout_ms, "num_queries": num_queries,
+        "batch_timeout_ms": batch_timeout_ms, "num_queries": num_queries, "target": target,
+        "max_steps": max_steps, "lr_scaling": lr_scaling, "lr_base_batch": lr_base_batch,
+        "warmup_steps": warmup_steps, "diverge_factor": diverge_factor,
         # The bound is a setting of the server scenario; elsewhere it only picks a headline.
         "latency_bound_ms": latency_bound_ms if scenario == "server" else None,
     }  # fmt: skip
@@ -242,6 +259,7 @@ def run(
         specs = SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
     else:
         given = {n for n in axes | fixed if _from_command_line(ctx, _OPTION.get(n, n))}
+        given |= {"seed"} if _from_command_line(ctx, "seeds") else set()
         base = load_sweep(sweep)
         if global_batch is not None:
             base = base.model_copy(update={"global_batch": global_batch})
@@ -309,6 +327,9 @@ def _override(
 
 def _show(results: list[Result], latency_bound_ms: float | None = None) -> None:
     console.print(report.table(results))
+    time_to_train = report.time_to_train_table(results)
+    if time_to_train is not None:
+        console.print(time_to_train)
     for line in report.notes(results, latency_bound_ms):
         console.print(line)
 
@@ -320,18 +341,35 @@ def results(
         str | None, typer.Option(help="Only platforms whose name contains this.")
     ] = None,
     status: Annotated[
-        str | None, typer.Option(help="Only this status: ok, diverged, oom, error, timeout.")
+        str | None,
+        typer.Option(help="Only this status: ok, diverged, not-converged, oom, error, timeout."),
     ] = None,
     limit: Annotated[int | None, typer.Option(help="Only the newest N.", min=1)] = None,
     fmt: Annotated[
         Format, typer.Option("--format", help="table, json (full records) or csv.")
     ] = Format.table,
     latency_bound_ms: LatencyBoundOption = None,
+    project_epochs: Annotated[
+        float | None,
+        typer.Option(
+            help="Also project each training run's time to train this many epochs from its "
+            "throughput (with --epoch-items), marked as projected.",
+            min=0,
+        ),
+    ] = None,
+    epoch_items: Annotated[
+        int | None, typer.Option(help="Items in one epoch of the data set, for --project-epochs.")
+    ] = None,
     db: DbOption = None,
 ) -> None:
     """The stored runs, oldest first."""
     if workload is not None:
         workloads.check_name(workload)
+    if (project_epochs is None) != (epoch_items is None) or (epoch_items or 1) < 1:
+        raise AccelbenchError(
+            "give --project-epochs with --epoch-items (a positive count), e.g. "
+            "--project-epochs 90 --epoch-items 1281167 for ImageNet-1k"
+        )
     with ResultStore(db, writable=False) as store:
         found = store.query(workload=workload, platform=platform, status=status, limit=limit)
     if fmt is Format.json:
@@ -340,6 +378,9 @@ def results(
         print(report.to_csv(found), end="")
     elif found:
         _show(found, latency_bound_ms)
+        if project_epochs is not None and epoch_items is not None:
+            for line in report.projection_lines(found, project_epochs, epoch_items):
+                console.print(line)
     else:
         console.print("no stored results match")
 

@@ -7,7 +7,11 @@ pipeline would. Formats:
 - webdataset: .tar shards of image + class files (a .tar, a directory of them, or a
   brace pattern such as shards-{000..015}.tar);
 - mnist: an IDX images file (train-images-idx3-ubyte), with its labels file beside it if present;
-- tokens: a .npy file of token ids, read in windows of the workload's sequence length.
+- tokens: a .npy file of token ids, read in windows of the workload's sequence length;
+- digits: `sklearn:digits`, the 1,797 8x8 handwritten digits that scikit-learn ships (UCI), as
+  greyscale images: real data at hand on any machine, for time-to-train.
+
+Time-to-train holds out every HELD_OUT_EVERY-th record for validation (split_loaders).
 """
 
 from __future__ import annotations
@@ -17,13 +21,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Subset
 
 from accelbench.errors import AccelbenchError
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Images, Tokens, Workload
 
-DataFormat = Literal["imagefolder", "webdataset", "mnist", "tokens"]
+DataFormat = Literal["imagefolder", "webdataset", "mnist", "tokens", "digits"]
+DIGITS = "sklearn:digits"
+HELD_OUT_EVERY = 5
+"""Time-to-train validates on records 0, 5, 10, ... (20%), the same ones in every run."""
 
 POOL_SIZE = 64
 """Distinct synthetic samples generated up front; items cycle through them so that what is timed
@@ -36,6 +43,8 @@ IMAGE_SUFFIXES = "jpg;jpeg;png;ppm;bmp;webp"
 
 def data_format(path: str) -> DataFormat:
     """The format of the data set at `path`, from its name and layout; raises if it has none."""
+    if path == DIGITS:
+        return "digits"
     if "{" in path and path.endswith(".tar"):
         return "webdataset"
     p = Path(path)
@@ -54,7 +63,7 @@ def data_format(path: str) -> DataFormat:
         return "imagefolder"
     raise AccelbenchError(
         f"cannot tell the format of {path}: expected an ImageFolder directory, .tar shards, "
-        "an MNIST *-idx3-ubyte file or a .npy token file"
+        f"an MNIST *-idx3-ubyte file, a .npy token file or {DIGITS}"
     )
 
 
@@ -131,6 +140,8 @@ def _real_dataset(
         return _Shards(path, transform, prepare, seed)
     if fmt == "mnist":
         return _Records(_mnist(path, transform), prepare, seed)
+    if fmt == "digits":
+        return _Records(_digits(transform), prepare, seed)
     return _Records(_image_folder(path, reads, transform), prepare, seed)
 
 
@@ -191,7 +202,6 @@ def _image_folder(path: str, reads: Images, transform: Callable[[Any], torch.Ten
 
 
 def _mnist(path: str, transform: Callable[[Any], torch.Tensor]) -> Reader:
-    from PIL import Image
     from torchvision.datasets.mnist import read_image_file, read_label_file
 
     images = read_image_file(path)  # uint8 (N, H, W)
@@ -201,12 +211,63 @@ def _mnist(path: str, transform: Callable[[Any], torch.Tensor]) -> Reader:
         if label_path.is_file() and label_path != Path(path)
         else torch.zeros(len(images), dtype=torch.long)
     )
+    return _grey(images, labels, transform)
+
+
+def _digits(transform: Callable[[Any], torch.Tensor]) -> Reader:
+    try:
+        from sklearn.datasets import load_digits
+    except ImportError:
+        raise AccelbenchError(f"{DIGITS} needs scikit-learn: pip install scikit-learn") from None
+    digits = load_digits()  # images: float 0..16, (1797, 8, 8)
+    images = torch.from_numpy(digits.images * (255 / 16)).round().to(torch.uint8)
+    return _grey(images, torch.from_numpy(digits.target), transform)
+
+
+def _grey(
+    images: torch.Tensor, labels: torch.Tensor, transform: Callable[[Any], torch.Tensor]
+) -> Reader:
+    """Records of uint8 greyscale images (N, H, W) and their labels."""
+    from PIL import Image
 
     def read(index: int) -> Batch:
         image = Image.fromarray(images[index].numpy(), mode="L")
         return {"image": transform(image), "label": labels[index].long()}
 
     return len(images), read
+
+
+def split_loaders(
+    workload: Workload, spec: RunSpec, pin_memory: bool
+) -> tuple[DataLoader[Batch], DataLoader[Batch]]:
+    """Training and held-out loaders over `spec.data`: every HELD_OUT_EVERY-th record is held
+    out; the rest are shuffled into whole epochs, a new order each pass (seeded by spec.seed)."""
+    assert spec.data is not None, "the spec requires data for time-to-train"
+    fmt = check_fits(spec.data, workload.reads, spec.workload)
+    assert workload.reads is not None
+    dataset = _real_dataset(spec.data, fmt, workload.reads, workload.prepare, spec.seed)
+    if not isinstance(dataset, _Records):
+        raise AccelbenchError(
+            "time-to-train holds out records by index: give ImageFolder, MNIST, token or "
+            f"{DIGITS} data, not webdataset shards"
+        )
+    indices = range(len(dataset))
+    train = Subset(dataset, [i for i in indices if i % HELD_OUT_EVERY])
+    held_out = Subset(dataset, indices[::HELD_OUT_EVERY])
+    if len(train) < spec.batch_size * spec.grad_accum:
+        raise AccelbenchError(
+            f"{spec.data} leaves {len(train)} training records, fewer than one step's "
+            f"{spec.batch_size * spec.grad_accum}: choose a smaller --batch-size"
+        )
+    gen = torch.Generator().manual_seed(spec.seed)
+    return (
+        DataLoader(
+            train, batch_size=spec.batch_size, shuffle=True, generator=gen,
+            num_workers=spec.workers, persistent_workers=spec.workers > 0,
+            pin_memory=pin_memory, drop_last=True,
+        ),
+        DataLoader(held_out, batch_size=max(spec.batch_size, 256), pin_memory=pin_memory),
+    )  # fmt: skip
 
 
 def _token_windows(path: str, reads: Tokens) -> Reader:

@@ -8,7 +8,7 @@ Graphcore IPUs, for one) becomes one new module with the same method.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import torch
@@ -50,6 +50,7 @@ class TorchEngine:
         model = model.to(memory_format=self.memory_format)
         model.train()
         self.optimizer = make_optimizer(spec, model, device)
+        self.warmup = make_schedule(spec, self.optimizer)
         self.eager = model
         self.replicated = distributed.wrap(model, spec, device)
         # torch.compile returns a callable with the module's interface.
@@ -78,8 +79,32 @@ class TorchEngine:
         else:
             self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.warmup:
+            self.warmup.step()
         assert total is not None, "a step needs at least one micro-batch"
         return total
+
+    def evaluate(
+        self,
+        batches: Iterable[Batch],
+        correct: Callable[[torch.nn.Module, Batch], torch.Tensor] | None,
+    ) -> tuple[float, float | None]:
+        """Mean loss over host batches, and the share of items `correct` counts right (None
+        without it), in eval mode without gradients; the weights are left as they were."""
+        loss_sum = right = torch.zeros((), device=self.device)
+        items = 0
+        self.eager.eval()
+        with torch.inference_mode(), self._autocast():
+            for host_batch in batches:
+                batch = {k: self._to_device(v) for k, v in host_batch.items()}
+                n = len(next(iter(batch.values())))
+                loss_sum = loss_sum + self.loss_fn(self.eager, batch).float() * n
+                if correct is not None:
+                    right = right + correct(self.eager, batch)
+                items += n
+        self.eager.train()
+        accuracy = right.item() / items if correct is not None else None
+        return loss_sum.item() / items, accuracy
 
     def count_flops(self, micro_batch: Batch) -> float | None:
         from torch.utils.flop_counter import FlopCounterMode
@@ -160,6 +185,17 @@ def set_tf32(enabled: bool) -> None:
     torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
 
 
+def make_schedule(
+    spec: RunSpec, optimizer: torch.optim.Optimizer
+) -> torch.optim.lr_scheduler.LRScheduler | None:
+    """The linear learning-rate warm-up over spec.warmup_steps optimizer steps, if any."""
+    if not spec.warmup_steps:
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min(1.0, (step + 1) / spec.warmup_steps)
+    )
+
+
 def make_optimizer(
     spec: RunSpec, model: torch.nn.Module, device: torch.device
 ) -> torch.optim.Optimizer:
@@ -167,5 +203,5 @@ def make_optimizer(
     # sync per step under amp-fp16.
     fused = True if device.type == "cuda" else None
     if spec.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=spec.lr, fused=fused)
-    return torch.optim.SGD(model.parameters(), lr=spec.lr, momentum=0.9, fused=fused)
+        return torch.optim.AdamW(model.parameters(), lr=spec.scaled_lr, fused=fused)
+    return torch.optim.SGD(model.parameters(), lr=spec.scaled_lr, momentum=0.9, fused=fused)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
+from accelbench.result import MEASURED, Result
 from accelbench.spec import RunSpec
 
 _TAIL_LINES = 12
@@ -176,7 +176,7 @@ def _child_main(argv: list[str]) -> int:
             text = environment.capture(arg).model_dump_json()
         else:
             result = runner.run(RunSpec.model_validate_json(Path(arg).read_text()))
-            failed = result.status not in ("ok", "diverged")
+            failed = result.status not in MEASURED
             text = result.model_dump_json()
     except AccelbenchError as exc:
         print(exc, file=sys.stderr)

@@ -14,7 +14,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench import distributed
-from accelbench.engine import make_optimizer, set_tf32, to_device
+from accelbench.engine import make_optimizer, make_schedule, set_tf32, to_device
 from accelbench.errors import AccelbenchError
 from accelbench.precision import PRECISIONS
 from accelbench.spec import RunSpec
@@ -110,6 +110,7 @@ class PipelineEngine:
         self.stage_names = points
         self.stage = pipe.build_stage(rank, device)
         self.optimizer = make_optimizer(spec, self.stage.submod, device)
+        self.warmup = make_schedule(spec, self.optimizer)
         self.num_micro_batches = spec.grad_accum
         schedule = ScheduleGPipe if spec.pipeline_schedule == "gpipe" else Schedule1F1B
         # Each micro-batch's loss is scaled so that the gradients add up to the mean's, as with
@@ -138,6 +139,8 @@ class PipelineEngine:
             self.schedule.step()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if self.warmup:
+            self.warmup.step()
         # Only the last stage sees the loss; the others report NaN, which the run's loss skips.
         return (
             torch.stack(losses).sum() if losses else torch.full((), torch.nan, device=self.device)

@@ -5,16 +5,19 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
+import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.table import Table
 
-from accelbench import references, validity
+from accelbench import convergence, references, validity
 from accelbench.references import Reference
-from accelbench.result import Result
+from accelbench.result import MEASURED, Result, TimeToTrain
 
+INFERENCE = ("infer", "server")
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 
 
@@ -59,7 +62,7 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     groups = validity.repeat_groups(results)
     lines = []
     for r in results:
-        if r.status not in ("ok", "diverged"):
+        if r.status not in MEASURED:
             lines.append(f"{_cell(r)}: {r.status}: {r.reason}")
             continue
         for flag, reason in validity.verdict(r):  # the repeats' spread is one line below
@@ -76,9 +79,11 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
             )
     lines += [compile_payoff(c, e) for c, e in _compile_pairs(results)]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
-    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario != "train"]
+    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
     lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
     lines += inference_headlines(results, latency_bound_ms)
+    lines += [time_to_train_line(r) for r in results if r.metrics and r.metrics.time_to_train]
+    lines += time_to_train_headlines(results)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(_shown_invalid(r) for r in results):
@@ -158,7 +163,7 @@ def _cell(r: Result) -> str:
 
 
 def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
-    return validity.verdict_text(r, repeats) if r.status in ("ok", "diverged") else r.status
+    return validity.verdict_text(r, repeats) if r.status in MEASURED else r.status
 
 
 def ci_text(result: Result) -> str:
@@ -195,6 +200,7 @@ def label(result: Result) -> str:
     text = spec.workload + (f"({args})" if args else "")
     text += f" on {Path(spec.data).name}" if spec.data else ""
     text += f", {spec.workers} workers" if spec.workers else ""
+    text += f", seed {spec.seed}" if spec.seed else ""
     return text + (f", repeat {spec.repeat}" if spec.repeat else "")
 
 
@@ -290,6 +296,17 @@ def flat(result: Result) -> dict[str, object]:
             "peak_mem_allocated_gib": m.peak_mem_allocated_gib,
             "host_peak_rss_gib": m.host_peak_rss_gib,
             "timer": m.timer,
+        }
+    if m is not None and (t := m.time_to_train) is not None:
+        row |= {
+            "target": t.target,
+            "outcome": t.outcome,
+            "time_to_target_s": t.time_to_target_s,
+            "steps_to_target": t.steps_to_target,
+            "passes_to_target": t.passes_to_target,
+            "train_s": t.train_s,
+            "eval_s": t.eval_s,
+            "lr": t.lr,
         }
     return row
 
@@ -483,5 +500,138 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
             f"{_cell(best)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
             f"{rate_text(best.metrics.items_per_s)} {best.metrics.item_unit}/s "
             f"(p99 {best.metrics.step_ms_steady.p99:.2f} ms)"
+        )
+    return lines
+
+
+def time_to_train_table(results: Sequence[Result]) -> Table | None:
+    """Throughput and time to target side by side, one row per cell over its seeds; None
+    without time-to-train results."""
+    summaries = convergence.by_seed(results)
+    if not summaries:
+        return None
+    out = Table(title="Time to train (training clock; evaluation left out)")
+    for name in ("Workload", "Platform", "Global batch", "Precision", "LR", "Target"):
+        out.add_column(name, justify="right" if name == "Global batch" else "left")
+    for name in ("Throughput (items/s)", "Time to target (s)", "Range (s)", "Reached", "Steps",
+                 "Passes"):  # fmt: skip
+        out.add_column(name, justify="right")
+    for s in summaries:
+        first = s.runs[0]
+        reached = [t for r in s.runs if (t := _ttt(r)).time_to_target_s is not None]
+        out.add_row(
+            label(first), first.env.platform, str(first.spec.global_batch), first.spec.precision,
+            f"{first.spec.scaled_lr:.4g}", first.spec.target or "",
+            "" if s.items_per_s is None else rate_text(s.items_per_s),
+            "" if s.median_s is None else f"{s.median_s:.2f}",
+            f"{s.time_to_target_s[0]:.2f}-{s.time_to_target_s[-1]:.2f}" if s.num_reached > 1 else "",
+            f"{s.num_reached}/{len(s.runs)}",
+            _median_text([t.steps_to_target for t in reached], "{:.0f}"),
+            _median_text([t.passes_to_target for t in reached], "{:.2f}"),
+        )  # fmt: skip
+    return out
+
+
+def _ttt(result: Result) -> TimeToTrain:
+    assert result.metrics is not None and result.metrics.time_to_train is not None
+    return result.metrics.time_to_train
+
+
+def _median_text(values: Sequence[float | None], form: str) -> str:
+    known = [v for v in values if v is not None]
+    return form.format(statistics.median(known)) if known else ""
+
+
+def time_to_train_line(result: Result) -> str:
+    """A time-to-train run: what ended it, at what cost, and any loss spike it recovered from."""
+    t, m = _ttt(result), result.metrics
+    assert m is not None
+    if t.time_to_target_s is not None:
+        text = (
+            f"reached {t.target} in {t.time_to_target_s:.2f} s of training ({t.reason}): "
+            f"{t.steps_to_target} steps, {t.items_to_target:,} {m.item_unit}, "
+            f"{t.passes_to_target:.2f} passes over {t.num_train_items:,}"
+        )
+    else:
+        text = f"{t.outcome}: {t.reason}"
+    text += f"; +{t.eval_s:.2f} s evaluating {t.num_held_out_items:,} held out; lr {t.lr_rule}"
+    first = m.loss[0]
+    if math.isfinite(t.max_loss) and t.max_loss > result.spec.diverge_factor * first:
+        text += (
+            f"; loss peaked at {t.max_loss:.4g} at step {t.max_loss_step} "
+            f"({t.max_loss / first:.3g}x the first step's)"
+        )
+    return f"{_cell(result)}: {text}"
+
+
+def time_to_train_headlines(results: Sequence[Result]) -> list[str]:
+    """Per workload and target: the seeds' spread of each cell, and whether the batch with the
+    highest throughput is also the quickest to the target."""
+    lines = []
+    groups: dict[str, list[convergence.SeedSummary]] = defaultdict(list)
+    for s in convergence.by_seed(results):
+        if len(s.runs) > 1:
+            spread = (
+                f", median {s.median_s:.2f} s, range {s.time_to_target_s[0]:.2f}-"
+                f"{s.time_to_target_s[-1]:.2f} s"
+                if s.num_reached > 1
+                else ""
+            )
+            lines.append(
+                f"{_cell(s.runs[0])}: {len(s.runs)} seeds, {s.num_reached} reached "
+                f"{s.runs[0].spec.target}{spread}"
+            )
+        key = validity.cell_key(  # budgets and evaluation cadence aside, as they end runs only
+            s.runs[0], seed=None, batch_size=None, grad_accum=None, max_steps=None,
+            max_measure_s=None, steps_per_epoch=None,
+        )  # fmt: skip
+        groups[key].append(s)
+    for summaries in groups.values():
+        pair = convergence.quickest_vs_fastest(summaries)
+        if pair is None:
+            continue
+        fastest, quickest = pair
+        f = fastest.runs[0]
+        unit = f.metrics.item_unit if f.metrics else "items"
+        head = (
+            f"{label(f)} {f.spec.target}: the highest throughput, global batch "
+            f"{f.spec.global_batch} ({rate_text(fastest.items_per_s or 0)} {unit}/s)"
+        )
+        if quickest is None:
+            lines.append(f"{head}: no global batch reached the target in half its seeds or more")
+        elif fastest is quickest:
+            lines.append(f"{head}, is also the quickest to train ({quickest.median_s:.2f} s)")
+        else:
+            q = quickest.runs[0]
+            lines.append(
+                f"{head}, is not the quickest to train: global batch {q.spec.global_batch} reaches "
+                f"it in {quickest.median_s:.2f} s at {rate_text(quickest.items_per_s or 0)} "
+                f"{unit}/s"
+                + (
+                    f", against {fastest.median_s:.2f} s"
+                    if fastest.median_s is not None
+                    else f"; it reached the target in {fastest.num_reached} of "
+                    f"{len(fastest.runs)} seeds"
+                )
+            )
+    return lines
+
+
+def projection_lines(results: Sequence[Result], epochs: float, epoch_items: int) -> list[str]:
+    """Projected time to train `epochs` epochs of `epoch_items` items at each training result's
+    steady throughput: projected, not measured."""
+    lines = []
+    for r in results:
+        if r.spec.scenario != "train" or (p := convergence.project(r, epochs, epoch_items)) is None:
+            continue
+        interval = (
+            f" (95% interval {p.low_hours:.3g}-{p.high_hours:.3g} h)"
+            if p.low_hours and p.high_hours
+            else " (no interval: too few windows)"
+        )
+        lines.append(
+            f"{_cell(r)}: projected {epochs:g} epochs x {epoch_items:,} items = {p.hours:.3g} h"
+            f"{interval} at {rate_text(r.items_per_s or 0)} items/s: projected from throughput, "
+            "not measured; assumes this batch converges in that many epochs"
         )
     return lines

@@ -12,10 +12,14 @@ from accelbench.environment import Environment
 from accelbench.spec import Frozen, RunSpec, stable_hash
 from accelbench.stats import Summary
 
-Status = Literal["ok", "diverged", "oom", "error", "timeout"]
-"""ok: measured; diverged: measured, but the loss became NaN or infinite, so the throughput is not
-a valid result; oom: out of memory; error: the cell failed (see reason); timeout: killed after
-its time limit."""
+Status = Literal["ok", "diverged", "not-converged", "oom", "error", "timeout"]
+"""ok: measured; diverged: measured, but the loss became NaN or infinite (or, in time-to-train,
+ran away), so the throughput is not a valid result; not-converged: time-to-train measured, but the
+budget ended before the target; oom: out of memory; error: the cell failed (see reason);
+timeout: killed after its time limit."""
+Outcome = Literal["reached", "not-converged", "diverged"]
+MEASURED: tuple[Status, ...] = ("ok", "diverged", "not-converged")
+"""Statuses whose result holds metrics."""
 
 
 class EpochMetrics(Frozen):
@@ -83,6 +87,52 @@ class ServerMetrics(Frozen):
     """How the rates were chosen, in words."""
 
 
+class EvalPoint(Frozen):
+    """One evaluation of the held-out split in time-to-train."""
+
+    step: int
+    """Optimizer steps done."""
+    train_s: float
+    """The training clock: time in optimizer steps so far, evaluations left out."""
+    num_items: int
+    """Training items seen."""
+    data_passes: float
+    """Passes over the training split."""
+    train_loss: float
+    """Median training loss of the steps since the previous evaluation."""
+    val_loss: float
+    val_accuracy: float | None
+    """Share of held-out items labelled right (classifiers only)."""
+
+
+class TimeToTrain(Frozen):
+    """The time-to-train scenario: how long training took to reach a held-out target."""
+
+    target: str
+    outcome: Outcome
+    reason: str
+    """What ended the run, in words."""
+    time_to_target_s: float | None
+    """The training clock at the first evaluation that met the target (None: not reached)."""
+    steps_to_target: int | None
+    items_to_target: int | None
+    passes_to_target: float | None
+    train_s: float
+    """The training clock when the run ended."""
+    eval_s: float
+    """Time spent evaluating, outside the training clock."""
+    num_train_items: int
+    num_held_out_items: int
+    lr: float
+    """The learning rate reached after warm-up."""
+    lr_rule: str
+    """How lr was set, in words."""
+    max_loss: float
+    """Largest finite training loss of any step: a spike that recovered stays on record."""
+    max_loss_step: int
+    curve: list[EvalPoint]
+
+
 class TrainMetrics(Frozen):
     """What a cell measured, step by step. A step is an optimizer step when training, and one
     batch answered when inferring (spec.scenario), whose step times are then latencies."""
@@ -129,6 +179,9 @@ class TrainMetrics(Frozen):
     flops: Flops | None = None
     server: ServerMetrics | None = None
     """The server scenario's rates, after the back-to-back batches above measured capacity."""
+    time_to_train: TimeToTrain | None = None
+    """The time-to-train scenario's outcome; its epochs above are the intervals between
+    evaluations."""
     ranks: list[RankMetrics] = Field(default_factory=list)
     """Per-replica figures of a data-parallel run, in rank order (empty for one replica). The
     run's own step times are each step's slowest rank, as the replicas wait for it."""

@@ -32,7 +32,10 @@ def run(spec: RunSpec) -> Result:
             distributed.device_of(rank, env.device_type),
         )
         distributed.leave()
-        if metrics.diverged_at_step is not None:
+        ttt = metrics.time_to_train
+        if ttt is not None and ttt.outcome != "reached":
+            status, reason = ttt.outcome, ttt.reason
+        elif metrics.diverged_at_step is not None:
             status = "diverged"
             reason = f"loss became {metrics.loss[metrics.diverged_at_step]} at step {metrics.diverged_at_step}"
     except AccelbenchError as exc:  # the workload refused this configuration: say why

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -11,15 +12,18 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from accelbench import workloads
 from accelbench.precision import PRECISIONS, Precision
 
-Scenario = Literal["train", "infer", "server"]
+Scenario = Literal["train", "infer", "server", "time-to-train"]
 _ADDED_LATER = (
     "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
     "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule", "inputs_on_device",
-    "rate_per_s", "latency_bound_ms", "batch_timeout_ms", "num_queries",
+    "rate_per_s", "latency_bound_ms", "batch_timeout_ms", "num_queries", "target", "max_steps",
+    "lr_scaling", "lr_base_batch", "warmup_steps", "diverge_factor",
 )  # fmt: skip
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
+Metric = Literal["val_loss", "val_accuracy"]
+_TARGET = re.compile(r"\s*(val_loss|val_accuracy)\s*(<=|>=)\s*([0-9.eE+-]+)\s*")
 
 
 class Frozen(BaseModel):
@@ -38,7 +42,8 @@ class RunSpec(Frozen):
     scenario: Scenario = "train"
     """How it is measured: train (optimizer steps); infer (forward passes of one batch at a
     time under inference_mode, each timed to its answer, copy from the host included); or server
-    (queries arriving at random at a rate, batched dynamically up to batch_size)."""
+    (queries arriving at random at a rate, batched dynamically up to batch_size); time-to-train
+    (optimizer steps on real data until a held-out metric reaches `target`)."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0)
@@ -63,9 +68,10 @@ class RunSpec(Frozen):
     """Bind each rank and its loader workers to the CPUs near its accelerator (torchrun's
     --numa-binding mode); None: leave placement to the OS."""
     epochs: int = Field(default=2, gt=0)
-    """Epochs; the first holds compilation and warm-up and is reported apart."""
+    """Epochs; the first holds compilation and warm-up and is reported apart (time-to-train:
+    as many as reaching the target takes)."""
     steps_per_epoch: int = Field(default=20, gt=0)
-    """Optimizer steps in each epoch."""
+    """Optimizer steps in each epoch; time-to-train evaluates the held-out split after each."""
     precision: Precision = "fp32"
     """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16 or fp16."""
     compile: bool = False
@@ -83,6 +89,22 @@ class RunSpec(Frozen):
     """server: the longest the oldest waiting query waits for its batch to fill."""
     num_queries: int = Field(default=500, gt=0)
     """server: queries sent at each rate tried."""
+    target: str | None = None
+    """time-to-train: the held-out metric to reach, such as "val_loss<=0.02" or
+    "val_accuracy>=0.95" (accuracy for classifiers)."""
+    max_steps: int | None = Field(default=None, gt=0)
+    """time-to-train: stop as not-converged after this many optimizer steps (and, as always,
+    after max_measure_s of training)."""
+    lr_scaling: Literal["fixed", "linear"] = "fixed"
+    """fixed: lr as given; linear: lr x global batch / lr_base_batch (Goyal et al. 2017), so
+    the learning rate follows the global batch when it changes."""
+    lr_base_batch: int = Field(default=256, gt=0)
+    """The global batch that lr is meant for, under linear scaling."""
+    warmup_steps: int = Field(default=0, ge=0)
+    """Optimizer steps over which the learning rate ramps linearly up to its value."""
+    diverge_factor: float = Field(default=10.0, gt=1)
+    """time-to-train: stop as diverged when the median training loss between two evaluations
+    exceeds this multiple of the first step's loss (NaN or infinity stops it at once)."""
     recompute: bool = False
     """Activation checkpointing (timm and transformers models): recompute activations in the
     backward pass instead of keeping them, trading compute for memory."""
@@ -109,16 +131,23 @@ class RunSpec(Frozen):
     timm/ and hf/ workloads, any model or config argument."""
     data: str | None = None
     """Real local data instead of synthetic: an ImageFolder directory, webdataset .tar shards (a
-    file, a directory of them or a {000..009} pattern), an MNIST IDX images file, or a .npy file
-    of token ids."""
+    file, a directory of them or a {000..009} pattern), an MNIST IDX images file, a .npy file
+    of token ids, or sklearn:digits (scikit-learn's 1,797 handwritten digits)."""
 
     @field_validator("workload")
     @classmethod
     def _known_workload(cls, name: str) -> str:
         return workloads.check_name(name)
 
+    @field_validator("target")
+    @classmethod
+    def _target_form(cls, target: str | None) -> str | None:
+        if target is not None:
+            parse_target(target)
+        return target
+
     @model_validator(mode="after")
-    def _replicas_divide(self) -> RunSpec:
+    def _settings_agree(self) -> RunSpec:
         if self.num_processes % self.nodes:
             raise ValueError(
                 f"{self.num_processes} devices do not spread evenly over {self.nodes} nodes: "
@@ -136,12 +165,27 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
-        if self.scenario != "train" and (
+        if self.scenario in ("infer", "server") and (
             self.grad_accum > 1 or self.num_processes > 1 or self.recompute
         ):
             raise ValueError(
                 "inference runs one process without gradient accumulation or recompute: leave "
                 "out --grad-accum, --replicas, --pipeline-stages and --recompute"
+            )
+        if (self.scenario == "time-to-train") != (self.target is not None):
+            raise ValueError(
+                "--target goes with --scenario time-to-train, and time-to-train needs a --target "
+                "such as val_loss<=0.02"
+            )
+        if self.scenario == "time-to-train" and self.data is None:
+            raise ValueError(
+                "time-to-train needs real data to hold out a validation split: give --data "
+                "(sklearn:digits is at hand), not synthetic samples"
+            )
+        if self.scenario == "time-to-train" and self.num_processes > 1:
+            raise ValueError(
+                "time-to-train runs on one device so far: leave out --replicas "
+                "and --pipeline-stages"
             )
         if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
             raise ValueError(
@@ -176,6 +220,28 @@ class RunSpec(Frozen):
     def global_batch(self) -> int:
         """Items per optimizer step over all replicas."""
         return self.batch_size * self.grad_accum * self.replicas
+
+    @property
+    def scaled_lr(self) -> float:
+        """The learning rate after lr_scaling."""
+        if self.lr_scaling == "linear":
+            return self.lr * self.global_batch / self.lr_base_batch
+        return self.lr
+
+
+def parse_target(text: str) -> tuple[Metric, str, float]:
+    """(metric, "<=" or ">=", value) of a target such as "val_loss<=0.02"; raises if malformed."""
+    match = _TARGET.fullmatch(text)
+    try:
+        value = float(match.group(3)) if match else None
+    except ValueError:
+        value = None
+    if match is None or value is None:
+        raise ValueError(
+            f"target {text!r} is not METRIC<=VALUE or METRIC>=VALUE with METRIC val_loss or "
+            "val_accuracy, e.g. val_loss<=0.02"
+        )
+    return match.group(1), match.group(2), value  # type: ignore[return-value]
 
 
 def stable_hash(*parts: object) -> str:

@@ -1,7 +1,8 @@
 """Whether a result can be trusted, and why not: a verdict that every table shows.
 
 Rules, each with its reason (a result may break several):
-- diverged: the loss became NaN or infinite;
+- diverged: the loss became NaN or infinite (time-to-train: or ran away);
+- not-converged: time-to-train's budget ended before its target;
 - too-short: too few steady-state windows for a 95% interval of the median, or, when inferring,
   too few batches for a p99 latency;
 - noisy: the median's interval is wider than the target (spec.ci_pct, else NOISY_PCT), or
@@ -36,8 +37,8 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
     results of the same cell's other repeats (see `repeat_groups`)."""
     m, spec = result.metrics, result.spec
     flags: list[tuple[str, str]] = []
-    if result.status == "diverged":
-        flags.append(("diverged", result.reason or "the loss became NaN or infinite"))
+    if result.status in ("diverged", "not-converged"):
+        flags.append((result.status, result.reason or "the loss became NaN or infinite"))
     if m is None:
         return flags
     target = spec.ci_pct or NOISY_PCT

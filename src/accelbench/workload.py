@@ -68,6 +68,9 @@ class Workload:
     prepare: Callable[[Batch, torch.Generator], Batch] = _as_is
     """Turns one record of real data into one sample (adds masks, labels, ...); runs on the host,
     in the loader workers."""
+    correct: Callable[[torch.nn.Module, Batch], torch.Tensor] | None = None
+    """Classifiers: how many items of a batch on the device the model labels right (a scalar
+    tensor), for the val_accuracy target of time-to-train; None: not a classifier."""
 
 
 def synthetic_record(reads: Images | Tokens, gen: torch.Generator) -> Batch:
@@ -88,6 +91,7 @@ def reading(
     loss: Callable[[torch.nn.Module, Batch], torch.Tensor],
     item_unit: str,
     prepare: Callable[[Batch, torch.Generator], Batch] = _as_is,
+    correct: Callable[[torch.nn.Module, Batch], torch.Tensor] | None = None,
 ) -> Workload:
     """A workload whose synthetic samples are random records of the kind it reads, prepared the
     same way as real ones, so synthetic and real data take the same path."""
@@ -95,4 +99,19 @@ def reading(
     def make_sample(gen: torch.Generator) -> Batch:
         return prepare(synthetic_record(reads, gen), gen)
 
-    return Workload(item_unit, build_model, make_sample, loss, reads, prepare)
+    return Workload(item_unit, build_model, make_sample, loss, reads, prepare, correct)
+
+
+def classifier(
+    reads: Images, build_model: Callable[[], torch.nn.Module], item_unit: str = "images"
+) -> Workload:
+    """An image classifier trained with cross-entropy on the records' labels."""
+    import torch.nn.functional as F
+
+    def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(model(batch["image"]), batch["label"])
+
+    def correct(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        return (model(batch["image"]).argmax(dim=1) == batch["label"]).sum()
+
+    return reading(reads, build_model, loss, item_unit, correct=correct)

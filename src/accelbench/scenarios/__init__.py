@@ -15,11 +15,12 @@ ScenarioFn = Callable[["RunSpec", "Workload", "torch.device"], Any]
 
 
 def get(name: str) -> ScenarioFn:
-    from accelbench.scenarios import infer, server, train
+    from accelbench.scenarios import infer, server, time_to_train, train
 
     scenarios: dict[str, ScenarioFn] = {
         "train": train.measure,
         "infer": infer.measure,
         "server": server.measure,
+        "time-to-train": time_to_train.measure,
     }
     return scenarios[name]

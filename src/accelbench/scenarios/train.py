@@ -25,7 +25,7 @@ from accelbench import distributed, efficiency
 from accelbench.data import make_loader
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.energy import combine as combine_energy
-from accelbench.engine import make_engine
+from accelbench.engine import Engine, make_engine
 from accelbench.errors import one_line
 from accelbench.result import EpochMetrics, Flops, RankMetrics, TrainMetrics
 from accelbench.spec import RunSpec
@@ -43,20 +43,10 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     build_s = time.perf_counter() - start
 
     timer = dev.StepTimer(device)
-    # Each step's loss is written on the device and read back once per epoch: no per-step sync.
     losses = torch.empty(spec.steps_per_epoch, device=device)
     raw = Raw()
     for _ in measured_epochs(spec, device, raw):
-        timer.mark()
-        batches = iter(loader)
-        for step in range(spec.steps_per_epoch):
-            wait_start = time.perf_counter()  # host time blocked on the input pipeline
-            micro_batches = list(itertools.islice(batches, spec.grad_accum))
-            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-            losses[step] = engine.step(micro_batches)
-            timer.mark()
-        raw.step_ms += timer.intervals_ms()  # synchronizes: the epoch's work is done
-        raw.step_loss += losses.tolist()
+        train_epoch(spec, engine, iter(loader), timer, losses, raw)
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
     flops = count_flops(spec, engine, next(iter(loader)), device)
@@ -66,6 +56,29 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     return build_metrics(
         spec, workload, raw, ranks, timer=timer.method, build_s=build_s, flops=flops
     )
+
+
+def train_epoch(
+    spec: RunSpec,
+    engine: Engine,
+    batches: Iterator[Batch],
+    timer: dev.StepTimer,
+    losses: torch.Tensor,
+    raw: Raw,
+) -> None:
+    """spec.steps_per_epoch optimizer steps on micro-batches from `batches`, their step times,
+    input waits and losses appended to raw; returns once the device has finished them. Each
+    step's loss is written into `losses` on the device and read back at the end: no per-step
+    sync."""
+    timer.mark()
+    for step in range(spec.steps_per_epoch):
+        wait_start = time.perf_counter()  # host time blocked on the input pipeline
+        micro_batches = list(itertools.islice(batches, spec.grad_accum))
+        raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+        losses[step] = engine.step(micro_batches)
+        timer.mark()
+    raw.step_ms += timer.intervals_ms()  # synchronizes: the epoch's work is done
+    raw.step_loss += losses.tolist()
 
 
 def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[int]:
@@ -241,7 +254,10 @@ def build_metrics(
     timer: dev.TimerMethod,
     build_s: float,
     flops: Flops | None,
+    metered_from_epoch: int | None = None,
 ) -> TrainMetrics:
+    """The record of the raw figures. Energy was metered from epoch index `metered_from_epoch`
+    on (default: the steady epochs, all of a one-epoch run), as measured_epochs meters it."""
     n = spec.steps_per_epoch
     step_ms, wait_ms, step_loss, energy = raw.step_ms, raw.wait_ms, raw.step_loss, raw.energy
     assert energy is not None, "the meter has been read"
@@ -262,7 +278,9 @@ def build_metrics(
     steady = _steady(spec, step_ms)
     steady_ms, steady_wait = step_ms[steady.from_step :], wait_ms[steady.from_step :]
     diverged = next((i for i, value in enumerate(step_loss) if not math.isfinite(value)), None)
-    metered_items = sum(e.num_items for e in epochs[min(1, len(epochs) - 1) :])
+    if metered_from_epoch is None:
+        metered_from_epoch = min(1, len(epochs) - 1)
+    metered_items = sum(e.num_items for e in epochs[metered_from_epoch:])
     return TrainMetrics(
         item_unit=workload.item_unit,
         items_per_step=spec.global_batch,

@@ -56,6 +56,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "conformer_medium": sequence.conformer_medium,
     "gin": sequence.gin,
     "autoencoder": autoencoder.autoencoder,
+    "lenet5": vision.lenet5,
     "tiny_mlp": toy.tiny_mlp,
 }
 

@@ -1,14 +1,15 @@
 """Image models at the shapes the seeds train them: timm classifiers (ImageNet: 224x224, 1000
 classes unless said), a UNet for medical segmentation (monai) and EfficientDet detection (effdet).
 
-The classifiers read images, so each also trains on an ImageFolder tree or webdataset shards.
+The classifiers read images, so each also trains on an ImageFolder tree or webdataset shards;
+LeNet-5 reads 28x28 digits (MNIST, sklearn:digits) for time-to-train.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from accelbench.workload import Batch, Images, Workload, reading
+from accelbench.workload import Batch, Images, Workload, classifier
 
 
 def resnet50(image_size: int = 224, num_classes: int = 1000) -> Workload:
@@ -72,7 +73,6 @@ def timm_model(
     """Any timm model by name (`timm/<name>`) as an image classifier, random weights; `kwargs`
     go to timm.create_model (drop_rate, depth, ...)."""
     import torch
-    import torch.nn.functional as F
 
     # Transformers (ViT, Swin) fix their patch grid when built; convolutional nets take any size.
     grid: dict[str, Any] = (
@@ -84,10 +84,25 @@ def timm_model(
 
         return timm.create_model(name, pretrained=False, num_classes=num_classes, **grid, **kwargs)
 
-    def loss(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(model(batch["image"]), batch["label"])
+    return classifier(Images(3, image_size, num_classes), build_model)
 
-    return reading(Images(3, image_size, num_classes), build_model, loss, "images")
+
+def lenet5(num_classes: int = 10) -> Workload:
+    """LeNet-5 (LeCun et al. 1998), ReLU and max pooling, 28x28 greyscale digits, 10 classes."""
+    import torch
+    from torch import nn
+
+    def build_model() -> torch.nn.Module:
+        return nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),  # 28 -> 14
+            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),  # 14 -> 10 -> 5
+            nn.Flatten(),
+            nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
+            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(84, num_classes),
+        )  # fmt: skip
+
+    return classifier(Images(1, 28, num_classes, recipe="plain"), build_model)
 
 
 def unet_medical(image_size: int = 512, num_classes: int = 2) -> Workload:

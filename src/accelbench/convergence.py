@@ -1,0 +1,88 @@
+"""Time-to-train over results: its spread over seeds, and projections from throughput.
+
+Convergence varies from run to run, so MLPerf asks for several runs of each configuration; here
+the runs of one cell that differ only in their seed (`--seeds N`) are summarised together. A
+full convergence run is too costly for a large workload, so `project` gives the time a given
+number of epochs would take at a measured throughput: a projection, said to be one.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accelbench import validity
+from accelbench.result import Result
+
+
+@dataclass(frozen=True)
+class SeedSummary:
+    """The time-to-train runs of one cell over its seeds."""
+
+    runs: list[Result]
+    num_reached: int
+    time_to_target_s: list[float]
+    """Of the runs that reached the target, fastest first."""
+    items_per_s: float | None
+    """Median training throughput over the runs."""
+
+    @property
+    def median_s(self) -> float | None:
+        return statistics.median(self.time_to_target_s) if self.time_to_target_s else None
+
+
+def by_seed(results: Sequence[Result]) -> list[SeedSummary]:
+    """Time-to-train results grouped into cells that differ only in seed (and repeat)."""
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        if r.spec.scenario == "time-to-train" and r.metrics and r.metrics.time_to_train:
+            groups.setdefault(validity.cell_key(r, seed=None), []).append(r)
+    out = []
+    for runs in groups.values():
+        times = sorted(
+            t.time_to_target_s
+            for r in runs
+            if r.metrics and (t := r.metrics.time_to_train) and t.time_to_target_s is not None
+        )
+        rates = [r.metrics.items_per_s for r in runs if r.metrics]
+        out.append(
+            SeedSummary(runs, len(times), times, statistics.median(rates) if rates else None)
+        )
+    return out
+
+
+def quickest_vs_fastest(
+    summaries: Sequence[SeedSummary],
+) -> tuple[SeedSummary, SeedSummary | None] | None:
+    """(the cell of highest throughput, the cell of quickest median time to target among those
+    that reached it in at least half their seeds, or None if none did), over the cells of one
+    workload and target; None for fewer than two cells."""
+    if len(summaries) < 2:
+        return None
+    fastest = max(summaries, key=lambda s: s.items_per_s or 0)
+    ranked = [s for s in summaries if s.median_s is not None and 2 * s.num_reached >= len(s.runs)]
+    return fastest, min(ranked, key=lambda s: s.median_s or 0, default=None)
+
+
+@dataclass(frozen=True)
+class Projection:
+    hours: float
+    low_hours: float | None
+    high_hours: float | None
+    """The 95% interval from the throughput's, None where it has none."""
+
+
+def project(result: Result, epochs: float, epoch_items: int) -> Projection | None:
+    """Time to train `epochs` passes over `epoch_items` items at the result's steady throughput;
+    None without one."""
+    m = result.metrics
+    if m is None or result.status != "ok":
+        return None
+    items = epochs * epoch_items
+    w = m.window_items_per_s
+    return Projection(
+        items / w.median / 3600,
+        items / w.ci_high / 3600 if w.ci_high else None,
+        items / w.ci_low / 3600 if w.ci_low else None,
+    )

@@ -1,0 +1,157 @@
+"""The time-to-train scenario: optimizer steps on real data until a held-out metric reaches its
+target, as MLPerf Training scores a system (seed 003: "time to train balances information of
+accuracy and throughput").
+
+Training runs in epochs of spec.steps_per_epoch steps, each timed as the train scenario times
+them; after each, the held-out split is evaluated on a clock of its own, so the training clock
+holds optimizer steps only. The run ends at the first evaluation that
+- meets the target: reached, at that training clock;
+- follows a NaN or infinite loss, or a median loss since the last evaluation above
+  spec.diverge_factor x the first step's: diverged. A spike that came back down by then does
+  not stop the run, but the largest loss stays on record (seed 000's epoch-1 blow-ups);
+- finds spec.max_steps or spec.max_measure_s of training spent: not-converged.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+import time
+from collections.abc import Iterable, Iterator
+
+import torch
+
+from accelbench import device as dev
+from accelbench.data import split_loaders
+from accelbench.energy import EnergyMeter
+from accelbench.engine import TorchEngine
+from accelbench.errors import AccelbenchError
+from accelbench.result import EvalPoint, Outcome, TimeToTrain, TrainMetrics
+from accelbench.scenarios.train import Raw, build_metrics, count_flops, train_epoch
+from accelbench.spec import RunSpec, parse_target
+from accelbench.workload import Batch, Workload
+
+
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+    assert spec.target is not None, "the spec requires a target for time-to-train"
+    metric, op, goal = parse_target(spec.target)  # checked when the spec was made
+    if metric == "val_accuracy" and workload.correct is None:
+        raise AccelbenchError(f"{spec.workload} is not a classifier: give a val_loss target")
+    torch.manual_seed(spec.seed)
+    start = time.perf_counter()
+    engine = TorchEngine(workload, spec, device)
+    train_loader, held_out = split_loaders(workload, spec, pin_memory=device.type == "cuda")
+    build_s = time.perf_counter() - start
+
+    timer = dev.StepTimer(device)
+    losses = torch.empty(spec.steps_per_epoch, device=device)
+    raw, curve = Raw(), []
+    batches = _endless(train_loader)
+    num_train = len(train_loader.dataset)  # type: ignore[arg-type]
+    eval_s = 0.0
+    meter = EnergyMeter(device)
+    dev.reset_peak_memory(device)
+    dev.synchronize(device)
+    measure_start = time.perf_counter()
+    meter.start()
+    while True:
+        epoch_start = time.perf_counter()
+        train_epoch(spec, engine, batches, timer, losses, raw)
+        raw.epoch_s.append(time.perf_counter() - epoch_start)
+        eval_start = time.perf_counter()
+        val_loss, val_accuracy = engine.evaluate(held_out, workload.correct)
+        eval_s += time.perf_counter() - eval_start
+        steps = len(raw.step_loss)
+        items = steps * spec.global_batch
+        recent = raw.step_loss[-spec.steps_per_epoch :]
+        curve.append(
+            EvalPoint(
+                step=steps, train_s=sum(raw.epoch_s), num_items=items,
+                data_passes=items / num_train, train_loss=statistics.median(recent),
+                val_loss=val_loss, val_accuracy=val_accuracy,
+            )
+        )  # fmt: skip
+        outcome = _outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
+        if outcome is not None:
+            break
+    raw.energy = meter.stop()  # evaluations included: the energy the whole run took
+    raw.measure_s = time.perf_counter() - measure_start
+    raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
+    flops = count_flops(spec, engine, next(iter(train_loader)), device)
+    raw.host_rss = dev.host_peak_rss_gib()
+    metrics = build_metrics(
+        spec, workload, raw, [], timer=timer.method, build_s=build_s, flops=flops,
+        metered_from_epoch=0,
+    )  # fmt: skip
+    kind, reason = outcome
+    reached = curve[-1] if kind == "reached" else None
+    finite = [(loss, step) for step, loss in enumerate(raw.step_loss) if math.isfinite(loss)]
+    max_loss, max_step = max(finite, default=(math.nan, 0))
+    record = TimeToTrain(
+        target=spec.target,
+        outcome=kind,
+        reason=reason,
+        time_to_target_s=reached.train_s if reached else None,
+        steps_to_target=reached.step if reached else None,
+        items_to_target=reached.num_items if reached else None,
+        passes_to_target=reached.data_passes if reached else None,
+        train_s=curve[-1].train_s,
+        eval_s=eval_s,
+        num_train_items=num_train,
+        num_held_out_items=len(held_out.dataset),  # type: ignore[arg-type]
+        lr=spec.scaled_lr,
+        lr_rule=lr_rule(spec),
+        max_loss=max_loss,
+        max_loss_step=max_step,
+        curve=curve,
+    )
+    return metrics.model_copy(update={"time_to_train": record})
+
+
+def _endless(loader: Iterable[Batch]) -> Iterator[Batch]:
+    """Batches of pass after pass over the training split, each pass in a new order."""
+    for _ in itertools.count():
+        yield from loader
+
+
+def _outcome(
+    spec: RunSpec, step_loss: list[float], point: EvalPoint, metric: str, op: str, goal: float
+) -> tuple[Outcome, str] | None:
+    """(outcome, reason) once the run should end after this evaluation, else None."""
+    bad = next((i for i, loss in enumerate(step_loss) if not math.isfinite(loss)), None)
+    if bad is not None:
+        return "diverged", f"loss became {step_loss[bad]} at step {bad}"
+    if not math.isfinite(point.val_loss):
+        return "diverged", f"held-out loss became {point.val_loss} at step {point.step}"
+    limit = spec.diverge_factor * step_loss[0]
+    if point.train_loss > limit:
+        return "diverged", (
+            f"median loss {point.train_loss:.4g} before step {point.step} is above "
+            f"{spec.diverge_factor:g} x the first step's {step_loss[0]:.4g}"
+        )
+    value = point.val_loss if metric == "val_loss" else point.val_accuracy
+    assert value is not None, "accuracy targets need a classifier, checked above"
+    if value <= goal if op == "<=" else value >= goal:
+        return "reached", f"{metric} {value:.4g} {op} {goal:g} at step {point.step}"
+    if spec.max_steps is not None and point.step >= spec.max_steps:
+        return "not-converged", (
+            f"{metric} {value:.4g} after {point.step} steps, the --max-steps budget"
+        )
+    if point.train_s >= spec.max_measure_s:
+        return "not-converged", (
+            f"{metric} {value:.4g} after {point.train_s:.0f} s of training, the "
+            "--max-measure-s budget"
+        )
+    return None
+
+
+def lr_rule(spec: RunSpec) -> str:
+    """How the learning rate was set, in words."""
+    text = (
+        f"linear scaling: {spec.lr:g} x {spec.global_batch}/{spec.lr_base_batch} = "
+        f"{spec.scaled_lr:.4g}"
+        if spec.lr_scaling == "linear"
+        else f"fixed {spec.lr:g}"
+    )
+    return text + (f", linear warm-up over {spec.warmup_steps} steps" if spec.warmup_steps else "")
