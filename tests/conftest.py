@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,3 +108,54 @@ def make_mnist(root: Path, count: int = 16) -> Path:
 def make_tokens(path: Path, count: int = 4096, vocab: int = 1000) -> Path:
     np.save(path, np.random.default_rng(0).integers(0, vocab, count, dtype=np.int32))
     return path
+
+
+def _postgres_bin() -> Path | None:
+    """The folder of PostgreSQL's server programs, if the server is installed."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if found:
+        return found[-1].parent
+    initdb = shutil.which("initdb")
+    return Path(initdb).parent if initdb else None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A real PostgreSQL server of our own for the session (.ci/run installs the Debian
+    package), on a Unix socket in a temporary folder; its database URL."""
+    pytest.importorskip("psycopg")
+    bin_dir = _postgres_bin()
+    if bin_dir is None:
+        pytest.skip("no PostgreSQL server installed (.ci/run installs the postgresql package)")
+    # Not under pytest's temporary folders, which the server's user could not enter.
+    root = Path(tempfile.mkdtemp(prefix="accelbench-postgres-"))
+    # The server refuses to run as root: run it as the package's user where we are root.
+    as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if as_user:
+        shutil.chown(root, "postgres")
+    data, port = root / "data", 54000 + os.getpid() % 1000
+
+    def server(*args: str) -> None:
+        subprocess.run([*as_user, *args], check=True, capture_output=True, timeout=120)
+
+    server(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "accelbench",
+           "--no-sync", "-E", "UTF8")  # fmt: skip
+    options = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off"
+    server(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
+           "-w", "start")  # fmt: skip
+    try:
+        yield f"postgresql://accelbench@/postgres?host={root}&port={port}"
+    finally:
+        server(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_postgres(postgres_url: str) -> str:
+    """The test server with no accelbench tables in it."""
+    import psycopg
+
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("DROP SCHEMA public CASCADE")
+        db.execute("CREATE SCHEMA public")
+    return postgres_url

@@ -5,11 +5,12 @@ from pathlib import Path
 
 import pytest
 
+from accelbench import store as store_module
 from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
+from accelbench.result import Result, TimeToTrain
 from accelbench.runner import run
-from accelbench.store import SCHEMA_VERSION, ResultStore, default_path
+from accelbench.store import MIGRATIONS, SCHEMA_VERSION, ResultStore, default_path
 
 from .conftest import tiny
 
@@ -80,6 +81,69 @@ def test_newer_schema_is_refused_and_left_alone(db_path: Path, measured: Result)
     with pytest.raises(AccelbenchError, match="newer than this accelbench"):
         ResultStore(db_path)
     assert db_path.read_bytes() == before
+
+
+def _schema_1_database(path: Path, record: Result) -> None:
+    """A database as accelbench 0.1.0 wrote it: schema 1, one result."""
+    old_columns = [c for c in store_module._COLUMNS if c != "time_to_target_s"]
+    row = dict(zip(store_module._COLUMNS, store_module._row(record), strict=True))
+    with sqlite3.connect(path) as db:
+        for statement in store_module.statements(0, store_module.SQLITE):
+            db.execute(statement)
+        db.execute(
+            f"INSERT INTO results ({', '.join(old_columns)}) VALUES ({', '.join('?' * len(old_columns))})",
+            [row[c] for c in old_columns],
+        )
+        db.execute("PRAGMA user_version = 1")
+
+
+def test_an_older_database_is_migrated_in_place_with_a_backup(
+    db_path: Path, measured: Result, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert measured.metrics is not None
+    reached = TimeToTrain(
+        target="val_loss<=1", outcome="reached", reason="r", time_to_target_s=12.5,
+        steps_to_target=8, items_to_target=32, passes_to_target=1.0, train_s=12.5, eval_s=1.0,
+        num_train_items=32, num_held_out_items=8, lr=0.01, lr_rule="fixed 0.01", max_loss=2.0,
+        max_loss_step=0, curve=[],
+    )  # fmt: skip
+    record = measured.model_copy(
+        update={"metrics": measured.metrics.model_copy(update={"time_to_train": reached})}
+    )
+    _schema_1_database(db_path, record)
+    with ResultStore(db_path) as store:
+        assert store.get(record.key) == record
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert db.execute("SELECT time_to_target_s FROM results").fetchall() == [(12.5,)]
+    backup = db_path.with_name(db_path.name + ".schema1.bak")
+    with sqlite3.connect(backup) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        assert db.execute("SELECT key FROM results").fetchall() == [(record.key,)]
+    assert str(backup) in caplog.text
+
+
+def test_a_failing_migration_changes_nothing(
+    db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _schema_1_database(db_path, measured)
+    monkeypatch.setattr(store_module, "MIGRATIONS", [*MIGRATIONS, "ALTER TABLE nowhere ADD x"])
+    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(MIGRATIONS) + 1)
+    with pytest.raises(AccelbenchError, match="not a usable accelbench database"):
+        ResultStore(db_path)
+    with sqlite3.connect(db_path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+        columns = [c[1] for c in db.execute("PRAGMA table_info(results)")]
+    assert "time_to_target_s" not in columns  # the migration before the failing one rolled back too
+
+
+def test_a_network_file_system_is_warned_about(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert store_module.file_system(db_path) is not None  # this machine's own, whatever it is
+    monkeypatch.setattr(store_module, "file_system", lambda path: "nfs4")
+    ResultStore(db_path).close()
+    assert "network file system" in caplog.text and "nfs4" in caplog.text
 
 
 def test_corrupt_file_is_refused_and_left_alone(db_path: Path) -> None:

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.core import TyperGroup
 
-from accelbench import environment, references, report, workloads
+from accelbench import environment, launch, references, report, workloads
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
@@ -37,6 +37,13 @@ class _Group(TyperGroup):
             message = _validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             typer.echo(f"error: {message}", err=True)
             raise typer.Exit(2) from None
+        except launch.Interrupted as exc:
+            typer.echo(
+                f"interrupted by {exc.signal_name}: finished cells are stored, the one in flight "
+                "as interrupted; run the same command again to go on",
+                err=True,
+            )
+            raise typer.Exit(143 if exc.signal_name == "SIGTERM" else 130) from None
 
 
 app = typer.Typer(
@@ -74,7 +81,11 @@ def _validation_message(exc: ValidationError) -> str:
     if not error["loc"]:  # a rule over several settings, which names them itself
         return error["msg"].removeprefix("Value error, ")
     field = "-".join(str(part) for part in error["loc"])
+    if error["type"] == "extra_forbidden":
+        return f"unknown setting {field!r}: `accelbench run --help` lists them"
     option = "--" + _OPTION.get(field, field).replace("_", "-")
+    if not option.isprintable():
+        option = repr(option)
     if error["type"] == "missing":
         return f"{option} is required: give it on the command line or in the sweep file"
     return f"invalid value {error.get('input')!r} for {option}: {error['msg']}"
@@ -88,9 +99,10 @@ def _split(text: str) -> list[str]:
 
 
 DbOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
-        help="Results database (SQLite file). Default: $ACCELBENCH_DB, else ~/.local/share/accelbench/results.sqlite."
+        help="Results database: an SQLite file, or a PostgreSQL URL (postgresql://user@host/db) "
+        "shared by a site. Default: $ACCELBENCH_DB, else ~/.local/share/accelbench/results.sqlite."
     ),
 ]
 
@@ -265,7 +277,7 @@ def run(
             base = base.model_copy(update={"global_batch": global_batch})
         specs = _override(base, axes, fixed, given).specs()
     with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
-        console.print(f"{len(specs)} cell(s); results go to {store.path}")
+        console.print(f"{len(specs)} cell(s); results go to {store.where}")
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:

@@ -18,7 +18,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
@@ -30,6 +33,41 @@ _GRACE_S = 10.0
 CELL_DIR = "ACCELBENCH_CELL_DIR"
 """Environment variable: where cells keep their spec and result files (default: the system's
 temporary directory, which ranks on other nodes cannot see)."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM (a Slurm time limit, a kill) or Ctrl-C while a cell ran; `result` is that cell,
+    recorded as interrupted. A BaseException, as KeyboardInterrupt is, so that no handler of
+    ordinary errors swallows it."""
+
+    def __init__(self, signal_name: str, result: Result | None = None) -> None:
+        super().__init__(signal_name)
+        self.signal_name, self.result = signal_name, result
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Turn SIGTERM into Interrupted inside the block, instead of death without clean-up."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM and Ctrl-C back until the block ends, so that a write in it completes."""
+    held = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
 def probe_environment(device: str) -> Environment:
@@ -72,7 +110,16 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
                 _kill(child)
                 reason = f"no result within the {timeout_s:g} s limit"
                 return Result.new(spec, env, "timeout", reason=reason)
-            except BaseException:  # Ctrl-C or a signal: the child's own session would outlive us
+            except (KeyboardInterrupt, Interrupted) as exc:
+                _kill(child)  # its own session would outlive us
+                name = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
+                reason = (
+                    f"stopped by {name} after {time.perf_counter() - start:.1f} s; run the "
+                    "sweep again to run it again"
+                )
+                result = Result.new(spec, env, "interrupted", reason=reason)
+                raise Interrupted(name, result) from None
+            except BaseException:
                 _kill(child)
                 raise
         wall_s = time.perf_counter() - start

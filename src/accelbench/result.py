@@ -12,11 +12,12 @@ from accelbench.environment import Environment
 from accelbench.spec import Frozen, RunSpec, stable_hash
 from accelbench.stats import Summary
 
-Status = Literal["ok", "diverged", "not-converged", "oom", "error", "timeout"]
+Status = Literal["ok", "diverged", "not-converged", "oom", "error", "timeout", "interrupted"]
 """ok: measured; diverged: measured, but the loss became NaN or infinite (or, in time-to-train,
 ran away), so the throughput is not a valid result; not-converged: time-to-train measured, but the
 budget ended before the target; oom: out of memory; error: the cell failed (see reason);
-timeout: killed after its time limit."""
+timeout: killed after its time limit; interrupted: stopped by SIGTERM or Ctrl-C (a sweep run
+again runs it again)."""
 Outcome = Literal["reached", "not-converged", "diverged"]
 MEASURED: tuple[Status, ...] = ("ok", "diverged", "not-converged")
 """Statuses whose result holds metrics."""

@@ -20,6 +20,7 @@ from pydantic import Field
 from accelbench.errors import AccelbenchError
 from accelbench.launch import CELL_DIR
 from accelbench.spec import Frozen
+from accelbench.store import is_url
 
 _TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
 
@@ -38,7 +39,7 @@ class JobSpec(Frozen):
     job_name: str = "accelbench"
 
 
-def script(job: JobSpec, run_args: list[str], db: Path) -> str:
+def script(job: JobSpec, run_args: list[str], db: Path | str) -> str:
     """The sbatch script that runs `accelbench run_args...` into the database `db`."""
     if not _TIME.match(job.time):
         raise AccelbenchError(
@@ -59,7 +60,16 @@ def script(job: JobSpec, run_args: list[str], db: Path) -> str:
         directives.append(f"--partition={job.partition}")
     if job.account:
         directives.append(f"--account={job.account}")
-    command = shlex.join([sys.executable, "-m", "accelbench", *run_args, "--db", str(db.resolve())])
+    command = shlex.join(
+        [
+            sys.executable,
+            "-m",
+            "accelbench",
+            *run_args,
+            "--db",
+            str(db) if is_url(db) else str(Path(db).resolve()),
+        ]
+    )
     return "\n".join(
         [
             "#!/bin/bash",

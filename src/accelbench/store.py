@@ -2,23 +2,40 @@
 
 One wide table: indexed query columns for filtering, plus the full JSON record. Rows are keyed by
 the result key (spec + platform), so storing a cell again replaces it instead of duplicating it.
-The schema version lives in PRAGMA user_version; migrations run in order inside a transaction.
 Open it with sqlite3, pandas or Datasette: `SELECT workload, items_per_s FROM results`.
+
+Two back ends, one schema: an SQLite file (the default), or a PostgreSQL server given by URL
+(`postgresql://user@host/db`), where a site collects the results of all its clusters. The
+schema version lives in PRAGMA user_version (SQLite) or the accelbench_schema table
+(PostgreSQL); migrations run in order inside one transaction, after a copy of the results is
+kept.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, one_line
 from accelbench.result import Result
+
+log = logging.getLogger(__name__)
+
+NETWORK_FILE_SYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs", "ceph",
+     "fuse.sshfs", "9p"}
+)  # fmt: skip
+"""Where SQLite's file locks cannot be trusted with several writers (sqlite.org/useovernet)."""
 
 MIGRATIONS = [
     """
@@ -33,8 +50,8 @@ MIGRATIONS = [
         global_batch INTEGER NOT NULL,
         precision TEXT NOT NULL,
         status TEXT NOT NULL,
-        items_per_s REAL,
-        last_epoch_s REAL,
+        items_per_s {real},
+        last_epoch_s {real},
         hostname TEXT NOT NULL,
         created_at TEXT NOT NULL,
         record TEXT NOT NULL
@@ -44,8 +61,45 @@ MIGRATIONS = [
     CREATE INDEX results_status ON results (status);
     CREATE INDEX results_created_at ON results (created_at);
     """,
+    """
+    ALTER TABLE results ADD COLUMN time_to_target_s {real};
+    UPDATE results SET time_to_target_s = {time_to_target_s};
+    """,
 ]
+"""The schema's history, in order; {names} are the back end's words (Dialect)."""
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the back ends' SQL."""
+
+    real: str
+    """The type of float columns (8 bytes)."""
+    time_to_target_s: str
+    """The time to target out of the JSON record."""
+    param: str
+    """Placeholder of a query parameter."""
+
+
+SQLITE = Dialect("REAL", "json_extract(record, '$.metrics.time_to_train.time_to_target_s')", "?")
+POSTGRES = Dialect(
+    "DOUBLE PRECISION",
+    "(record::jsonb #>> '{metrics,time_to_train,time_to_target_s}')::double precision",
+    "%s",
+)
+_MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
+
+
+def statements(migration: int, dialect: Dialect) -> list[str]:
+    """The SQL statements of one migration, in the back end's words."""
+    sql = MIGRATIONS[migration].format(real=dialect.real, time_to_target_s=dialect.time_to_target_s)
+    return [s for s in sql.split(";") if s.strip()]
+
+
+def is_url(where: str | Path) -> bool:
+    return str(where).startswith(("postgresql://", "postgres://"))
+
 
 _COLUMNS = (
     "key",
@@ -60,38 +114,46 @@ _COLUMNS = (
     "status",
     "items_per_s",
     "last_epoch_s",
+    "time_to_target_s",
     "hostname",
     "created_at",
     "record",
 )
 
 
-def default_path() -> Path:
+def default_path() -> Path | str:
     """$ACCELBENCH_DB, else results.sqlite in the user's data directory ($XDG_DATA_HOME)."""
     if os.environ.get("ACCELBENCH_DB"):
-        return Path(os.environ["ACCELBENCH_DB"])
+        where = os.environ["ACCELBENCH_DB"]
+        return where if is_url(where) else Path(where)
     data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
     return Path(data_home) / "accelbench" / "results.sqlite"
 
 
 class ResultStore:
-    def __init__(self, path: Path | str | None = None, *, writable: bool = True) -> None:
-        self.path = Path(path) if path is not None else default_path()
-        if writable:
-            _check_writable(self.path)
-        elif not self.path.exists():
-            raise AccelbenchError(
-                f"no results database at {self.path}; run a benchmark first or pass --db"
-            )
+    """Stored results, in an SQLite file or a PostgreSQL database."""
+
+    def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
+        where = where if where is not None else default_path()
+        self.path: Path | None = None
+        if is_url(where):
+            self.where = _redacted(str(where))
+            self.dialect = POSTGRES
+            self._db: Any = _connect_postgres(str(where), self.where)
+            errors: tuple[type[Exception], ...] = (_psycopg().Error,)
+        else:
+            self.path = Path(where)
+            self.where = str(self.path)
+            self.dialect = SQLITE
+            self._db = _connect_sqlite(self.path, writable)
+            errors = (sqlite3.DatabaseError,)
         try:
-            self._db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout = 30000")
-            if writable:
-                self._db.execute("PRAGMA journal_mode = WAL")  # readers never block the writer
             self._migrate()
-        except sqlite3.DatabaseError as exc:
+        except errors as exc:
+            self._db.close()
             raise AccelbenchError(
-                f"{self.path} is not a usable accelbench database ({exc}); pass --db with another path"
+                f"{self.where} is not a usable accelbench database ({one_line(exc)}); pass --db "
+                "with another one"
             ) from exc
 
     def close(self) -> None:
@@ -108,19 +170,17 @@ class ResultStore:
         row = _row(result)
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
         with self._transaction():
-            self._db.execute(
+            self._execute(
                 f"INSERT INTO results ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(row))}) "
                 f"ON CONFLICT(key) DO UPDATE SET {updates}",
                 row,
             )
 
     def has(self, key: str) -> bool:
-        return (
-            self._db.execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
-        )
+        return self._execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
 
     def get(self, key: str) -> Result | None:
-        row = self._db.execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
+        row = self._execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
         return _record(row[0]) if row else None
 
     def query(
@@ -146,34 +206,134 @@ class ResultStore:
         sql += " ORDER BY created_at DESC, key"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        rows = self._db.execute(sql, args).fetchall()
+        rows = self._execute(sql, args).fetchall()
         return [_record(r[0]) for r in reversed(rows)]
 
+    def _execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+        """Run one statement written with ? placeholders; returns its cursor."""
+        return self._db.execute(sql.replace("?", self.dialect.param), params)
+
+    def _version(self) -> int:
+        if self.dialect is SQLITE:
+            return int(self._execute("PRAGMA user_version").fetchone()[0])
+        if self._execute("SELECT to_regclass('accelbench_schema')").fetchone()[0] is None:
+            return 0
+        return int(self._execute("SELECT version FROM accelbench_schema").fetchone()[0])
+
     def _migrate(self) -> None:
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        version = self._version()
         if version > SCHEMA_VERSION:
             raise AccelbenchError(
-                f"{self.path} has schema {version}, newer than this accelbench ({SCHEMA_VERSION}); "
-                "upgrade accelbench or pass --db with another path"
+                f"{self.where} has schema {version}, newer than this accelbench ({SCHEMA_VERSION}); "
+                "upgrade accelbench or pass --db with another one"
             )
         if version == SCHEMA_VERSION:
             return
+        if version > 0 and self.path is not None:  # results in it: keep the file as it was
+            backup = self.path.with_name(f"{self.path.name}.schema{version}.bak")
+            with sqlite3.connect(backup) as copy:
+                self._db.backup(copy)
+            copy.close()
+            log.warning(
+                "%s: migrating schema %d to %d; the database as it was is kept in %s",
+                self.where, version, SCHEMA_VERSION, backup,
+            )  # fmt: skip
         with self._transaction():
-            for sql in MIGRATIONS[version:]:
-                for statement in sql.split(";"):
-                    if statement.strip():
-                        self._db.execute(statement)
-            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if self.dialect is POSTGRES:
+                self._execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+            version = self._version()  # another process may have migrated it meanwhile
+            if version == SCHEMA_VERSION:
+                return
+            if version > 0 and self.dialect is POSTGRES:
+                self._execute(f"CREATE TABLE results_schema{version}_backup AS TABLE results")
+                log.warning(
+                    "%s: migrating schema %d to %d; the results as they were are kept in "
+                    "results_schema%d_backup", self.where, version, SCHEMA_VERSION, version,
+                )  # fmt: skip
+            for migration in range(version, SCHEMA_VERSION):
+                for statement in statements(migration, self.dialect):
+                    self._execute(statement)
+            if self.dialect is SQLITE:
+                self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            else:
+                self._execute("CREATE TABLE IF NOT EXISTS accelbench_schema (version INTEGER)")
+                self._execute("DELETE FROM accelbench_schema")
+                self._execute("INSERT INTO accelbench_schema VALUES (?)", (SCHEMA_VERSION,))
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
+        if self.dialect is POSTGRES:
+            with self._db.transaction():
+                yield
+            return
+        self._execute("BEGIN IMMEDIATE")  # takes the write lock now: no deadlock on upgrade
         try:
             yield
         except BaseException:
-            self._db.execute("ROLLBACK")
+            self._execute("ROLLBACK")
             raise
-        self._db.execute("COMMIT")
+        self._execute("COMMIT")
+
+
+def _connect_sqlite(path: Path, writable: bool) -> sqlite3.Connection:
+    if writable:
+        _check_writable(path)
+        fs = file_system(path)
+        if fs in NETWORK_FILE_SYSTEMS:
+            log.warning(
+                "%s is on %s, a network file system, where SQLite's locks are unreliable with "
+                "several writers: keep --db on a local disk, or use a PostgreSQL URL",
+                path, fs,
+            )  # fmt: skip
+    elif not path.exists():
+        raise AccelbenchError(f"no results database at {path}; run a benchmark first or pass --db")
+    try:
+        db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        db.execute("PRAGMA busy_timeout = 30000")
+        if writable:
+            db.execute("PRAGMA journal_mode = WAL")  # readers never block the writer
+    except sqlite3.DatabaseError as exc:
+        raise AccelbenchError(
+            f"{path} is not a usable accelbench database ({exc}); pass --db with another path"
+        ) from exc
+    return db
+
+
+def _psycopg() -> Any:
+    try:
+        import psycopg
+    except ImportError:
+        raise AccelbenchError(
+            "a PostgreSQL --db needs psycopg: pip install 'accelbench[postgres]'"
+        ) from None
+    return psycopg
+
+
+def _connect_postgres(url: str, shown: str) -> Any:
+    psycopg = _psycopg()
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise AccelbenchError(
+            f"cannot connect to {shown} ({one_line(exc)}); check the URL and that the server runs"
+        ) from exc
+
+
+def _redacted(url: str) -> str:
+    """The URL without its password, fit to print."""
+    return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+
+
+def file_system(path: Path) -> str | None:
+    """The type of the file system that holds `path` (its deepest mount point), if known."""
+    import psutil
+
+    folder = str(path.resolve().parent)
+    mounts = [
+        p for p in psutil.disk_partitions(all=True)
+        if folder == p.mountpoint or folder.startswith(p.mountpoint.rstrip("/") + "/")
+    ]  # fmt: skip
+    return max(mounts, key=lambda p: len(p.mountpoint)).fstype if mounts else None
 
 
 def _check_writable(path: Path) -> None:
@@ -204,6 +364,7 @@ def _row(result: Result) -> tuple[object, ...]:
         result.status,
         result.items_per_s,
         metrics.epochs[-1].time_s if metrics else None,
+        metrics.time_to_train.time_to_target_s if metrics and metrics.time_to_train else None,
         result.env.hostname,
         result.created_at.isoformat(),
         result.model_dump_json(),
@@ -214,7 +375,10 @@ def _record(text: str) -> Result:
     try:
         return Result.model_validate_json(text)
     except ValidationError as exc:
-        key = json.loads(text).get("key", "?") if text.startswith("{") else "?"
+        try:
+            key = json.loads(text).get("key", "?")
+        except (json.JSONDecodeError, AttributeError):  # not even a JSON object
+            key = "?"
         raise AccelbenchError(
             f"stored result {key} does not match this accelbench's record format; upgrade accelbench"
         ) from exc

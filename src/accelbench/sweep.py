@@ -141,8 +141,10 @@ def run_sweep(
     """Run each spec in a fresh process and store it as it finishes.
 
     A cell already in the store for this platform is skipped (its stored result is returned and
-    reported with `skipped=True`) unless `force`. A failing cell is stored with its status and the
-    sweep goes on. A spec the platform cannot run raises before any cell starts.
+    reported with `skipped=True`) unless `force` or it was interrupted: a sweep killed at any
+    point and run again does what is left, nothing twice. A failing cell is stored with its
+    status and the sweep goes on; SIGTERM or Ctrl-C stores the cell in flight as interrupted
+    and raises launch.Interrupted. A spec the platform cannot run raises before any cell starts.
     """
     specs = list(specs)
     checked = set()
@@ -160,19 +162,40 @@ def run_sweep(
         cells.append((spec.model_copy(update={"device": env.device_type}), env))
 
     results = []
-    for spec, env in cells:
-        stored = None if force else store.get(result_key(spec, env))
-        if stored is not None:
-            results.append(stored)
-            if on_result:
-                on_result(stored, True)
-            continue
-        if on_start:
-            on_start(spec)
-        result = launch.run_in_child(spec, env, timeout_s)
-        store.put(result)
-        log.info("%s: %s", spec.workload, result.status)
-        results.append(result)
-        if on_result:
-            on_result(result, False)
+    with launch.sigterm_interrupts():
+        for spec, env in cells:
+            results.append(_run_cell(spec, env, store, force, timeout_s, on_start, on_result))
     return results
+
+
+def _run_cell(
+    spec: RunSpec,
+    env: Environment,
+    store: ResultStore,
+    force: bool,
+    timeout_s: float,
+    on_start: Callable[[RunSpec], None] | None,
+    on_result: Callable[[Result, bool], None] | None,
+) -> Result:
+    """The stored result of a cell, else its new one, stored the moment it exists. An
+    interrupted cell is stored as such before the interruption goes on up."""
+    stored = None if force else store.get(result_key(spec, env))
+    if stored is not None and stored.status != "interrupted":
+        if on_result:
+            on_result(stored, True)
+        return stored
+    if on_start:
+        on_start(spec)
+    try:
+        result = launch.run_in_child(spec, env, timeout_s)
+    except launch.Interrupted as exc:
+        if exc.result is not None:
+            with launch.signals_deferred():
+                store.put(exc.result)
+        raise
+    with launch.signals_deferred():  # a signal now would lose a finished cell
+        store.put(result)
+    log.info("%s: %s", spec.workload, result.status)
+    if on_result:
+        on_result(result, False)
+    return result

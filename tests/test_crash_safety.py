@@ -1,0 +1,158 @@
+"""Never lose a result: kill -9 and resume, SIGTERM, many writers at once."""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from accelbench.environment import capture
+from accelbench.result import Result
+from accelbench.store import ResultStore
+
+from .conftest import tiny
+
+QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
+SWEEP = ["run", "tiny_mlp", "--batch-size", "2,4,8"]
+
+
+def start(db: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "accelbench", *args, "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def stored(db: Path) -> dict[str, tuple[str, str]]:
+    """key -> (status, created_at) of every stored result."""
+    if not db.exists():
+        return {}
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT key, status, created_at FROM results").fetchall()
+    return {key: (status, created) for key, status, created in rows}
+
+
+def wait_for_rows(db: Path, n: int, proc: subprocess.Popen[str], limit_s: float = 60) -> None:
+    deadline = time.monotonic() + limit_s
+    while len(stored(db)) < n:
+        assert proc.poll() is None, "the sweep ended before it was interrupted"
+        assert time.monotonic() < deadline, f"no {n} stored results within {limit_s} s"
+        time.sleep(0.1)
+
+
+def kill_hard(proc: subprocess.Popen[str]) -> None:
+    """kill -9 of the sweep and of the cell it started (which has a session of its own)."""
+    children = psutil.Process(proc.pid).children(recursive=True)
+    proc.kill()
+    for child in children:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    proc.wait()
+
+
+def test_kill_9_at_random_points_then_resume_gives_the_uninterrupted_cells(tmp_path: Path) -> None:
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    db = tmp_path / "killed.sqlite"
+    for attempt in range(2):
+        proc = start(db, *SWEEP, *QUICK)
+        time.sleep(rng.uniform(0.5, 8.0))
+        kill_hard(proc)
+        before = stored(db)
+        assert all(status == "ok" for status, _ in before.values()), f"seed {seed}, {attempt}"
+    resumed = start(db, *SWEEP, *QUICK)
+    output = resumed.communicate()[0]
+    assert resumed.returncode == 0, output
+    after = stored(db)
+    # Exactly the sweep's cells, each once, all measured.
+    with sqlite3.connect(db) as conn:
+        batches = sorted(b for (b,) in conn.execute("SELECT micro_batch FROM results"))
+    assert batches == [2, 4, 8], f"seed {seed}"
+    assert all(status == "ok" for status, _ in after.values())
+    # Nothing done twice: what was stored before the resume was skipped, and kept as it was.
+    assert output.count("stored earlier, skipped") == len(before), f"seed {seed}"
+    assert all(after[key] == value for key, value in before.items())
+
+
+def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "results.sqlite"
+    # Cells of a few seconds each, so that the second one is surely in flight.
+    slow = [
+        "--epochs",
+        "1",
+        "--steps-per-epoch",
+        "6000",
+        "--window-steps",
+        "100",
+        "--device",
+        "cpu",
+    ]
+    proc = start(db, "run", "tiny_mlp", "--batch-size", "2,4", *slow)
+    wait_for_rows(db, 1, proc)
+    time.sleep(1.5)  # the second cell's process has started
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 143, output
+    assert "interrupted by SIGTERM" in output
+    statuses = sorted(status for status, _ in stored(db).values())
+    assert statuses == ["interrupted", "ok"]
+    with sqlite3.connect(db) as conn:
+        (reason,) = conn.execute("SELECT json_extract(record, '$.reason') FROM results "
+                                 "WHERE status = 'interrupted'").fetchone()  # fmt: skip
+    assert reason.startswith("stopped by SIGTERM after")
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+    again = start(db, "run", "tiny_mlp", "--batch-size", "2,4", *slow)
+    output = again.communicate()[0]
+    assert again.returncode == 0, output
+    assert output.count("stored earlier, skipped") == 1  # the finished cell, not the interrupted
+    assert sorted(status for status, _ in stored(db).values()) == ["ok", "ok"]
+
+
+WRITERS, PER_WRITER = 8, 200
+
+
+def _write(where: str, writer: int) -> None:
+    env = capture("cpu")
+    with ResultStore(where) as store:
+        for i in range(PER_WRITER):
+            spec = tiny(repeat=writer * PER_WRITER + i)
+            store.put(Result.new(spec, env, "error", reason=f"writer {writer} item {i}"))
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_concurrent_writers_lose_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    where = (
+        str(tmp_path / "shared.sqlite")
+        if backend == "sqlite"
+        else request.getfixturevalue("fresh_postgres")
+    )
+    ctx = multiprocessing.get_context("spawn")
+    # All at once on a database none of them has made yet: they race to create it, too.
+    procs = [ctx.Process(target=_write, args=(where, w)) for w in range(WRITERS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+        assert p.exitcode == 0
+    with ResultStore(where) as store:
+        reasons = {r.reason for r in store.query()}
+    assert reasons == {f"writer {w} item {i}" for w in range(WRITERS) for i in range(PER_WRITER)}
+    if backend == "sqlite":
+        with sqlite3.connect(where) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)

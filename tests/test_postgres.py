@@ -1,0 +1,85 @@
+"""The store on a real PostgreSQL server: the same schema, records and behaviour as SQLite."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import store as store_module
+from accelbench.cli import app
+from accelbench.environment import capture
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.runner import run
+from accelbench.store import SCHEMA_VERSION, ResultStore
+
+from .conftest import tiny
+
+
+@pytest.fixture(scope="module")
+def measured() -> Result:
+    return run(tiny())
+
+
+def test_records_round_trip_and_upsert(fresh_postgres: str, measured: Result) -> None:
+    failed = Result.new(tiny(batch_size=8), capture("cpu"), "oom", reason="OutOfMemoryError: x")
+    with ResultStore(fresh_postgres) as store:
+        store.put(measured)
+        store.put(measured)  # the same cell again replaces it
+        store.put(failed)
+        assert store.get(measured.key) == measured
+        assert store.has(failed.key) and not store.has("nope")
+        assert store.query() == [measured, failed]
+        assert store.query(status="oom") == [failed]
+        assert store.query(platform=measured.env.platform[:3], limit=1) == [failed]
+    with ResultStore(fresh_postgres) as again:  # schema already there: opened as it is
+        assert again.query(workload="tiny_mlp", status="ok") == [measured]
+
+
+def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
+    fresh_postgres: str, measured: Result
+) -> None:
+    import psycopg
+
+    row = dict(zip(store_module._COLUMNS, store_module._row(measured), strict=True))
+    del row["time_to_target_s"]
+    with psycopg.connect(fresh_postgres, autocommit=True) as db:
+        for statement in store_module.statements(0, store_module.POSTGRES):
+            db.execute(statement)
+        db.execute(
+            f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",
+            list(row.values()),
+        )
+        db.execute("CREATE TABLE accelbench_schema (version INTEGER)")
+        db.execute("INSERT INTO accelbench_schema VALUES (1)")
+    with ResultStore(fresh_postgres) as store:
+        assert store.get(measured.key) == measured
+    with psycopg.connect(fresh_postgres, autocommit=True) as db:
+        assert db.execute("SELECT version FROM accelbench_schema").fetchall() == [(SCHEMA_VERSION,)]
+        assert db.execute("SELECT key FROM results_schema1_backup").fetchall() == [(measured.key,)]
+        db.execute("UPDATE accelbench_schema SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(AccelbenchError, match="newer than this accelbench"):
+        ResultStore(fresh_postgres)
+
+
+def test_a_sweep_stores_into_the_site_database_by_url(fresh_postgres: str) -> None:
+    quick = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
+    runner = CliRunner()
+    done = runner.invoke(
+        app, ["run", "tiny_mlp", "--batch-size", "2,4", *quick, "--db", fresh_postgres]
+    )
+    assert done.exit_code == 0, done.output
+    assert "results go to postgresql://" in done.output
+    shown = runner.invoke(app, ["results", "--format", "csv", "--db", fresh_postgres])
+    assert (
+        shown.exit_code == 0
+        and shown.output.count("\ntiny_mlp") + shown.output.count(",tiny_mlp,") >= 2
+    )
+
+
+def test_an_unreachable_server_is_one_line_without_the_password() -> None:
+    with pytest.raises(AccelbenchError) as caught:
+        ResultStore("postgresql://me:secret@127.0.0.1:1/results?connect_timeout=2")
+    message = str(caught.value)
+    assert message.startswith("cannot connect to postgresql://me:***@127.0.0.1:1/results")
+    assert "secret" not in message and "\n" not in message
