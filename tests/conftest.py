@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from accelbench.result import Result, result_key
 from accelbench.spec import RunSpec
 
 
@@ -159,3 +160,44 @@ def fresh_postgres(postgres_url: str) -> str:
         db.execute("DROP SCHEMA public CASCADE")
         db.execute("CREATE SCHEMA public")
     return postgres_url
+
+
+def on_platform(result: Result, name: str | None, factor: float, **spec: object) -> Result:
+    """`result` as if measured on platform `name` (None: the same one) with `spec` changed,
+    every throughput `factor` times the measured one: a second machine for report tests."""
+    env = result.env
+    if name is not None:
+        devices = [d.model_copy(update={"name": name}) for d in env.devices]
+        env = env.model_copy(update={"hostname": f"{name} host", "devices": devices})
+    m = result.metrics
+    assert m is not None
+    w = m.window_items_per_s
+    scaled = {k: v * factor for k, v in w.model_dump().items() if k != "n" and v is not None}
+    epochs = [e.model_copy(update={"items_per_s": e.items_per_s * factor}) for e in m.epochs]
+    metrics = m.model_copy(
+        update={"window_items_per_s": w.model_copy(update=scaled), "epochs": epochs}
+    )
+    new_spec = result.spec.model_copy(update=spec)
+    return result.model_copy(
+        update={"env": env, "spec": new_spec, "metrics": metrics, "key": result_key(new_spec, env)}
+    )
+
+
+SIM_PLATFORM = "Sim <script>document.title='pwned'</script> IPU"
+"""A simulated platform whose name is markup: reports must show it as text."""
+
+
+@pytest.fixture(scope="session")
+def two_platforms() -> list[Result]:
+    """Training at batch 4, 16 and 64 and inference at 4 and 16, measured here; the same cells
+    on a simulated second platform (3x, 1.2x and 0.5x as fast); this platform at 2 replicas for
+    batch 16 (1.8x); and an out-of-memory cell at batch 256."""
+    from accelbench.runner import run
+
+    here = [run(tiny(batch_size=b, steps_per_epoch=12)) for b in (4, 16, 64)]
+    here += [run(tiny(scenario="infer", batch_size=b, steps_per_epoch=12)) for b in (4, 16)]
+    there = [
+        on_platform(r, SIM_PLATFORM, f) for r, f in zip(here, (3, 1.2, 0.5, 2, 2), strict=True)
+    ]
+    oom = Result.new(tiny(batch_size=256), here[0].env, "oom", reason="out of memory (simulated)")
+    return [*here, *there, on_platform(here[1], None, 1.8, replicas=2), oom]

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from accelbench import exchange
 from accelbench.cli import _key_values, _percent, _validation_message
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
@@ -105,3 +106,42 @@ def test_any_stored_record_loads_or_is_refused_with_one_line(fields: dict[str, A
             Result.model_validate(_record(text))
         except Exception as exc:
             _refused_cleanly(exc)
+
+
+def _paths(node: Any, prefix: tuple[Any, ...] = (), depth: int = 4) -> list[tuple[Any, ...]]:
+    """Every path into a JSON document, down to `depth`."""
+    out = [prefix]
+    if depth and isinstance(node, dict):
+        for k, v in node.items():
+            out += _paths(v, (*prefix, k), depth - 1)
+    elif depth and isinstance(node, list):
+        for i, v in enumerate(node[:2]):
+            out += _paths(v, (*prefix, i), depth - 1)
+    return out
+
+
+@BOUNDED
+@given(st.data())
+def test_any_import_file_is_read_or_refused_with_one_line(
+    two_platforms: list[Result], data: st.DataObject
+) -> None:
+    text = exchange.dumps(two_platforms[:2])
+    doc = json.loads(text)
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(_paths(doc)))
+        if not path:
+            doc = data.draw(values)
+            break
+        parent = doc
+        for step in path[:-1]:
+            parent = parent[step]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            parent.pop(path[-1], None)
+        else:
+            parent[path[-1]] = data.draw(values)
+    raw = json.dumps(doc).encode()
+    raw = raw[: data.draw(st.integers(0, len(raw)))] if data.draw(st.booleans()) else raw
+    try:
+        exchange.parse(raw, "fuzzed.json")
+    except Exception as exc:
+        _refused_cleanly(exc)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
+from accelbench import exchange
 from accelbench import store as store_module
 from accelbench.cli import app
 from accelbench.environment import capture
@@ -83,3 +86,18 @@ def test_an_unreachable_server_is_one_line_without_the_password() -> None:
     message = str(caught.value)
     assert message.startswith("cannot connect to postgresql://me:***@127.0.0.1:1/results")
     assert "secret" not in message and "\n" not in message
+
+
+def test_import_into_the_site_database_skips_what_it_has(
+    fresh_postgres: str, two_platforms: list[Result], tmp_path: Path
+) -> None:
+    export = tmp_path / "cluster-a.json"
+    export.write_text(exchange.dumps(two_platforms))
+    with ResultStore(fresh_postgres) as store:
+        store.put(two_platforms[0])
+    done = CliRunner().invoke(app, ["import", str(export), "--db", fresh_postgres])
+    assert done.exit_code == 0, done.output
+    assert f"imported {len(two_platforms) - 1} new results" in done.output
+    assert "1 were stored already" in done.output
+    with ResultStore(fresh_postgres) as store:
+        assert {r.key for r in store.query()} == {r.key for r in two_platforms}

@@ -1,4 +1,5 @@
-"""The command line: list, env, run, results. Only this module and report.py touch the terminal."""
+"""The command line: list, env, run, results, report, compare, export, import, references, slurm.
+Only this module and report.py touch the terminal."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.core import TyperGroup
 
-from accelbench import environment, launch, references, report, workloads
+from accelbench import comparison, environment, launch, references, report, workloads
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
@@ -105,6 +106,51 @@ DbOption = Annotated[
         "shared by a site. Default: $ACCELBENCH_DB, else ~/.local/share/accelbench/results.sqlite."
     ),
 ]
+
+
+DbsOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--db",
+        help="Results database(s) to read, merged (repeat --db for each machine's): SQLite files or "
+        "PostgreSQL URLs. Default: as for `run`.",
+    ),
+]
+WorkloadFilter = Annotated[str | None, typer.Option(help="Only this workload.")]
+PlatformFilter = Annotated[
+    str | None, typer.Option(help="Only platforms whose name contains this.")
+]
+StatusFilter = Annotated[
+    str | None,
+    typer.Option(
+        help="Only this status: ok, diverged, not-converged, oom, error, timeout, interrupted."
+    ),
+]
+
+
+def _load(
+    dbs: list[str] | None, workload: str | None, platform: str | None, status: str | None = None
+) -> tuple[list[Result], list[str]]:
+    """Results from each database, oldest first, a result in several counted once (by key);
+    and where they came from."""
+    if workload is not None:
+        workloads.check_name(workload)
+    found: dict[str, Result] = {}
+    sources = []
+    wheres: list[str | None] = list(dbs) if dbs else [None]
+    for where in wheres:
+        with ResultStore(where, writable=False) as store:
+            sources.append(store.where)
+            for r in store.query(workload=workload, platform=platform, status=status):
+                found.setdefault(r.key, r)
+    return sorted(found.values(), key=lambda r: r.created_at), sources
+
+
+def _write(path: Path, text: str) -> None:
+    """Write whole or not at all: a reader never sees half a file."""
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text, encoding="utf-8")
+    partial.replace(path)
 
 
 LatencyBoundOption = Annotated[
@@ -348,14 +394,9 @@ def _show(results: list[Result], latency_bound_ms: float | None = None) -> None:
 
 @app.command()
 def results(
-    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
-    platform: Annotated[
-        str | None, typer.Option(help="Only platforms whose name contains this.")
-    ] = None,
-    status: Annotated[
-        str | None,
-        typer.Option(help="Only this status: ok, diverged, not-converged, oom, error, timeout."),
-    ] = None,
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    status: StatusFilter = None,
     limit: Annotated[int | None, typer.Option(help="Only the newest N.", min=1)] = None,
     fmt: Annotated[
         Format, typer.Option("--format", help="table, json (full records) or csv.")
@@ -475,28 +516,47 @@ def list_references(
 
 @app.command()
 def compare(
+    by: Annotated[
+        str | None,
+        typer.Option(
+            help="Set each value of this against the baseline's at matched conditions: platform, "
+            "precision, batch_size, compile, replicas or any other setting."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(help="The value of --by the others are set against (default: the smallest)."),
+    ] = None,
     reference: Annotated[
         bool,
         typer.Option(
             "--reference", help="Set each stored run beside its closest published figure."
         ),
     ] = False,
-    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
-    platform: Annotated[
-        str | None, typer.Option(help="Only platforms whose name contains this.")
-    ] = None,
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
     tolerance: Annotated[
         float, typer.Option(help="Band around the published figure, percent.", min=0)
     ] = references.DEFAULT_TOLERANCE_PCT,
-    db: DbOption = None,
+    db: DbsOption = None,
 ) -> None:
-    """Stored runs against published results: measured / published, and a verdict."""
-    if not reference:
-        raise AccelbenchError("give --reference: stored runs are compared with published results")
-    if workload is not None:
-        workloads.check_name(workload)
-    with ResultStore(db, writable=False) as store:
-        found = store.query(workload=workload, platform=platform, status="ok")
+    """Throughput ratios between configurations (--by), with intervals; or stored runs against
+    published results (--reference)."""
+    if (by is None) == (not reference):
+        raise AccelbenchError(
+            "give --by FIELD (e.g. --by platform) to compare configurations, or --reference to "
+            "compare with published results"
+        )
+    found, _ = _load(db, workload, platform, status="ok")
+    if by is not None:
+        found_ratios = comparison.ratios(found, by, baseline)
+        if not found_ratios:
+            console.print(f"no cell was run at two values of {by}: nothing to compare")
+            return
+        console.print(report.ratio_table(found_ratios, by))
+        for line in comparison.summary(found_ratios):
+            console.print(line)
+        return
     matches = [m for m in map(references.match, found) if m is not None]
     if matches:
         console.print(report.reference_table(matches, tolerance))
@@ -510,6 +570,102 @@ def compare(
         console.print(f"{name} on {where}: no published throughput for this device family")
     if not found:
         console.print("no stored results match")
+
+
+class ReportFormat(StrEnum):
+    html = "html"
+    md = "md"
+    csv = "csv"
+    json = "json"
+
+
+@app.command("report")
+def make_report(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    status: StatusFilter = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write it here (default for html: report.html; else standard output)."),
+    ] = None,
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format", help="html (one self-contained page with figures), md, csv, json."
+        ),
+    ] = ReportFormat.html,
+    figures_dir: Annotated[
+        Path | None, typer.Option("--figures", help="Also write every figure here as PNG and SVG.")
+    ] = None,
+    db: DbsOption = None,
+) -> None:
+    """The stored runs as a report: figures (throughput against batch size, scaling, first
+    against steady epoch, latency, time to train, energy and MFU) and the seed paper's tables."""
+    from accelbench import document, figures
+
+    found, sources = _load(db, workload, platform, status)
+    if not found:
+        raise AccelbenchError("no stored results match: run a sweep first, or loosen the filters")
+    plots = figures.plots(found) if fmt is ReportFormat.html or figures_dir else []
+    if fmt is ReportFormat.html:
+        text, out = document.page(found, plots, sources), out or Path("report.html")
+    elif fmt is ReportFormat.md:
+        text = document.markdown(found)
+    else:
+        text = report.to_json(found) if fmt is ReportFormat.json else report.to_csv(found)
+    if out is None:
+        print(text, end="")
+    else:
+        _write(out, text)
+        console.print(f"wrote {out}: {len(found)} results, {len(plots)} figures")
+    if figures_dir is not None:
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        for plot in plots:
+            for suffix in ("svg", "png"):
+                (figures_dir / f"{plot.name}.{suffix}").write_bytes(plot.render(suffix))
+        console.print(f"wrote {2 * len(plots)} figure files (PNG and SVG) to {figures_dir}")
+
+
+@app.command()
+def export(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    status: StatusFilter = None,
+    out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
+    db: DbsOption = None,
+) -> None:
+    """Stored results as JSON, for `accelbench import` on another machine."""
+    from accelbench import exchange
+
+    found, _ = _load(db, workload, platform, status)
+    text = exchange.dumps(found)
+    if out is None:
+        print(text, end="")
+    else:
+        _write(out, text)
+        console.print(f"wrote {len(found)} results to {out}")
+
+
+@app.command("import")
+def import_results(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Files made by `accelbench export`, or accelbench SQLite databases."),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Merge results from other machines into the database. Every file is checked whole first:
+    a malformed one changes nothing. Results stored already (same key) are kept as they are."""
+    from accelbench import exchange
+
+    found = [r for path in files for r in exchange.load(path)]
+    with ResultStore(db) as store:
+        new = store.add(found)
+        where = store.where
+    console.print(
+        f"imported {new} new results into {where}; {len(found) - new} were stored already "
+        "(same cell, same platform)"
+    )
 
 
 def main() -> None:

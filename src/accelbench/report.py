@@ -13,33 +13,31 @@ from pathlib import Path
 
 from rich.table import Table
 
-from accelbench import convergence, references, validity
+from accelbench import comparison, convergence, references, tables, validity
 from accelbench.references import Reference
 from accelbench.result import MEASURED, Result, TimeToTrain
+from accelbench.tables import rate_text
 
 INFERENCE = ("infer", "server")
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 
 
 def table(results: Sequence[Result], title: str | None = None) -> Table:
+    return tables.rich(results_grid(results, title or ""))
+
+
+def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
     """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
     epoch and throughput, with how precisely it is known, MFU, input wait and the verdict."""
     groups = validity.repeat_groups(results)
-    out = Table(title=title)
-    for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
-        out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
-    for name in (
-        "Last epoch (s)", "Throughput (items/s)", "± CI (%)", "Speed-up (eff.)", "MFU (%)",
-        "Input wait (%)", "Verdict",
-    ):  # fmt: skip
-        out.add_column(name, justify="left" if name == "Verdict" else "right")
     speedups = scaling(results)
+    rows = []
     for r in results:
         m = r.metrics
         throughput = "" if m is None else rate_text(m.items_per_s)
         if _shown_invalid(r):
             throughput = f"({throughput})"
-        out.add_row(
+        rows.append((
             label(r),
             r.env.platform,
             str(r.spec.replicas),
@@ -52,13 +50,28 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
             mfu_text(r),
             wait_text(r),
             _verdict_cell(r, validity.siblings(r, groups)),
-        )
-    return out
+        ))  # fmt: skip
+    headers = (
+        "Workload", "Platform", "Replicas", "Micro batch", "Precision", "Last epoch (s)",
+        "Throughput (items/s)", "± CI (%)", "Speed-up (eff.)", "MFU (%)", "Input wait (%)",
+        "Verdict",
+    )  # fmt: skip
+    return tables.Grid(title, headers, rows, frozenset({0, 1, 4, 11}))
 
 
 def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> list[str]:
     """Lines printed under the table: why each result is not ok or not valid, the spread of
-    repeats, and how MFU's peaks were obtained."""
+    repeats, and how MFU's peaks were obtained. Results from several platforms get their lines
+    platform by platform, each line led by the platform's name."""
+    platforms = list(dict.fromkeys(r.env.platform for r in results))
+    if len(platforms) > 1:
+        lines = [
+            f"{platform}: {line}"
+            for platform in platforms
+            for line in notes([r for r in results if r.env.platform == platform], latency_bound_ms)
+            if line != NOT_VALID_NOTE
+        ]
+        return lines + ([NOT_VALID_NOTE] if any(_shown_invalid(r) for r in results) else [])
     groups = validity.repeat_groups(results)
     lines = []
     for r in results:
@@ -202,11 +215,6 @@ def label(result: Result) -> str:
     text += f", {spec.workers} workers" if spec.workers else ""
     text += f", seed {spec.seed}" if spec.seed else ""
     return text + (f", repeat {spec.repeat}" if spec.repeat else "")
-
-
-def rate_text(items_per_s: float) -> str:
-    """Whole numbers with thousands separators; three significant digits below 100."""
-    return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
 def _shown_invalid(result: Result) -> bool:
@@ -505,21 +513,21 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
 
 
 def time_to_train_table(results: Sequence[Result]) -> Table | None:
+    grid = time_to_train_grid(results)
+    return None if grid is None else tables.rich(grid)
+
+
+def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
     """Throughput and time to target side by side, one row per cell over its seeds; None
     without time-to-train results."""
     summaries = convergence.by_seed(results)
     if not summaries:
         return None
-    out = Table(title="Time to train (training clock; evaluation left out)")
-    for name in ("Workload", "Platform", "Global batch", "Precision", "LR", "Target"):
-        out.add_column(name, justify="right" if name == "Global batch" else "left")
-    for name in ("Throughput (items/s)", "Time to target (s)", "Range (s)", "Reached", "Steps",
-                 "Passes"):  # fmt: skip
-        out.add_column(name, justify="right")
+    rows = []
     for s in summaries:
         first = s.runs[0]
         reached = [t for r in s.runs if (t := _ttt(r)).time_to_target_s is not None]
-        out.add_row(
+        rows.append((
             label(first), first.env.platform, str(first.spec.global_batch), first.spec.precision,
             f"{first.spec.scaled_lr:.4g}", first.spec.target or "",
             "" if s.items_per_s is None else rate_text(s.items_per_s),
@@ -528,8 +536,15 @@ def time_to_train_table(results: Sequence[Result]) -> Table | None:
             f"{s.num_reached}/{len(s.runs)}",
             _median_text([t.steps_to_target for t in reached], "{:.0f}"),
             _median_text([t.passes_to_target for t in reached], "{:.2f}"),
-        )  # fmt: skip
-    return out
+        ))  # fmt: skip
+    headers = (
+        "Workload", "Platform", "Global batch", "Precision", "LR", "Target",
+        "Throughput (items/s)", "Time to target (s)", "Range (s)", "Reached", "Steps", "Passes",
+    )  # fmt: skip
+    return tables.Grid(
+        "Time to train (training clock; evaluation left out)", headers, rows,
+        frozenset({0, 1, 3, 4, 5}),
+    )  # fmt: skip
 
 
 def _ttt(result: Result) -> TimeToTrain:
@@ -635,3 +650,30 @@ def projection_lines(results: Sequence[Result], epochs: float, epoch_items: int)
             "not measured; assumes this batch converges in that many epochs"
         )
     return lines
+
+
+def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
+    """Each value's throughput against the baseline's in one matched cell, with the ratio's
+    interval and whether the two can be ranked."""
+
+    def band_text(b: comparison.Band) -> str:
+        text = rate_text(b.median)
+        if b.low is not None and b.high is not None:
+            text += f" [{rate_text(b.low)}-{rate_text(b.high)}]"
+        return text + (f" ({b.num_runs} runs)" if b.num_runs > 1 else "")
+
+    rows = [
+        (
+            _cell(r.cell) + ("" if by == "platform" else f" on {r.cell.env.platform}"),
+            r.value, r.baseline, band_text(r.measured), band_text(r.reference),
+            f"{r.ratio:.2f}x",
+            "" if r.interval is None else f"{r.interval[0]:.2f}-{r.interval[1]:.2f}",
+            r.verdict,
+        )
+        for r in ratios
+    ]  # fmt: skip
+    headers = (
+        "Cell (as run at the baseline)", by, "against", "Items/s [95% interval]",
+        "Baseline items/s", "Ratio", "Ratio interval", "Verdict",
+    )  # fmt: skip
+    return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 2, 7})))

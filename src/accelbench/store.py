@@ -167,14 +167,15 @@ class ResultStore:
 
     def put(self, result: Result) -> None:
         """Store `result`, replacing any earlier result with the same key."""
-        row = _row(result)
         updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
         with self._transaction():
-            self._execute(
-                f"INSERT INTO results ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(row))}) "
-                f"ON CONFLICT(key) DO UPDATE SET {updates}",
-                row,
-            )
+            self._execute(_INSERT + f"DO UPDATE SET {updates}", _row(result))
+
+    def add(self, results: Sequence[Result]) -> int:
+        """Store those of `results` whose key is not stored yet, all in one transaction (none
+        if any fails); returns how many were new."""
+        with self._transaction():
+            return sum(self._execute(_INSERT + "DO NOTHING", _row(r)).rowcount for r in results)
 
     def has(self, key: str) -> bool:
         return self._execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
@@ -347,6 +348,12 @@ def _check_writable(path: Path) -> None:
     for place in (path, path.parent):
         if place.exists() and not os.access(place, os.W_OK):
             raise AccelbenchError(f"cannot write to {place}; pass --db with a writable path")
+
+
+_INSERT = (
+    f"INSERT INTO results ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
+    "ON CONFLICT(key) "
+)
 
 
 def _row(result: Result) -> tuple[object, ...]:

@@ -1,0 +1,150 @@
+"""Ratios between configurations at matched conditions: `accelbench compare --by platform` (or
+precision, or any spec field) sets each value's throughput against a baseline's for every cell
+that was run at both, all else equal.
+
+A ratio carries an interval: the lowest and the highest ratio the two medians' 95% intervals
+allow (repeats of a cell widen its interval to cover all of them). Two configurations are ranked
+only when that interval excludes 1, that is when their intervals do not overlap; a result
+without an interval (too few steady windows) is never ranked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from accelbench import validity
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.spec import RunSpec
+
+NOT_MATCHED = ("repeat", "seed")
+"""Spec fields that never separate cells being compared: repeats and seeds pool together."""
+
+
+def fields() -> list[str]:
+    """What `--by` accepts: the platform, or a spec field."""
+    return ["platform", *(f for f in RunSpec.model_fields if f not in NOT_MATCHED)]
+
+
+@dataclass(frozen=True)
+class Band:
+    """The throughput of one configuration in one cell: the median over its repeats, and an
+    interval covering each repeat's 95% interval (None where one has no interval)."""
+
+    median: float
+    low: float | None
+    high: float | None
+    num_runs: int
+
+
+def band(runs: Sequence[Result]) -> Band:
+    windows = [r.metrics.window_items_per_s for r in runs if r.metrics]
+    median = statistics.median(w.median for w in windows)
+    lows = [w.ci_low for w in windows]
+    highs = [w.ci_high for w in windows]
+    if any(v is None for v in [*lows, *highs]):
+        return Band(median, None, None, len(windows))
+    return Band(median, min(v for v in lows if v is not None),
+                max(v for v in highs if v is not None), len(windows))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Ratio:
+    cell: Result
+    """The baseline's result, which names the cell."""
+    value: str
+    baseline: str
+    measured: Band
+    reference: Band
+
+    @property
+    def ratio(self) -> float:
+        return self.measured.median / self.reference.median
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        a, b = self.measured, self.reference
+        if a.low is None or a.high is None or b.low is None or b.high is None or b.low <= 0:
+            return None
+        return a.low / b.high, a.high / b.low
+
+    @property
+    def verdict(self) -> str:
+        interval = self.interval
+        if interval is None:
+            return "not ranked: no interval (too few steady windows; run more steps)"
+        if interval[0] > 1:
+            return f"{self.value} faster"
+        if interval[1] < 1:
+            return f"{self.baseline} faster"
+        return "not ranked: intervals overlap"
+
+
+def value_of(result: Result, by: str) -> str:
+    return result.env.platform if by == "platform" else str(getattr(result.spec, by))
+
+
+def _matched(result: Result, by: str) -> str:
+    """The conditions that must agree: everything but `by` (and repeat and seed)."""
+    if by == "platform":
+        spec = result.spec.model_dump(mode="json")
+        return json.dumps({k: v for k, v in spec.items() if k not in NOT_MATCHED}, sort_keys=True)
+    return validity.cell_key(result, **dict.fromkeys((by, *NOT_MATCHED)))
+
+
+def _order(value: str) -> tuple[int, float, str]:
+    try:
+        return 0, float(value), value
+    except ValueError:
+        return 1, 0.0, value
+
+
+def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Ratio]:
+    """Every value of `by` against the baseline value (the smallest, or `baseline`), in each
+    cell that has both; only results with status ok count."""
+    if by not in fields():
+        raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
+    cells: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    for r in results:
+        if r.status == "ok" and r.metrics:
+            cells[_matched(r, by)][value_of(r, by)].append(r)
+    values = sorted({v for cell in cells.values() for v in cell}, key=_order)
+    if baseline is None and values:
+        baseline = values[0]
+    if baseline is not None and baseline not in values:
+        raise AccelbenchError(
+            f"no stored result has {by} {baseline!r}: give --baseline one of {', '.join(values)}"
+        )
+    out = []
+    for cell in cells.values():
+        if baseline not in cell or len(cell) < 2:
+            continue
+        reference = band(cell[baseline])
+        for value in sorted(cell, key=_order):
+            if value != baseline:
+                out.append(Ratio(cell[baseline][0], value, baseline, band(cell[value]), reference))
+    return out
+
+
+def summary(found: Sequence[Ratio]) -> list[str]:
+    """One line per value: the geometric mean ratio over its matched cells, and how many of
+    them could be ranked."""
+    groups: dict[tuple[str, str], list[Ratio]] = defaultdict(list)
+    for r in found:
+        groups[(r.value, r.baseline)].append(r)
+    lines = []
+    for (value, baseline), members in groups.items():
+        mean = math.exp(statistics.fmean(math.log(r.ratio) for r in members))
+        ranked = [r for r in members if not r.verdict.startswith("not ranked")]
+        faster = sum(r.verdict == f"{value} faster" for r in ranked)
+        lines.append(
+            f"{value} against {baseline}: {mean:.2f}x throughput (geometric mean of "
+            f"{len(members)} matched cell{'s' if len(members) > 1 else ''}); ranked in {len(ranked)}: {value} faster in "
+            f"{faster}, {baseline} faster in {len(ranked) - faster}"
+        )
+    return lines

@@ -1,0 +1,107 @@
+"""The whole report as one document: a self-contained HTML page (figures inlined as SVG, no
+script, nothing fetched) or Markdown, from the same tables and notes the terminal shows.
+
+Every string that comes from results (workload, platform and host names, reasons) is escaped:
+the page is data, never markup. Its Content-Security-Policy forbids scripts as a second line."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections import Counter
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from importlib.metadata import version
+
+from accelbench import figures, report, tables
+from accelbench.result import Result
+
+CSS = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
+       padding: 0 1em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ddd; }
+figure { margin: 1.5em 0; } figure img { width: 100%; max-width: 860px; height: auto; }
+figcaption { color: #555; font-size: 0.9em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 0.85em; }
+caption { text-align: left; font-weight: 600; padding: 0.3em 0; }
+th, td { border-bottom: 1px solid #e4e4e4; padding: 0.25em 0.6em; }
+th { background: #f6f6f6; } td.num, th.num { text-align: right; } td.text, th.text { text-align: left; }
+li { margin: 0.2em 0; } .meta { color: #555; }
+"""
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+
+
+def grids(results: Sequence[Result]) -> list[tables.Grid]:
+    """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3 and
+    time to train where the results have their axes."""
+    optional = [
+        tables.seed_table_1(results), tables.seed_table_3(results),
+        report.time_to_train_grid(results),
+    ]  # fmt: skip
+    main = report.results_grid(results, "Results (seed 003, Table 4 layout)")
+    return [main, *(g for g in optional if g is not None)]
+
+
+def platforms_grid(results: Sequence[Result]) -> tables.Grid:
+    """Each platform and host the results came from, with what shapes their numbers."""
+    seen: dict[tuple[str, str], tuple[Result, int]] = {}
+    for r in results:
+        key = (r.env.platform, r.env.hostname)
+        first, count = seen.get(key, (r, 0))
+        seen[key] = (first, count + 1)
+    rows = [
+        (platform, host, r.env.device_type, str(len(r.env.devices)), r.env.cpu_model,
+         r.env.versions.get("torch", ""), r.env.cuda_version or "", r.env.driver_version or "",
+         str(count))
+        for (platform, host), (r, count) in seen.items()
+    ]  # fmt: skip
+    headers = ("Platform", "Host", "Device type", "Devices", "CPU", "torch", "CUDA", "Driver",
+               "Results")  # fmt: skip
+    return tables.Grid("Platforms", headers, rows, frozenset(range(8)) - {3})
+
+
+def markdown(results: Sequence[Result]) -> str:
+    parts = [tables.markdown(g) for g in [*grids(results), platforms_grid(results)]]
+    notes = report.notes(results)
+    if notes:
+        items = (f"- {html.escape(line, quote=False)}" for line in notes)
+        parts.append("**Notes**\n\n" + "\n".join(items) + "\n")
+    return "\n".join(parts)
+
+
+def page(results: Sequence[Result], plots: Sequence[figures.Plot], sources: Sequence[str]) -> str:
+    """The HTML report: summary, figures, tables, platforms and the verdicts' reasons."""
+    e = html.escape
+    statuses = Counter(r.status for r in results)
+    summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
+    made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    body = [
+        "<h1>accelbench report</h1>",
+        f'<p class="meta">{len(results)} results ({e(summary)}) from {e(", ".join(sources))}; '
+        f"made {made} by accelbench {e(version('accelbench'))}.</p>",
+    ]
+    if plots:
+        body.append("<h2>Figures</h2>")
+    for plot in plots:
+        svg = base64.b64encode(plot.render("svg")).decode()
+        body.append(
+            f'<figure id="{e(plot.name)}"><img alt="{e(plot.title)}" '
+            f'src="data:image/svg+xml;base64,{svg}"><figcaption>{e(plot.title)}. '
+            f"{e(plot.caption)}</figcaption></figure>"
+        )
+    body.append("<h2>Tables</h2>")
+    body += [tables.to_html(g) for g in grids(results)]
+    body.append(tables.to_html(platforms_grid(results)))
+    notes = report.notes(results)
+    if notes:
+        body.append("<h2>Verdicts and notes</h2><ul>")
+        body += [f"<li>{e(line)}</li>" for line in notes]
+        body.append("</ul>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>accelbench report</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,340 @@
+"""The report's figures, drawn with matplotlib from stored results: the seeds' throughput
+against batch size per platform, scaling against device count with the ideal linear line, first
+against steady epoch, inference latency against throughput, time to train against batch size,
+and energy and MFU. Each figure is drawn only when the results have its axis.
+
+Every point shows its verdict: a filled marker is a valid result, a hollow one was flagged and
+carries the flag's name beside it. matplotlib is imported here only, when a report is drawn."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from accelbench import convergence, validity
+from accelbench.result import MEASURED, Result
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+STYLE: dict[str, Any] = {
+    "text.parse_math": False,  # a '$' in a workload or platform name is text, not TeX
+    "svg.fonttype": "none",  # text stays text: smaller files, selectable in a browser
+    "svg.hashsalt": "accelbench",  # the same results draw the same bytes
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 9,
+}
+T = TypeVar("T")
+FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"
+MAX_EPOCH_BARS = 24
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str
+    """A file name stem: letters, digits and dashes."""
+    title: str
+    caption: str
+    figure: Figure
+
+    def render(self, fmt: str) -> bytes:
+        """The figure as svg or png bytes."""
+        buffer = io.BytesIO()
+        with _style():
+            self.figure.savefig(buffer, format=fmt, dpi=120, bbox_inches="tight")
+        return buffer.getvalue()
+
+
+def plots(results: Sequence[Result]) -> list[Plot]:
+    """Every figure the results have data for."""
+    drawers: list[Callable[[Sequence[Result]], Iterator[Plot]]] = [
+        throughput_vs_batch, scaling, first_vs_steady, latency_vs_throughput, time_to_train,
+        efficiency,
+    ]  # fmt: skip
+    with _style():
+        return [plot for draw in drawers for plot in draw(results)]
+
+
+@contextmanager
+def _style() -> Iterator[None]:
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
+        yield
+
+
+def _figure(ncols: int = 1) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display
+
+    fig = Figure(figsize=(6.4 * ncols, 4.2), layout="constrained")
+    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
+
+
+def _slug(*parts: object) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(map(str, parts)).lower()).strip("-")[:80]
+
+
+def _measured(results: Sequence[Result], *scenarios: str) -> list[Result]:
+    return [
+        r for r in results if r.spec.scenario in scenarios and r.status in MEASURED and r.metrics
+    ]
+
+
+def _by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    groups: dict[Any, list[T]] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    return dict(groups)
+
+
+def _devices(r: Result) -> int:
+    return r.spec.replicas * r.spec.pipeline_stages
+
+
+def _series(r: Result, *, devices: bool = True, batch: bool = False) -> str:
+    s = r.spec
+    text = f"{r.env.platform} {s.precision}" + (" +compile" if s.compile else "")
+    text += f" x{_devices(r)} devices" if devices and _devices(r) > 1 else ""
+    return text + (f" bs={s.batch_size}" if batch else "")
+
+
+def _points(ax: Axes, xs: Sequence[float], ys: Sequence[float], results: Sequence[Result],
+            color: Any, label: str) -> None:  # fmt: skip
+    """A line through the points, each marked by its verdict."""
+    ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
+    for x, y, r in zip(xs, ys, results, strict=True):
+        flags = validity.verdict_text(r)
+        valid = flags == "valid"
+        ax.plot([x], [y], "o", color=color, markerfacecolor=color if valid else "white", ms=6)
+        if not valid:
+            ax.annotate(flags, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7,
+                        color="dimgray")  # fmt: skip
+
+
+def _colors() -> Iterator[Any]:
+    import matplotlib
+
+    while True:
+        yield from matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]
+
+
+def _colored(groups: dict[str, list[Any]]) -> Iterator[tuple[str, list[Any], Any]]:
+    """(series, members, colour), series in name order."""
+    colors = _colors()
+    for series, members in sorted(groups.items()):
+        yield series, members, next(colors)
+
+
+def _finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
+    """Labels, legend and a y axis from zero; a log x axis is ticked at the values plotted."""
+    from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if log_x:
+        ax.set_xscale("log", base=2)
+        xs: set[float] = set()
+        for line in ax.get_lines():
+            data: Any = line.get_xdata()
+            xs.update(float(x) for x in data if x > 0)
+        ax.xaxis.set_major_locator(FixedLocator(sorted(xs)))
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(bottom=0)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+
+
+def _median_by_x(members: Sequence[Result], x: Callable[[Result], float]) -> list[Result]:
+    """One result per x: the repeat with the median throughput, so a line has one point per x."""
+    out = []
+    for _, group in sorted(_by(members, x).items()):
+        group.sort(key=lambda r: r.items_per_s or 0)
+        out.append(group[(len(group) - 1) // 2])
+    return out
+
+
+def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
+    """Throughput against micro batch, a line per platform, precision and device count; cells
+    that ran out of memory are crosses on the x axis."""
+    cells = [r for r in results if r.spec.scenario in ("train", "infer")]
+    for (workload, scenario), members in _by(
+        cells, lambda r: (r.spec.workload, r.spec.scenario)
+    ).items():
+        measured = [r for r in members if r.status in MEASURED and r.metrics]
+        if len({r.spec.batch_size for r in measured}) < 2:
+            continue
+        fig, (ax,) = _figure()
+        for series, group, color in _colored(_by(measured, _series)):
+            line = _median_by_x(group, lambda r: r.spec.batch_size)
+            xs = [r.spec.batch_size for r in line]
+            _points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series)
+        ooms = sorted({r.spec.batch_size for r in members if r.status == "oom"})
+        if ooms:
+            ax.plot(ooms, [0] * len(ooms), "x", color="crimson", ms=9, mew=2, clip_on=False,
+                    label="out of memory")  # fmt: skip
+        unit = measured[0].metrics.item_unit if measured[0].metrics else "items"
+        _finish(ax, "micro batch", f"{unit}/s", log_x=True)
+        what = "training" if scenario == "train" else "inference"
+        title = f"{workload}: {what} throughput against batch size"
+        ax.set_title(title, fontsize=10)
+        yield Plot(_slug("batch", workload, scenario), title, FLAGGED_NOTE, fig)
+
+
+def scaling(results: Sequence[Result]) -> Iterator[Plot]:
+    """Training throughput against device count, with the ideal: the smallest count's
+    throughput times the device ratio; each point is labelled with its scaling efficiency."""
+    measured = _measured(results, "train")
+    for workload, members in _by(measured, lambda r: r.spec.workload).items():
+        groups = {
+            k: g for k, g in _by(members, lambda r: _series(r, devices=False, batch=True)).items()
+            if len({_devices(r) for r in g}) >= 2
+        }  # fmt: skip
+        if not groups:
+            continue
+        fig, (ax,) = _figure()
+        for series, group, color in _colored(groups):
+            line = _median_by_x(group, _devices)
+            xs = [_devices(r) for r in line]
+            ys = [r.items_per_s or 0 for r in line]
+            _points(ax, xs, ys, line, color, series)
+            ideal = [ys[0] * x / xs[0] for x in xs]
+            ax.plot(xs, ideal, "--", color=color, alpha=0.5, lw=1)
+            for x, y, best in zip(xs[1:], ys[1:], ideal[1:], strict=True):
+                ax.annotate(f"{100 * y / best:.0f}%", (x, y), xytext=(0, -12),
+                            textcoords="offset points", fontsize=7, ha="center", color=color)  # fmt: skip
+        ax.plot([], [], "--", color="gray", label="ideal linear scaling")
+        ax.set_xticks(sorted({_devices(r) for g in groups.values() for r in g}))
+        _finish(ax, "devices (replicas x pipeline stages)", "items/s")
+        title = f"{workload}: scaling with device count (labels: scaling efficiency)"
+        ax.set_title(title, fontsize=10)
+        yield Plot(_slug("scaling", workload), title, FLAGGED_NOTE, fig)
+
+
+def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
+    """First-epoch throughput (compilation and warm-up inside) beside the steady state."""
+    cells = [
+        r for r in _measured(results, "train", "infer") if r.metrics and len(r.metrics.epochs) > 1
+    ]
+    if not cells:
+        return
+    cells = cells[-MAX_EPOCH_BARS:]
+    fig, (ax,) = _figure()
+    fig.set_figheight(1.2 + 0.28 * len(cells))
+    names = [f"{r.spec.workload} {_series(r)} bs={r.spec.batch_size}" for r in cells]
+    ys = range(len(cells))
+    first = [r.metrics.epochs[0].items_per_s if r.metrics else 0 for r in cells]
+    steady = [r.items_per_s or 0 for r in cells]
+    ax.barh([y + 0.2 for y in ys], first, height=0.4, color="lightgray", label="first epoch")
+    ax.barh([y - 0.2 for y in ys], steady, height=0.4, color="tab:blue", label="steady state")
+    for y, r, value in zip(ys, cells, steady, strict=True):
+        flags = validity.verdict_text(r)
+        if flags != "valid":
+            ax.annotate(flags, (value, y - 0.2), xytext=(3, -3), textcoords="offset points",
+                        fontsize=7, color="dimgray")  # fmt: skip
+    ax.set_yticks(list(ys), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("items/s")
+    ax.legend(fontsize=7)
+    title = "First epoch (compilation, warm-up) against steady state"
+    ax.set_title(title, fontsize=10)
+    yield Plot(
+        "first-vs-steady", title, "Flags of flagged results are written beside their bars.", fig
+    )
+
+
+def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
+    """Inference: p50 and p99 batch latency against throughput, points labelled by batch
+    size; server runs: each trial's p99 against the rate answered, with the bound."""
+    infer = _measured(results, "infer")
+    server = [r for r in _measured(results, "server") if r.metrics and r.metrics.server]
+    for workload in dict.fromkeys(r.spec.workload for r in [*infer, *server]):
+        fig, (ax,) = _figure()
+        colors = _colors()
+        own = [r for r in infer if r.spec.workload == workload]
+        for series, group in sorted(_by(own, _series).items()):
+            color = next(colors)
+            line = _median_by_x(group, lambda r: r.items_per_s or 0)
+            xs = [r.items_per_s or 0 for r in line]
+            p99 = [r.metrics.step_ms_steady.p99 if r.metrics else 0 for r in line]
+            _points(ax, xs, p99, line, color, f"{series} p99")
+            p50 = [r.metrics.step_ms_steady.median if r.metrics else 0 for r in line]
+            ax.plot(xs, p50, ":", color=color, label=f"{series} p50")
+            for x, y, r in zip(xs, p99, line, strict=True):
+                ax.annotate(f"bs={r.spec.batch_size}", (x, y), xytext=(-4, 6),
+                            textcoords="offset points", fontsize=7, ha="right")  # fmt: skip
+        for r in (r for r in server if r.spec.workload == workload):
+            assert r.metrics is not None and r.metrics.server is not None
+            color, trials = next(colors), r.metrics.server.trials
+            ax.plot([t.achieved_per_s for t in trials], [t.latency.p99 for t in trials], "s--",
+                    color=color, label=f"{_series(r)} server p99 (queries/s)")  # fmt: skip
+            if r.metrics.server.latency_bound_ms is not None:
+                ax.axhline(r.metrics.server.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
+        _finish(ax, "throughput (items or queries/s)", "latency (ms)")
+        title = f"{workload}: latency against throughput"
+        ax.set_title(title, fontsize=10)
+        yield Plot(_slug("latency", workload), title, FLAGGED_NOTE, fig)
+
+
+def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
+    """Median time to target against global batch over seeds, the bar spanning the fastest
+    and slowest seed; cells where no seed reached the target are crosses on the x axis."""
+    summaries = convergence.by_seed(results)
+    for workload, group in _by(summaries, lambda s: s.runs[0].spec.workload).items():
+        fig, (ax,) = _figure()
+        for series, members, color in _colored(_by(group, lambda s: _series(s.runs[0]))):
+            members.sort(key=lambda s: s.runs[0].spec.global_batch)
+            reached = [s for s in members if s.median_s is not None]
+            xs = [s.runs[0].spec.global_batch for s in reached]
+            ys = [s.median_s or 0 for s in reached]
+            low = [y - s.time_to_target_s[0] for y, s in zip(ys, reached, strict=True)]
+            high = [s.time_to_target_s[-1] - y for y, s in zip(ys, reached, strict=True)]
+            ax.errorbar(xs, ys, yerr=[low, high], fmt="o-", color=color, capsize=3,
+                        label=f"{series} (reached/seeds beside)")  # fmt: skip
+            for x, y, s in zip(xs, ys, reached, strict=True):
+                ax.annotate(f"{s.num_reached}/{len(s.runs)}", (x, y), xytext=(4, 4),
+                            textcoords="offset points", fontsize=7)  # fmt: skip
+            missed = [s.runs[0].spec.global_batch for s in members if s.median_s is None]
+            if missed:
+                ax.plot(missed, [0] * len(missed), "x", color=color, ms=9, mew=2, clip_on=False,
+                        label=f"{series}: target not reached")  # fmt: skip
+        _finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
+        title = f"{workload}: time to train against batch size"
+        ax.set_title(title, fontsize=10)
+        yield Plot(_slug("time-to-train", workload), title,
+                   "Median over seeds; bars span the fastest and slowest seed.", fig)  # fmt: skip
+
+
+def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
+    """Energy per item and MFU against batch size, where they were measured."""
+    measured = _measured(results, "train", "infer")
+    panels = [
+        ("joules per item", lambda r: r.metrics.joules_per_item if r.metrics else None),
+        ("MFU (%)", lambda r: 100 * r.metrics.mfu if r.metrics and r.metrics.mfu else None),
+    ]
+    for workload, members in _by(measured, lambda r: r.spec.workload).items():
+        shown = [
+            (name, value) for name, value in panels if any(value(r) is not None for r in members)
+        ]
+        if not shown:
+            continue
+        fig, axes = _figure(len(shown))
+        for ax, (name, value) in zip(axes, shown, strict=True):
+            have = [r for r in members if value(r) is not None]
+            for series, group, color in _colored(_by(have, _series)):
+                line = _median_by_x(group, lambda r: r.spec.batch_size)
+                _points(ax, [r.spec.batch_size for r in line], [value(r) or 0 for r in line],
+                        line, color, series)  # fmt: skip
+            _finish(ax, "micro batch", name, log_x=True)
+        title = f"{workload}: " + " and ".join(name for name, _ in shown) + " against batch size"
+        fig.suptitle(title, fontsize=10)
+        yield Plot(_slug("efficiency", workload), title, FLAGGED_NOTE, fig)

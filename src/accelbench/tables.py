@@ -1,0 +1,130 @@
+"""Tables as plain data (a title, headers and rows of text) drawn for the terminal, as Markdown
+or as HTML from the same rows; and the seed paper's Tables 1 and 3 (seed 003) built from
+stored results that have their axes."""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from rich.table import Table
+
+from accelbench.result import MEASURED, Result
+
+
+@dataclass(frozen=True)
+class Grid:
+    title: str
+    headers: tuple[str, ...]
+    rows: Sequence[Sequence[str]]
+    text_columns: frozenset[int] = field(default_factory=frozenset)
+    """Columns of words, aligned left; the others hold numbers and align right."""
+
+
+def rich(grid: Grid) -> Table:
+    out = Table(title=grid.title or None)
+    for i, name in enumerate(grid.headers):
+        out.add_column(name, justify="left" if i in grid.text_columns else "right")
+    for row in grid.rows:
+        out.add_row(*row)
+    return out
+
+
+def markdown(grid: Grid) -> str:
+    def line(cells: Sequence[str]) -> str:
+        # Markdown renders inline HTML: a name from the data must show as text
+        return (
+            "| " + " | ".join(html.escape(c, quote=False).replace("|", "\\|") for c in cells) + " |"
+        )
+
+    rule = ["---" if i in grid.text_columns else "---:" for i in range(len(grid.headers))]
+    body = [line(grid.headers), "|" + "|".join(rule) + "|", *map(line, grid.rows)]
+    return (f"**{grid.title}**\n\n" if grid.title else "") + "\n".join(body) + "\n"
+
+
+def to_html(grid: Grid) -> str:
+    """An HTML table; every string from the data is escaped."""
+
+    def cells(tag: str, row: Sequence[str]) -> str:
+        return "".join(
+            f'<{tag} class="{"text" if i in grid.text_columns else "num"}">{html.escape(c)}</{tag}>'
+            for i, c in enumerate(row)
+        )
+
+    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in grid.rows)
+    caption = f"<caption>{html.escape(grid.title)}</caption>" if grid.title else ""
+    return f"<table>{caption}<thead><tr>{cells('th', grid.headers)}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def rate_text(items_per_s: float) -> str:
+    """Whole numbers with thousands separators; three significant digits below 100."""
+    return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
+
+
+def _devices(r: Result) -> int:
+    return r.spec.replicas * r.spec.pipeline_stages
+
+
+def _training(results: Sequence[Result]) -> list[Result]:
+    return [r for r in results if r.spec.scenario == "train" and r.status in MEASURED and r.metrics]
+
+
+def seed_table_1(results: Sequence[Result]) -> Grid | None:
+    """Seed 003 Table 1: throughput in the first and the steady epoch as the device count
+    grows (the first epoch holds compilation). None unless some cell was run at two or more
+    device counts."""
+    groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
+    for r in _training(results):
+        s = r.spec
+        groups[(s.workload, r.env.platform, s.batch_size, s.precision, s.compile)].append(r)
+    rows = []
+    for members in groups.values():
+        if len({_devices(r) for r in members}) < 2:
+            continue
+        for r in sorted(members, key=lambda r: (_devices(r), r.spec.nodes, r.spec.repeat)):
+            m = r.metrics
+            assert m is not None
+            rows.append((
+                r.spec.workload, r.env.platform, r.spec.precision, str(_devices(r)),
+                str(r.spec.nodes), str(r.spec.replicas), str(r.spec.batch_size),
+                rate_text(m.epochs[0].items_per_s), rate_text(m.items_per_s),
+            ))  # fmt: skip
+    if not rows:
+        return None
+    return Grid(
+        "Training throughput by device count, first and steady epoch (seed 003, Table 1)",
+        ("Workload", "Platform", "Precision", "Devices", "Nodes", "Replicas", "Micro batch",
+         "1st epoch (items/s)", "Steady (items/s)"),
+        rows, frozenset({0, 1, 2}),
+    )  # fmt: skip
+
+
+def seed_table_3(results: Sequence[Result]) -> Grid | None:
+    """Seed 003 Table 3: batch size on one device, then devices at one batch size, with
+    synchronised batch norm's span and the epoch time. None unless some workload and platform
+    were run at two or more batch sizes and two or more device counts."""
+    groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
+    for r in _training(results):
+        groups[(r.spec.workload, r.env.platform, r.spec.precision)].append(r)
+    rows = []
+    for members in groups.values():
+        if len({r.spec.batch_size for r in members}) < 2 or len(set(map(_devices, members))) < 2:
+            continue
+        for r in sorted(members, key=lambda r: (_devices(r), r.spec.batch_size, r.spec.repeat)):
+            m = r.metrics
+            assert m is not None
+            rows.append((
+                r.spec.workload, r.env.platform, r.spec.precision, str(r.spec.bn_span),
+                str(r.spec.batch_size), str(r.spec.grad_accum), str(r.spec.replicas),
+                str(_devices(r)), rate_text(m.items_per_s), f"{m.epochs[-1].time_s:.2f}",
+            ))  # fmt: skip
+    if not rows:
+        return None
+    return Grid(
+        "Training scaling by batch size and devices (seed 003, Table 3)",
+        ("Workload", "Platform", "Precision", "BN span", "Micro batch", "Accum", "Replicas",
+         "Devices", "Throughput (items/s)", "Last epoch (s)"),
+        rows, frozenset({0, 1, 2}),
+    )  # fmt: skip

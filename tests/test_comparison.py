@@ -1,0 +1,104 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import comparison
+from accelbench.cli import app
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.store import ResultStore
+
+from .conftest import SIM_PLATFORM, on_platform
+
+
+def train(results: list[Result], platform_has: str = "") -> list[Result]:
+    return [
+        r for r in results
+        if r.spec.scenario == "train" and r.status == "ok" and r.spec.replicas == 1
+        and platform_has in r.env.platform and (platform_has or SIM_PLATFORM not in r.env.platform)
+    ]  # fmt: skip
+
+
+def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)
+    there = [on_platform(r, "Sim B", 3.0) for r in here]
+    found = comparison.ratios([*here, *there], "platform", baseline=here[0].env.platform)
+    assert [r.value for r in found] == ["Sim B"] * 3
+    for r in found:
+        assert r.ratio == pytest.approx(3.0)
+        assert r.interval is not None and r.interval[0] > 1  # 3x is outside any overlap here
+        assert r.verdict == "Sim B faster"
+    (line,) = comparison.summary(found)
+    assert line.startswith(f"Sim B against {here[0].env.platform}: 3.00x throughput")
+
+
+def test_overlapping_intervals_are_not_ranked(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)
+    w = here[0].metrics.window_items_per_s  # type: ignore[union-attr]
+    assert w.ci_low is not None and w.ci_low < w.median
+    close = on_platform(here[0], "Sim B", 1 + 0.5 * (w.median - w.ci_low) / w.median)
+    (r,) = comparison.ratios([here[0], close], "platform", baseline=here[0].env.platform)
+    assert r.interval is not None and r.interval[0] < 1 < r.interval[1]
+    assert r.verdict == "not ranked: intervals overlap"
+
+
+def test_no_interval_is_never_ranked(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)[0]
+    assert here.metrics is not None
+    short = here.metrics.window_items_per_s.model_copy(update={"ci_low": None, "ci_high": None})
+    bare = here.model_copy(
+        update={"metrics": here.metrics.model_copy(update={"window_items_per_s": short})}
+    )
+    (r,) = comparison.ratios(
+        [bare, on_platform(bare, "Sim B", 10.0)], "platform", baseline=here.env.platform
+    )
+    assert r.interval is None and r.verdict.startswith("not ranked: no interval")
+
+
+def test_repeats_pool_into_one_band(two_platforms: list[Result]) -> None:
+    base = train(two_platforms)[0]
+    runs = [on_platform(base, None, f, repeat=i) for i, f in enumerate((1.0, 1.1, 0.9))]
+    band = comparison.band(runs)
+    assert band.num_runs == 3 and band.median == pytest.approx(base.items_per_s)
+    w = base.metrics.window_items_per_s  # type: ignore[union-attr]
+    assert band.low == pytest.approx(0.9 * w.ci_low) and band.high == pytest.approx(1.1 * w.ci_high)
+
+
+def test_by_spec_field_matches_all_else(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)
+    found = comparison.ratios(here, "batch_size")
+    assert [(r.value, r.baseline) for r in found] == [("16", "4"), ("64", "4")]
+    with pytest.raises(AccelbenchError, match="give --by one of platform, workload"):
+        comparison.ratios(here, "colour")
+    with pytest.raises(AccelbenchError, match="give --baseline one of 4, 16, 64"):
+        comparison.ratios(here, "batch_size", baseline="7")
+
+
+def test_compare_command_across_two_databases(two_platforms: list[Result], tmp_path: Path) -> None:
+    here, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
+    with ResultStore(here) as a, ResultStore(there) as b:
+        for r in train(two_platforms):
+            a.put(r)
+            b.put(on_platform(r, "Sim B", 3.0))
+    out = CliRunner().invoke(
+        app,
+        [
+            "compare",
+            "--by",
+            "platform",
+            "--baseline",
+            "Sim B",
+            "--db",
+            str(here),
+            "--db",
+            str(there),
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    assert "0.33x" in out.output and "Sim B faster" in out.output
+    assert "against Sim B: 0.33x throughput (geometric mean of 3 matched cells)" in out.output
+    neither = CliRunner().invoke(app, ["compare", "--db", str(here)])
+    assert neither.exit_code == 2 and "give --by FIELD" in neither.output

@@ -1,0 +1,123 @@
+"""Moving results between machines: export, import of JSON and of another database, and
+files that must change nothing."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import exchange
+from accelbench.cli import app
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.store import ResultStore
+
+from .conftest import SIM_PLATFORM
+from .test_store import _schema_1_database
+
+runner = CliRunner()
+
+
+def keys(path: Path) -> list[str]:
+    with sqlite3.connect(path) as db:
+        return [k for (k,) in db.execute("SELECT key FROM results ORDER BY key")]
+
+
+def test_export_then_import_gives_the_same_records(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    there, here = tmp_path / "there.sqlite", tmp_path / "here.sqlite"
+    with ResultStore(there) as store:
+        for r in two_platforms:
+            store.put(r)
+    out = tmp_path / "there.json"
+    assert runner.invoke(app, ["export", "--db", str(there), "--out", str(out)]).exit_code == 0
+    done = runner.invoke(app, ["import", str(out), "--db", str(here)])
+    assert done.exit_code == 0, done.output
+    assert f"imported {len(two_platforms)} new results" in done.output
+    with ResultStore(here) as store:
+        assert sorted(store.query(), key=lambda r: r.key) == sorted(
+            two_platforms, key=lambda r: r.key
+        )
+    again = runner.invoke(app, ["import", str(out), str(there), "--db", str(here)])
+    assert (
+        f"imported 0 new results into {here}; {2 * len(two_platforms)} were stored" in again.output
+    )
+
+
+def test_duplicates_keep_the_stored_record(two_platforms: list[Result], tmp_path: Path) -> None:
+    db = tmp_path / "here.sqlite"
+    first = two_platforms[0]
+    with ResultStore(db) as store:
+        store.put(first)
+        edited = first.model_copy(update={"reason": "from elsewhere"})
+        assert store.add([edited, two_platforms[1]]) == 1
+        assert store.get(first.key) == first
+
+
+def test_an_older_database_is_merged_and_left_as_it_was(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    old, here = tmp_path / "old.sqlite", tmp_path / "here.sqlite"
+    _schema_1_database(old, two_platforms[0])
+    before = old.read_bytes()
+    assert runner.invoke(app, ["import", str(old), "--db", str(here)]).exit_code == 0
+    assert keys(here) == [two_platforms[0].key]
+    assert old.read_bytes() == before and not list(tmp_path.glob("old.sqlite.*"))
+
+
+def export_doc(results: list[Result]) -> dict[str, object]:
+    return json.loads(exchange.dumps(results))
+
+
+def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
+    """Each malformed or hostile file, and what its error says."""
+    doc = export_doc(results)
+    broken = json.loads(json.dumps(doc))
+    broken["results"][-1]["spec"]["batch_size"] = -3  # the last record: nothing may be stored
+    unknown = json.loads(json.dumps(doc))
+    unknown["results"][0]["spec"]["workload"] = "no such thing"
+    extra = json.loads(json.dumps(doc))
+    extra["results"][0]["env"]["rootkit"] = "yes"
+    return {
+        "not json": (b"\x00\xff garbage", "is not JSON"),
+        "other json": (b'{"rows": []}', "is not an accelbench export"),
+        "newer": (json.dumps(doc | {"version": 99}).encode(), "newer accelbench"),
+        "no list": (json.dumps(doc | {"results": {}}).encode(), '"results" must be a list'),
+        "bad last record": (
+            json.dumps(broken).encode(),
+            f"result {len(results) - 1}: spec.batch_size",
+        ),
+        "unknown workload": (json.dumps(unknown).encode(), "result 0: unknown workload"),
+        "extra field": (json.dumps(extra).encode(), "result 0: env.rootkit: Extra inputs"),
+        "deep nesting": (b"[" * 100_000 + b"]" * 100_000, "is not JSON"),
+    }
+
+
+def test_a_bad_file_changes_nothing(two_platforms: list[Result], tmp_path: Path) -> None:
+    db = tmp_path / "here.sqlite"
+    with ResultStore(db) as store:
+        store.put(two_platforms[0])
+    before = keys(db)
+    for name, (data, message) in bad_files(two_platforms).items():
+        path = tmp_path / f"{name}.json"
+        path.write_bytes(data)
+        done = runner.invoke(app, ["import", str(path), "--db", str(db)])
+        assert done.exit_code == 2, name
+        (line,) = done.output.strip().splitlines()
+        assert line.startswith("error: ") and message in line, (name, line)
+        assert keys(db) == before, name
+
+
+def test_hostile_names_import_as_data(two_platforms: list[Result]) -> None:
+    named = [r for r in two_platforms if SIM_PLATFORM in r.env.platform]
+    assert exchange.parse(exchange.dumps(named).encode(), "x") == named
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(AccelbenchError, match=r"cannot read .*nothing\.json"):
+        exchange.load(tmp_path / "nothing.json")

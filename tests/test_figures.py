@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from accelbench import figures
+from accelbench.result import EvalPoint, Result, TimeToTrain
+
+from .conftest import SIM_PLATFORM, on_platform
+
+
+def svg_text(plot: figures.Plot) -> str:
+    """Every text element of the plot's SVG, which must parse as XML."""
+    root = ET.fromstring(plot.render("svg"))
+    return "\n".join(t for el in root.iter() for t in [el.text] if t)
+
+
+def by_name(results: list[Result]) -> dict[str, figures.Plot]:
+    return {p.name: p for p in figures.plots(results)}
+
+
+def test_each_figure_is_drawn_when_the_results_have_its_axis(two_platforms: list[Result]) -> None:
+    plots = by_name(two_platforms)
+    assert set(plots) == {
+        "batch-tiny-mlp-train", "batch-tiny-mlp-infer", "scaling-tiny-mlp", "first-vs-steady",
+        "latency-tiny-mlp", "efficiency-tiny-mlp",
+    }  # fmt: skip
+    single = [r for r in two_platforms if r.spec.batch_size == 4 and r.spec.scenario == "train"]
+    assert "batch-tiny-mlp-train" not in by_name(single)  # one batch size: no line to draw
+
+
+def test_platform_names_are_text_in_the_svg(two_platforms: list[Result]) -> None:
+    text = svg_text(by_name(two_platforms)["batch-tiny-mlp-train"])
+    assert SIM_PLATFORM in text  # parsed back from escaped XML: never markup
+    assert "out of memory" in text
+    assert [t for t in ("4", "16", "64") if t in text.split("\n")] == ["4", "16", "64"]  # ticks
+
+
+def test_scaling_is_labelled_with_its_efficiency(two_platforms: list[Result]) -> None:
+    # the two-replica cell runs 1.8x as fast as one replica: 90% of linear scaling
+    assert "90%" in svg_text(by_name(two_platforms)["scaling-tiny-mlp"]).split("\n")
+
+
+def test_flagged_points_carry_their_flag(two_platforms: list[Result]) -> None:
+    short = [r for r in two_platforms if r.spec.scenario == "train" and r.metrics]
+    assert short[0].metrics is not None
+    few = short[0].metrics.window_items_per_s.model_copy(update={"n": 3})
+    flagged = short[0].model_copy(
+        update={"metrics": short[0].metrics.model_copy(update={"window_items_per_s": few})}
+    )
+    text = svg_text(by_name([flagged, *short[1:]])["batch-tiny-mlp-train"])
+    assert "too-short" in text.split("\n")
+
+
+def test_a_dollar_in_a_name_is_not_mathtext(two_platforms: list[Result]) -> None:
+    renamed = [on_platform(r, "$10 GPU$", 1.0) for r in two_platforms if r.metrics]
+    assert "$10 GPU$" in svg_text(by_name(renamed)["batch-tiny-mlp-train"])
+
+
+def _trained(result: Result, seed: int, seconds: float | None) -> Result:
+    assert result.metrics is not None
+    point = EvalPoint(step=10, train_s=seconds or 5.0, num_items=40, data_passes=0.5,
+                      train_loss=0.1, val_loss=0.01 if seconds else 0.5, val_accuracy=None)  # fmt: skip
+    ttt = TimeToTrain(
+        target="val_loss<=0.02", outcome="reached" if seconds else "not-converged", reason="",
+        time_to_target_s=seconds, steps_to_target=10 if seconds else None,
+        items_to_target=40 if seconds else None, passes_to_target=0.5 if seconds else None,
+        train_s=seconds or 5.0, eval_s=0.1, num_train_items=80, num_held_out_items=20, lr=0.01,
+        lr_rule="given", max_loss=1.0, max_loss_step=0, curve=[point],
+    )  # fmt: skip
+    spec = result.spec.model_copy(
+        update={"scenario": "time-to-train", "target": "val_loss<=0.02", "seed": seed}
+    )
+    return result.model_copy(
+        update={"spec": spec, "metrics": result.metrics.model_copy(update={"time_to_train": ttt})}
+    )
+
+
+def test_time_to_train_shows_median_and_misses(two_platforms: list[Result]) -> None:
+    train = {
+        r.spec.batch_size: r
+        for r in two_platforms
+        if r.spec.scenario == "train"
+        and r.metrics
+        and r.spec.replicas == 1
+        and SIM_PLATFORM not in r.env.platform
+    }
+    runs = [_trained(train[4], s, t) for s, t in ((0, 2.0), (1, 4.0), (2, 3.0))]
+    runs += [_trained(train[64], s, None) for s in (0, 1)]
+    plot = by_name(runs)["time-to-train-tiny-mlp"]
+    text = svg_text(plot).split("\n")
+    assert "3/3" in text  # reached by every seed, drawn at their median
+    assert any("target not reached" in t for t in text)
