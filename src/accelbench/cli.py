@@ -668,6 +668,154 @@ def import_results(
     )
 
 
+@app.command()
+def recommend(
+    workload: Annotated[str, typer.Argument(help="The workload to advise on.")],
+    objective: Annotated[
+        str,
+        typer.Option(
+            help="throughput, time-to-train, latency (with --latency-bound-ms), energy "
+            "(J per item) or cost (with --prices)."
+        ),
+    ] = "throughput",
+    scenario: Annotated[
+        str | None,
+        typer.Option(help="train or infer, for throughput, energy and cost (default: train)."),
+    ] = None,
+    latency_bound_ms: Annotated[
+        float | None, typer.Option(help="Latency: the p99 each batch must keep within, ms.", min=0)
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help='Cost: a TOML file, [prices] then "A100" = 2.5 ($ per device-hour, by '
+            "a part of the platform name)."
+        ),
+    ] = None,
+    global_batch: Annotated[
+        int | None, typer.Option(help="Only configurations with this global batch.", min=1)
+    ] = None,
+    max_devices: Annotated[
+        int | None, typer.Option(help="At most this many devices.", min=1)
+    ] = None,
+    memory_headroom: Annotated[
+        str | None, typer.Option(help="Keep this share of device memory free, e.g. 10%.")
+    ] = None,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference", help="Also list what published results give on other platforms."
+        ),
+    ] = False,
+    db: DbsOption = None,
+) -> None:
+    """Which platform, batch size, device count and precision for an objective, from the stored
+    runs: per platform the best configuration, its effective batch range, the runs behind it,
+    how sure that is and what was not measured."""
+    from accelbench import advice
+
+    if scenario is not None and objective in ("time-to-train", "latency"):
+        raise AccelbenchError(
+            f"--scenario goes with throughput, energy or cost; {objective} sets its own"
+        )
+    if scenario not in (None, "train", "infer"):
+        raise AccelbenchError(f"--scenario {scenario!r}: give train or infer")
+    constraints = advice.Constraints(
+        global_batch=global_batch, max_devices=max_devices,
+        memory_headroom_pct=_percent(memory_headroom), latency_bound_ms=latency_bound_ms,
+        prices=advice.load_prices(prices) if prices else {},
+    )  # fmt: skip
+    found, _ = _load(db, workload, None)
+    answers = advice.recommend(found, workload, objective, constraints, scenario)
+    goal = advice.GOALS[objective]
+    console.print(
+        f"{workload}, objective {objective} ({goal.unit}), "
+        f"{scenario or goal.scenario} results"
+        + (f"; constraints: {constraints.text()}" if constraints.text() else "")
+    )
+    if not answers:
+        console.print(
+            f"no stored {scenario or goal.scenario} results of {workload}: measure some with "
+            f"`accelbench tune {workload}` or `accelbench run`"
+        )
+    for line in report.advice_lines(answers, objective):
+        console.print(line)
+    if reference:
+        for line in advice.published(workload, [a.platform for a in answers]) or [
+            "no published throughput for this workload"
+        ]:
+            console.print(line)
+
+
+@app.command()
+def tune(
+    workload: Annotated[str, typer.Argument(help="The workload to tune.")],
+    budget_s: Annotated[
+        float, typer.Option(help="Stop starting trials after this long, s.", min=1)
+    ] = 600.0,
+    min_batch: Annotated[int, typer.Option(help="First micro batch of the doubling.", min=1)] = 1,
+    max_batch: Annotated[int, typer.Option(help="Largest micro batch to try.", min=1)] = 4096,
+    resolution: Annotated[
+        float, typer.Option(help="Bisect the memory boundary to this share of the batch.", min=0.01)
+    ] = 0.25,
+    replicas: Annotated[
+        str, typer.Option(help="Then the fastest batch at these replica counts, comma list.")
+    ] = "1",
+    scenario: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    precision: Annotated[str, typer.Option(help=_help("precision"))] = "fp32",
+    compile: Annotated[bool, typer.Option("--compile", help=_help("compile"))] = False,
+    epochs: Annotated[int, typer.Option(help=_help("epochs"))] = 2,
+    steps_per_epoch: Annotated[int, typer.Option(help=_help("steps_per_epoch"))] = 20,
+    window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 2,
+    workers: Annotated[int, typer.Option(help=_help("workers"))] = 0,
+    device: Annotated[str, typer.Option(help=_help("device"))] = "auto",
+    model_args: Annotated[
+        list[str] | None,
+        typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + _help("model_args")),
+    ] = None,
+    data: Annotated[str | None, typer.Option(help=_help("data"))] = None,
+    timeout_s: Annotated[float, typer.Option(help="Time limit of each trial, seconds.")] = 900.0,
+    db: DbOption = None,
+) -> None:
+    """Find the largest micro batch that fits and the fastest one, then the device-count curve,
+    within a time budget; every trial runs in a fresh process and is stored like any run."""
+    from accelbench import tuning
+
+    if min_batch > max_batch:
+        raise AccelbenchError(f"--min-batch {min_batch} is above --max-batch {max_batch}")
+    base = RunSpec.model_validate({
+        "workload": workload, "scenario": scenario, "batch_size": min_batch,
+        "precision": precision, "compile": compile, "epochs": epochs,
+        "steps_per_epoch": steps_per_epoch, "window_steps": window_steps, "workers": workers,
+        "device": device, "model_args": _key_values(model_args or []), "data": data,
+    })  # fmt: skip
+    counts = sorted({int(n) for n in _split(replicas)})
+    if scenario != "train" and counts != [1]:
+        raise AccelbenchError("the device-count curve is for training: leave out --replicas")
+    with ResultStore(db) as store:
+        console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
+
+        def measure(batch: int, num_replicas: int) -> Result:
+            spec = RunSpec.model_validate(
+                base.model_dump() | {"batch_size": batch, "replicas": num_replicas}
+            )
+            (result,) = run_sweep(
+                [spec], store, timeout_s=timeout_s,
+                on_result=lambda r, skipped: console.print(report.cell_line(r, skipped)),
+            )  # fmt: skip
+            return result
+
+        found = tuning.search(
+            measure, start=min_batch, max_batch=max_batch, budget=tuning.Budget(budget_s),
+            resolution=resolution, replicas=counts,
+        )  # fmt: skip
+    for line in report.tune_lines(found, max_batch):
+        console.print(line)
+    console.print(
+        f"next: `accelbench recommend {workload}` answers from these and every stored run"
+    )
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from accelbench import comparison, convergence, references, tables, validity
+from accelbench import advice, comparison, convergence, references, tables, tuning, validity
 from accelbench.references import Reference
 from accelbench.result import MEASURED, Result, TimeToTrain
 from accelbench.tables import rate_text
@@ -677,3 +677,106 @@ def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
         "Baseline items/s", "Ratio", "Ratio interval", "Verdict",
     )  # fmt: skip
     return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 2, 7})))
+
+
+def _objective_text(value: float, objective: str) -> str:
+    if objective == "time-to-train":
+        return f"{value:.2f} s to target"
+    if objective == "energy":
+        return f"{value:.3g} J per item"
+    if objective == "cost":
+        return f"${value:.3g} per million items"
+    return f"{rate_text(value)} items/s"
+
+
+def advice_lines(found: Sequence[advice.Advice], objective: str) -> list[str]:
+    """Each platform's answer with its evidence, confidence and gaps; then the platforms set
+    against each other where their intervals allow."""
+    lines = []
+    ranked = [a for a in found if a.options]
+    for i, a in enumerate(found, 1):
+        if not a.options:
+            lines.append(f"{i}. {a.platform}: no configuration meets the objective and constraints")
+            lines += [f"   {why}" for why in a.excluded]
+            continue
+        best = a.options[0]
+        interval = ""
+        if best.low is not None and best.high is not None:
+            interval = f" [{_objective_text(best.low, objective)} to {_objective_text(best.high, objective)}]"
+        keys = ", ".join(r.key[:8] for r in best.runs)
+        lines.append(
+            f"{i}. {a.platform}: {advice.describe(best.result)}: "
+            f"{_objective_text(best.value, objective)}{interval}; from {len(best.runs)} run(s): {keys}"
+        )
+        if objective == "time-to-train":
+            reached = sum(1 for r in best.runs if r.status == "ok")
+            lines.append(f"   seeds that reached the target: {reached}/{len(best.runs)}")
+        lines.append(f"   confidence: {a.confidence}")
+        if a.batch_range:
+            span = ", ".join(map(str, a.batch_range))
+            lines.append(f"   effective batch range (within 5% of its best throughput): {span}")
+        spec = best.result.spec
+        if spec.grad_accum > 1 or spec.replicas > 1:
+            lines.append(
+                f"   global batch {spec.global_batch} = micro batch {spec.batch_size} x "
+                f"accumulation {spec.grad_accum} x {spec.replicas} replicas"
+            )
+        if a.pareto:
+            front = "; ".join(
+                f"{advice.describe(o.result)} ({rate_text(o.result.items_per_s or 0)} items/s)"
+                for o in a.pareto
+            )
+            lines.append(
+                f"   trade-offs (throughput, devices, p99 latency, energy; none beats another on all): {front}"
+            )
+        lines += [f"   left out: {why}" for why in a.excluded]
+        lines += [f"   not measured: {gap}" for gap in a.not_measured]
+    if len(ranked) > 1:
+        first, second = ranked[0].options[0], ranked[1].options[0]
+        lower = advice.GOALS[objective].lower_is_better
+        if None in (first.low, first.high, second.low, second.high):
+            verdict = "not ranked: an interval is missing"
+        elif (second.high < first.low) if not lower else (second.low > first.high):  # type: ignore[operator]
+            verdict = f"{ranked[0].platform} is best; its interval clears {ranked[1].platform}'s"
+        else:
+            verdict = f"{ranked[0].platform} and {ranked[1].platform} overlap: not ranked"
+        lines.append(f"across platforms: {verdict}")
+    return lines
+
+
+def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
+    """What the search found, and what it did not reach."""
+    lines = []
+    largest, oom = found.largest_fit, found.first_oom
+    if largest is None:
+        lines.append("no micro batch fitted: even the first ran out of memory or failed")
+    elif oom is not None:
+        lines.append(f"largest micro batch that fits: {largest} (out of memory at {oom})")
+    else:
+        lines.append(
+            f"largest micro batch tried: {largest}; none ran out of memory up to {max_batch}"
+        )
+    fastest = found.fastest
+    if fastest is not None:
+        best = found.trials[fastest]
+        near = sorted(
+            b for b, r in found.trials.items()
+            if r.status == "ok" and (r.items_per_s or 0) >= advice.BATCH_RANGE_FRAC * (best.items_per_s or 0)
+        )  # fmt: skip
+        lines.append(
+            f"fastest micro batch: {fastest}, {rate_text(best.items_per_s or 0)} items/s "
+            f"({validity.verdict_text(best)}); within 5% of it: {', '.join(map(str, near))}"
+        )
+    for n, r in sorted(found.scaling.items()):
+        if r.metrics and fastest is not None and found.trials[fastest].items_per_s:
+            speedup = r.metrics.items_per_s / (found.trials[fastest].items_per_s or 1)
+            lines.append(
+                f"x{n} replicas at micro batch {fastest}: {rate_text(r.metrics.items_per_s)} items/s, "
+                f"{speedup:.2f}x one replica ({100 * speedup / n:.0f}% scaling efficiency)"
+            )
+        else:
+            lines.append(f"x{n} replicas at micro batch {fastest}: {r.status}: {r.reason}")
+    if found.spent:
+        lines.append("the time budget ran out before the search was done: raise --budget-s to go on "
+                     "(trials measured so far are stored and reused)")  # fmt: skip
+    return lines

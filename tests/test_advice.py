@@ -1,0 +1,176 @@
+"""Advice from fabricated result sets with known answers: an IPU-like small-batch optimum, a
+GPU-like large-batch optimum with an out-of-memory boundary, a latency bound, energy, cost,
+time to train and the constraints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import advice
+from accelbench.cli import app
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.store import ResultStore
+
+from .conftest import on_platform
+from .test_figures import _trained
+
+IPU = {2: 800.0, 4: 1500.0, 8: 2100.0, 16: 2050.0, 32: 1200.0}
+GPU = {8: 300.0, 64: 2000.0, 256: 6000.0, 512: 8600.0}
+
+
+def at(
+    base: Result, platform: str, batch: int, rate: float, spread: float = 0.02, **spec: object
+) -> Result:
+    """`base` as measured on `platform` at this micro batch: `rate` items/s, known to +-spread."""
+    assert base.metrics is not None
+    moved = on_platform(base, platform, 1.0, batch_size=batch, **spec)
+    assert moved.metrics is not None
+    w = moved.metrics.window_items_per_s.model_copy(update={
+        "n": 12, "median": rate, "p25": rate, "p75": rate, "p90": rate, "p99": rate, "min": rate,
+        "max": rate, "ci_low": rate * (1 - spread), "ci_high": rate * (1 + spread),
+    })  # fmt: skip
+    return moved.model_copy(
+        update={"metrics": moved.metrics.model_copy(update={"window_items_per_s": w})}
+    )
+
+
+def with_metrics(r: Result, **fields: object) -> Result:
+    assert r.metrics is not None
+    return r.model_copy(update={"metrics": r.metrics.model_copy(update=fields)})
+
+
+@pytest.fixture
+def chips(two_platforms: list[Result]) -> list[Result]:
+    base = two_platforms[0]
+    runs = [at(base, "Sim IPU", b, v) for b, v in IPU.items()]
+    runs += [at(base, "Sim GPU", b, v) for b, v in GPU.items()]
+    gpu_env = runs[-1].env
+    oom = Result.new(
+        base.spec.model_copy(update={"batch_size": 1024}), gpu_env, "oom", reason="OOM"
+    )
+    return [*runs, oom]
+
+
+def test_each_platform_gets_its_own_optimum(chips: list[Result]) -> None:
+    gpu, ipu = advice.recommend(chips, "tiny_mlp", "throughput")
+    assert (gpu.platform, gpu.options[0].result.spec.batch_size) == ("Sim GPU", 512)
+    assert (ipu.platform, ipu.options[0].result.spec.batch_size) == ("Sim IPU", 8)
+    assert ipu.batch_range == [8, 16]  # 2,050 is within 5% of 2,100; 1,500 is not
+    assert gpu.batch_range == [512]
+    assert "largest micro batch that fit: 512; out of memory at 1024" in gpu.not_measured
+    assert gpu.confidence.startswith("high: its interval clears the runner-up's (micro batch 256")
+    assert ipu.confidence.startswith("low: the runner-up (micro batch 16, fp32)")  # 2,100 vs 2,050
+    assert not any("above" in gap for gap in ipu.not_measured)  # 32 was tried and is slower
+
+
+def test_a_best_at_the_edge_says_what_was_not_tried(chips: list[Result]) -> None:
+    no_oom = [r for r in chips if r.status == "ok"]
+    (gpu,) = advice.recommend(
+        [r for r in no_oom if r.env.platform == "Sim GPU"], "tiny_mlp", "throughput"
+    )
+    assert any(gap.startswith("micro batches above 512 were not tried") for gap in gpu.not_measured)
+
+
+def test_overlapping_runner_up_is_low_confidence(two_platforms: list[Result]) -> None:
+    base = two_platforms[0]
+    (a,) = advice.recommend(
+        [at(base, "X", 8, 1000.0), at(base, "X", 16, 1010.0)], "tiny_mlp", "throughput"
+    )
+    assert a.options[0].result.spec.batch_size == 16
+    assert a.confidence.startswith(
+        "low: the runner-up (micro batch 8, fp32) is within its interval"
+    )
+    assert a.pareto == []  # same devices, p99 and energy unknown: 16 simply beats 8
+
+
+def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) -> None:
+    base = next(r for r in two_platforms if r.spec.scenario == "infer")
+    runs = []
+    for batch, rate, p99 in ((1, 500.0, 2.0), (8, 3000.0, 6.0), (32, 6000.0, 20.0)):
+        r = at(base, "Sim GPU", batch, rate)
+        assert r.metrics is not None
+        runs.append(
+            with_metrics(r, step_ms_steady=r.metrics.step_ms_steady.model_copy(update={"p99": p99}))
+        )
+    (a,) = advice.recommend(runs, "tiny_mlp", "latency", advice.Constraints(latency_bound_ms=10))
+    assert a.options[0].result.spec.batch_size == 8
+    assert a.excluded == ["1 measured configuration(s) left out: p99 latency above 10 ms"]
+    assert [o.result.spec.batch_size for o in a.pareto] == [8, 1]  # faster vs lower latency
+    with pytest.raises(AccelbenchError, match="needs --latency-bound-ms"):
+        advice.recommend(runs, "tiny_mlp", "latency")
+
+
+def test_energy_and_cost_objectives(chips: list[Result], tmp_path: Path) -> None:
+    joules = {8: 0.5, 64: 0.2, 256: 0.25, 512: 0.3}
+    gpu = [with_metrics(r, joules_per_item=joules[r.spec.batch_size]) for r in chips
+           if r.env.platform == "Sim GPU" and r.status == "ok"]  # fmt: skip
+    (a,) = advice.recommend(gpu, "tiny_mlp", "energy")
+    assert a.options[0].result.spec.batch_size == 64
+    assert a.options[0].value == pytest.approx(0.2)
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[prices]\n"GPU" = 4.0\n"IPU" = 1.0\n')
+    answers = advice.recommend(
+        chips, "tiny_mlp", "cost", advice.Constraints(prices=advice.load_prices(prices))
+    )
+    by = {a.platform: a.options[0] for a in answers}
+    assert by["Sim GPU"].value == pytest.approx(4.0 / 3600 / 8600 * 1e6)
+    assert by["Sim IPU"].value == pytest.approx(1.0 / 3600 / 2100 * 1e6)
+    assert answers[0].platform == "Sim GPU"  # 0.129 against 0.132 $ per million items
+    only_gpu = advice.Constraints(prices={"GPU": 4.0})
+    ipu = next(
+        a for a in advice.recommend(chips, "tiny_mlp", "cost", only_gpu) if a.platform == "Sim IPU"
+    )
+    assert ipu.options == [] and ipu.excluded == [
+        "no price for Sim IPU in the prices file: add one"
+    ]
+    prices.write_text('[prices]\n"GPU" = "cheap"\n')
+    with pytest.raises(AccelbenchError, match="price of 'GPU' must be a positive number"):
+        advice.load_prices(prices)
+    with pytest.raises(AccelbenchError, match="needs --prices FILE"):
+        advice.recommend(chips, "tiny_mlp", "cost")
+
+
+def test_constraints_leave_configurations_out(two_platforms: list[Result]) -> None:
+    base = two_platforms[0]
+    runs = [at(base, "X", 16, 1000.0), at(base, "X", 16, 3000.0, replicas=4),
+            at(base, "X", 8, 1900.0, replicas=2, grad_accum=2)]  # fmt: skip
+    (a,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(max_devices=2))
+    assert a.options[0].result.spec.replicas == 2
+    assert a.excluded == ["1 measured configuration(s) left out: more than 2 devices"]
+    (b,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(global_batch=16))
+    assert [o.result.spec.replicas for o in b.options] == [1]
+    assert len(a.pareto) == 2  # one device vs more throughput on two
+
+
+def test_time_to_train_uses_the_median_over_seeds(two_platforms: list[Result]) -> None:
+    base = two_platforms[0]
+    quick = [_trained(at(base, "X", 16, 900.0), s, t) for s, t in ((0, 3.0), (1, 5.0), (2, 4.0))]
+    slow = [_trained(at(base, "X", 256, 2000.0), s, t) for s, t in ((0, 9.0), (1, None))]
+    (a,) = advice.recommend([*quick, *slow], "tiny_mlp", "time-to-train")
+    best = a.options[0]
+    assert (best.result.spec.batch_size, best.value, best.low, best.high) == (16, 4.0, 3.0, 5.0)
+    assert a.confidence.startswith("high")  # 3-5 s against the larger batch's 9 s
+
+
+def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as store:
+        for r in chips:
+            store.put(r)
+    out = CliRunner().invoke(app, ["recommend", "tiny_mlp", "--db", str(db), "--reference"])
+    assert out.exit_code == 0, out.output
+    lines = out.output.splitlines()
+    assert lines[1].startswith(
+        "1. Sim GPU: micro batch 512, fp32: 8,600 items/s [8,428 items/s to 8,772 items/s]; from 1 run(s): "
+    )
+    assert "   effective batch range (within 5% of its best throughput): 8, 16" in lines
+    assert "across platforms: Sim GPU is best; its interval clears Sim IPU's" in lines
+    assert lines[-1] == "no published throughput for this workload"
+    bad = CliRunner().invoke(
+        app, ["recommend", "tiny_mlp", "--db", str(db), "--objective", "speed"]
+    )
+    assert bad.exit_code == 2 and "give one of throughput, time-to-train" in bad.output
