@@ -89,12 +89,13 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "results.sqlite"
-    # Cells of a few seconds each, so that the second one is surely in flight.
+    # Cells of a few seconds each, so that the second one is surely in flight, in epochs short
+    # enough to finish within the grace period.
     slow = [
         "--epochs",
-        "1",
+        "3",
         "--steps-per-epoch",
-        "6000",
+        "3000",
         "--window-steps",
         "100",
         "--device",
@@ -110,9 +111,16 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
     statuses = sorted(status for status, _ in stored(db).values())
     assert statuses == ["interrupted", "ok"]
     with sqlite3.connect(db) as conn:
-        (reason,) = conn.execute("SELECT json_extract(record, '$.reason') FROM results "
-                                 "WHERE status = 'interrupted'").fetchone()  # fmt: skip
-    assert reason.startswith("stopped by SIGTERM after")
+        (record,) = conn.execute(
+            "SELECT record FROM results WHERE status = 'interrupted'"
+        ).fetchone()
+    interrupted = Result.model_validate_json(record)
+    assert interrupted.reason is not None and interrupted.reason.startswith(
+        "stopped by SIGTERM after"
+    )
+    # It finished the epoch in flight and kept what it measured.
+    assert interrupted.metrics is not None and 1 <= len(interrupted.metrics.epochs) < 3
+    assert f"{len(interrupted.metrics.epochs)} of 3 epochs measured, kept" in interrupted.reason
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
     again = start(db, "run", "tiny_mlp", "--batch-size", "2,4", *slow)

@@ -203,4 +203,4 @@ def test_compare_reference_through_the_cli(measured: Result, tmp_path: Path) -> 
     assert "autoencoder bs=512 x2 replicas fp32: below-reference:" in result.output
     assert "tiny_mlp on" in result.output and "no published throughput" in result.output
     bad = CliRunner().invoke(app, ["compare", "--db", str(db)])
-    assert bad.exit_code == 2 and "give --reference" in bad.output
+    assert bad.exit_code == 2 and "or --reference to compare with published results" in bad.output

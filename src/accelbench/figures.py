@@ -50,7 +50,9 @@ class Plot:
         """The figure as svg or png bytes."""
         buffer = io.BytesIO()
         with _style():
-            self.figure.savefig(buffer, format=fmt, dpi=120, bbox_inches="tight")
+            # No creation date in the file: the same results draw the same bytes.
+            metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
+            self.figure.savefig(buffer, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
         return buffer.getvalue()
 
 

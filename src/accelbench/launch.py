@@ -23,13 +23,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
+from accelbench import interruption
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.result import MEASURED, Result
 from accelbench.spec import RunSpec
 
 _TAIL_LINES = 12
-_GRACE_S = 10.0
+_GRACE_S = 20.0
+"""How long a cell may take to stop and report after SIGTERM (Slurm waits 30 s, KillWait, before
+it kills a job's processes)."""
 CELL_DIR = "ACCELBENCH_CELL_DIR"
 """Environment variable: where cells keep their spec and result files (default: the system's
 temporary directory, which ranks on other nodes cannot see)."""
@@ -111,14 +114,9 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
                 reason = f"no result within the {timeout_s:g} s limit"
                 return Result.new(spec, env, "timeout", reason=reason)
             except (KeyboardInterrupt, Interrupted) as exc:
-                _kill(child)  # its own session would outlive us
+                _kill(child)  # asks it to stop and report; its own session would outlive us
                 name = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
-                reason = (
-                    f"stopped by {name} after {time.perf_counter() - start:.1f} s; run the "
-                    "sweep again to run it again"
-                )
-                result = Result.new(spec, env, "interrupted", reason=reason)
-                raise Interrupted(name, result) from None
+                raise Interrupted(name, _stopped(spec, env, out, name, start)) from None
             except BaseException:
                 _kill(child)
                 raise
@@ -131,6 +129,21 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
             return result.model_copy(update={"wall_s": wall_s})
         reason = _exit_reason(child.returncode, tail)
         return Result.new(spec, env, "error", reason=reason, detail=tail or None)
+
+
+def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float) -> Result:
+    """The interrupted cell: what it measured if it reported within the grace period (its
+    finished epochs, or all of them if it was about to end), else only how long it ran."""
+    wall_s = time.perf_counter() - start
+    again = "run the sweep again to run it whole"
+    if not out.exists():
+        reason = f"stopped by {name} after {wall_s:.1f} s, nothing measured yet; {again}"
+        return Result.new(spec, env, "interrupted", reason=reason)
+    result = Result.model_validate_json(out.read_text()).model_copy(update={"wall_s": wall_s})
+    if result.status != "interrupted":
+        return result  # it finished within the grace period: a whole result
+    reason = f"stopped by {name} after {wall_s:.1f} s, {result.reason}; {again}"
+    return result.model_copy(update={"reason": reason})
 
 
 def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
@@ -217,6 +230,8 @@ def _child_main(argv: list[str]) -> int:
 
     what, arg, out = argv
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size == 1:  # ranks must stop together: torchrun's SIGTERM ends them as before
+        interruption.stop_on_sigterm()
     failed = False
     try:
         if what == "env":

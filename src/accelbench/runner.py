@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import traceback
 
-from accelbench import distributed, environment, scenarios, workloads
+from accelbench import distributed, environment, interruption, scenarios, workloads
 from accelbench.errors import AccelbenchError, is_oom, one_line
 from accelbench.precision import check_supported
 from accelbench.result import Result, Status
@@ -33,7 +33,10 @@ def run(spec: RunSpec) -> Result:
         )
         distributed.leave()
         ttt = metrics.time_to_train
-        if ttt is not None and ttt.outcome != "reached":
+        if interruption.requested() and len(metrics.epochs) < spec.epochs:
+            status = "interrupted"
+            reason = f"{len(metrics.epochs)} of {spec.epochs} epochs measured, kept"
+        elif ttt is not None and ttt.outcome != "reached":
             status, reason = ttt.outcome, ttt.reason
         elif metrics.diverged_at_step is not None:
             status = "diverged"

@@ -21,7 +21,7 @@ from typing import Protocol
 import torch
 
 from accelbench import device as dev
-from accelbench import distributed, efficiency
+from accelbench import distributed, efficiency, interruption
 from accelbench.data import make_loader
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.energy import combine as combine_energy
@@ -83,7 +83,7 @@ def train_epoch(
 
 def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[int]:
     """The epochs to measure, for the caller to run one per iteration: `spec.epochs`, then more
-    until the CI target is met or its time runs out. Times each into raw.epoch_s (the caller's
+    until the CI target is met or its time runs out, or fewer if a stop is requested after one. Times each into raw.epoch_s (the caller's
     last act in it must wait for the device), and meters energy over the steady epochs (all of a
     one-epoch run) into raw.energy."""
     meter = EnergyMeter(device)
@@ -91,6 +91,8 @@ def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[i
     dev.synchronize(device)
     measure_start = time.perf_counter()
     while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
+        if raw.epoch_s and interruption.requested():  # stopped: keep the epochs measured
+            break
         if len(raw.epoch_s) == min(1, spec.epochs - 1):
             meter.start()
         epoch_start = time.perf_counter()
