@@ -313,17 +313,18 @@ def _not_measured(best: Option, runs: list[Result], objective: str) -> list[str]
 
 def _pareto(options: list[Option]) -> list[Option]:
     """Options no other is at least as good as on every measure and better on one: throughput
-    (up), devices, p99 latency and J per item (down, each where every option has it)."""
+    (up), devices, p99 latency when inferring (a training step's time only grows with its batch)
+    and J per item where every option has it (down)."""
+    energy = all(o.result.metrics and o.result.metrics.joules_per_item for o in options)
 
     def measures(o: Option) -> list[float]:
         m = o.result.metrics
         assert m is not None
-        values = [-m.items_per_s, float(_devices(o.result)), m.step_ms_steady.p99]
-        return values + ([m.joules_per_item] if m.joules_per_item is not None else [])
+        values = [-m.items_per_s, float(_devices(o.result))]
+        values += [m.step_ms_steady.p99] if o.result.spec.scenario == "infer" else []
+        return values + ([m.joules_per_item or 0.0] if energy else [])
 
     table = [measures(o) for o in options]
-    if len({len(t) for t in table}) > 1:
-        table = [t[:3] for t in table]
     front = [
         o for o, mine in zip(options, table, strict=True)
         if not any(all(a <= b for a, b in zip(other, mine, strict=True)) and other != mine for other in table)
