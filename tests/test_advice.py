@@ -77,14 +77,17 @@ def test_a_best_at_the_edge_says_what_was_not_tried(chips: list[Result]) -> None
 
 def test_overlapping_runner_up_is_low_confidence(two_platforms: list[Result]) -> None:
     base = two_platforms[0]
+    small, large = at(base, "X", 8, 1000.0), at(base, "X", 16, 1010.0)
+    assert small.metrics is not None
+    quick = small.metrics.step_ms_steady.model_copy(update={"p99": 0.1})  # a shorter step
     (a,) = advice.recommend(
-        [at(base, "X", 8, 1000.0), at(base, "X", 16, 1010.0)], "tiny_mlp", "throughput"
+        [with_metrics(small, step_ms_steady=quick), large], "tiny_mlp", "throughput"
     )
     assert a.options[0].result.spec.batch_size == 16
     assert a.confidence.startswith(
         "low: the runner-up (micro batch 8, fp32) is within its interval"
     )
-    assert a.pareto == []  # same devices, p99 and energy unknown: 16 simply beats 8
+    assert a.pareto == []  # training: a shorter step is no trade-off; 16 simply beats 8
 
 
 def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) -> None:
