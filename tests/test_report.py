@@ -71,3 +71,17 @@ def test_compile_payoff_in_steps() -> None:
         update={"metrics": eager.metrics.model_copy(update={"first_step_ms": 5.0})}
     )
     assert report.compile_payoff(slower, eager).endswith("it never pays off here")
+
+
+def test_mfu_above_a_hundred_percent_is_called_meaningless() -> None:
+    result = run(tiny())
+    assert result.metrics is not None and result.metrics.flops is not None
+    low_peak = result.metrics.flops.model_copy(
+        update={"peak_per_s": 1.0, "peak_source": "measured: x"}
+    )
+    inflated = result.model_copy(
+        update={"metrics": result.metrics.model_copy(update={"flops": low_peak})}
+    )
+    assert not any("above 100%" in line for line in report.notes([result]))
+    (line,) = [line for line in report.notes([inflated]) if "above 100%" in line]
+    assert "the peak (measured: x) is below what the model reached" in line

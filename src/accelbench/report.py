@@ -99,6 +99,12 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     lines += time_to_train_headlines(results)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
+    lines += [
+        f"{_cell(r)}: MFU {mfu_text(r)}% is above 100%: the peak ({r.metrics.flops.peak_source}) "
+        "is below what the model reached, so this MFU means nothing"
+        for r in results
+        if r.metrics and r.metrics.flops and (r.metrics.mfu or 0) > 1
+    ]
     if any(_shown_invalid(r) for r in results):
         lines.append(NOT_VALID_NOTE)
     return lines
