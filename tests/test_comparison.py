@@ -102,3 +102,15 @@ def test_compare_command_across_two_databases(two_platforms: list[Result], tmp_p
     assert "against Sim B: 0.33x throughput (geometric mean of 3 matched cells)" in out.output
     neither = CliRunner().invoke(app, ["compare", "--db", str(here)])
     assert neither.exit_code == 2 and "give --by FIELD" in neither.output
+
+
+def test_each_cell_defaults_to_its_own_smallest_value(
+    two_platforms: list[Result], caplog: pytest.LogCaptureFixture
+) -> None:
+    here = train(two_platforms)  # batch 4, 16 and 64 as measured...
+    longer = [on_platform(r, None, 1.0, steps_per_epoch=13) for r in here[1:]]  # ...16, 64 at 13
+    found = comparison.ratios([*here, *longer], "batch_size")
+    assert sorted((r.value, r.baseline) for r in found) == [("16", "4"), ("64", "16"), ("64", "4")]
+    given = comparison.ratios([*here, *longer], "batch_size", baseline="4")
+    assert sorted((r.value, r.baseline) for r in given) == [("16", "4"), ("64", "4")]
+    assert "1 cell(s) were not run at batch_size 4 and are not compared" in caplog.text

@@ -525,7 +525,9 @@ def compare(
     ] = None,
     baseline: Annotated[
         str | None,
-        typer.Option(help="The value of --by the others are set against (default: the smallest)."),
+        typer.Option(
+            help="The value of --by the others are set against (default: each cell's smallest)."
+        ),
     ] = None,
     reference: Annotated[
         bool,

@@ -1,6 +1,6 @@
 """Ratios between configurations at matched conditions: `accelbench compare --by platform` (or
-precision, or any spec field) sets each value's throughput against a baseline's for every cell
-that was run at both, all else equal.
+precision, or any spec field) sets each value's throughput against a baseline's (given, or
+else the smallest value in each cell) for every cell that was run at both, all else equal.
 
 A ratio carries an interval: the lowest and the highest ratio the two medians' 95% intervals
 allow (repeats of a cell widen its interval to cover all of them). Two configurations are ranked
@@ -11,6 +11,7 @@ without an interval (too few steady windows) is never ranked.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import statistics
 from collections import defaultdict
@@ -21,6 +22,8 @@ from accelbench import validity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import RunSpec
+
+log = logging.getLogger(__name__)
 
 NOT_MATCHED = ("repeat", "seed")
 """Spec fields that never separate cells being compared: repeats and seeds pool together."""
@@ -105,8 +108,8 @@ def _order(value: str) -> tuple[int, float, str]:
 
 
 def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Ratio]:
-    """Every value of `by` against the baseline value (the smallest, or `baseline`), in each
-    cell that has both; only results with status ok count."""
+    """Every value of `by` against the baseline value in each cell that has both: `baseline`,
+    or else each cell's smallest value. Only results with status ok count."""
     if by not in fields():
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
     cells: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
@@ -114,20 +117,22 @@ def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> l
         if r.status == "ok" and r.metrics:
             cells[_matched(r, by)][value_of(r, by)].append(r)
     values = sorted({v for cell in cells.values() for v in cell}, key=_order)
-    if baseline is None and values:
-        baseline = values[0]
     if baseline is not None and baseline not in values:
         raise AccelbenchError(
             f"no stored result has {by} {baseline!r}: give --baseline one of {', '.join(values)}"
         )
-    out = []
+    out, missing = [], 0
     for cell in cells.values():
-        if baseline not in cell or len(cell) < 2:
+        base = baseline or min(cell, key=_order)
+        if base not in cell:
+            missing += len(cell) > 1
             continue
-        reference = band(cell[baseline])
+        reference = band(cell[base])
         for value in sorted(cell, key=_order):
-            if value != baseline:
-                out.append(Ratio(cell[baseline][0], value, baseline, band(cell[value]), reference))
+            if value != base:
+                out.append(Ratio(cell[base][0], value, base, band(cell[value]), reference))
+    if missing:
+        log.warning("%d cell(s) were not run at %s %s and are not compared", missing, by, baseline)
     return out
 
 
