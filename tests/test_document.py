@@ -105,7 +105,7 @@ def test_screenshot_shows_the_plotted_lines(page: Path, tmp_path: Path) -> None:
     blue, orange = (np.array(c) for c in ((0.122, 0.467, 0.706), (1.0, 0.498, 0.055)))
     for color in (blue, orange):  # tab10's first two series: both platforms' lines are drawn
         near = np.abs(pixels - color).max(axis=-1) < 0.08
-        assert near.sum() > 500, f"too few pixels of {color}"
+        assert near.sum() > 100, f"too few pixels of {color}"  # a line: hundreds; none: 0
     rows_drawn = (pixels.min(axis=(1, 2)) < 0.9).sum()
     assert rows_drawn > 1500  # most of the page is figures and tables, not blank
 
