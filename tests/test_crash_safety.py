@@ -39,7 +39,10 @@ def stored(db: Path) -> dict[str, tuple[str, str]]:
     if not db.exists():
         return {}
     with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT key, status, created_at FROM results").fetchall()
+        try:
+            rows = conn.execute("SELECT key, status, created_at FROM results").fetchall()
+        except sqlite3.OperationalError:  # the sweep is creating the schema right now
+            return {}
     return {key: (status, created) for key, status, created in rows}
 
 
@@ -95,7 +98,7 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
         "--epochs",
         "3",
         "--steps-per-epoch",
-        "3000",
+        "300",
         "--window-steps",
         "100",
         "--device",
