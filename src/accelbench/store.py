@@ -239,9 +239,7 @@ class ResultStore:
                 "%s: migrating schema %d to %d; the database as it was is kept in %s",
                 self.where, version, SCHEMA_VERSION, backup,
             )  # fmt: skip
-        with self._transaction():
-            if self.dialect is POSTGRES:
-                self._execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+        with self._migration_lock(), self._transaction():
             version = self._version()  # another process may have migrated it meanwhile
             if version == SCHEMA_VERSION:
                 return
@@ -260,6 +258,21 @@ class ResultStore:
                 self._execute("CREATE TABLE IF NOT EXISTS accelbench_schema (version INTEGER)")
                 self._execute("DELETE FROM accelbench_schema")
                 self._execute("INSERT INTO accelbench_schema VALUES (?)", (SCHEMA_VERSION,))
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """One migrating process at a time. On PostgreSQL the lock is taken before the
+        transaction begins: a transaction sees the catalog as it was when it began, so one that
+        waited for the lock inside it would not see the tables the holder made meanwhile.
+        (On SQLite the transaction's BEGIN IMMEDIATE is the lock.)"""
+        if self.dialect is SQLITE:
+            yield
+            return
+        self._execute(f"SELECT pg_advisory_lock({_MIGRATION_LOCK})")
+        try:
+            yield
+        finally:
+            self._execute(f"SELECT pg_advisory_unlock({_MIGRATION_LOCK})")
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
