@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from accelbench import launch
+from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
@@ -43,6 +44,27 @@ def test_force_runs_stored_cells_again(db_path: Path) -> None:
     [second] = run_sweep(specs, store, force=True)
     assert second.key == first.key and second.created_at > first.created_at
     assert len(store.query()) == 1
+
+
+def test_calls_given_the_same_envs_probe_the_device_once(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probed: list[str] = []
+    probe = launch.probe_environment
+
+    def counted(device: str) -> Environment:
+        probed.append(device)
+        return probe(device)
+
+    monkeypatch.setattr(launch, "probe_environment", counted)
+    store = ResultStore(db_path)
+    specs = grid({"batch_size": [2]}, **FIXED)
+    envs: dict[str, Environment] = {}
+    run_sweep(specs, store, envs=envs)
+    run_sweep(specs, store, envs=envs)
+    assert probed == ["cpu"]
+    run_sweep(specs, store)
+    assert probed == ["cpu", "cpu"]
 
 
 def test_a_failing_cell_does_not_stop_the_sweep(db_path: Path) -> None:

@@ -796,13 +796,14 @@ def tune(
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
     with ResultStore(db) as store:
         console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
+        envs: dict[str, environment.Environment] = {}  # probed once for all the trials
 
         def measure(batch: int, num_replicas: int) -> Result:
             spec = RunSpec.model_validate(
                 base.model_dump() | {"batch_size": batch, "replicas": num_replicas}
             )
             (result,) = run_sweep(
-                [spec], store, timeout_s=timeout_s,
+                [spec], store, timeout_s=timeout_s, envs=envs,
                 on_result=lambda r, skipped: console.print(report.cell_line(r, skipped)),
             )  # fmt: skip
             return result

@@ -137,6 +137,7 @@ def run_sweep(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_start: Callable[[RunSpec], None] | None = None,
     on_result: Callable[[Result, bool], None] | None = None,
+    envs: dict[str, Environment] | None = None,
 ) -> list[Result]:
     """Run each spec in a fresh process and store it as it finishes.
 
@@ -145,6 +146,7 @@ def run_sweep(
     point and run again does what is left, nothing twice. A failing cell is stored with its
     status and the sweep goes on; SIGTERM or Ctrl-C stores the cell in flight as interrupted
     and raises launch.Interrupted. A spec the platform cannot run raises before any cell starts.
+    Each device is probed once per call, or once for all the calls given the same `envs`.
     """
     specs = list(specs)
     checked = set()
@@ -153,7 +155,9 @@ def run_sweep(
         if inputs not in checked:
             checked.add(inputs)
             check_inputs(s.workload, s.model_args, s.data)
-    envs = {device: launch.probe_environment(device) for device in {s.device for s in specs}}
+    envs = {} if envs is None else envs
+    for device in {s.device for s in specs} - envs.keys():
+        envs[device] = launch.probe_environment(device)
     cells: list[tuple[RunSpec, Environment]] = []
     for spec in specs:
         env = envs[spec.device]
