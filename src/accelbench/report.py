@@ -769,15 +769,17 @@ def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
             b for b, r in found.trials.items()
             if r.status == "ok" and (r.items_per_s or 0) >= advice.BATCH_RANGE_FRAC * (best.items_per_s or 0)
         )  # fmt: skip
+        unit = best.metrics.item_unit if best.metrics else "items"
         lines.append(
-            f"fastest micro batch: {fastest}, {rate_text(best.items_per_s or 0)} items/s "
+            f"fastest micro batch: {fastest}, {rate_text(best.items_per_s or 0)} {unit}/s "
             f"({validity.verdict_text(best)}); within 5% of it: {', '.join(map(str, near))}"
         )
     for n, r in sorted(found.scaling.items()):
         if r.metrics and fastest is not None and found.trials[fastest].items_per_s:
             speedup = r.metrics.items_per_s / (found.trials[fastest].items_per_s or 1)
             lines.append(
-                f"x{n} replicas at micro batch {fastest}: {rate_text(r.metrics.items_per_s)} items/s, "
+                f"x{n} replicas at micro batch {fastest}: "
+                f"{rate_text(r.metrics.items_per_s)} {r.metrics.item_unit}/s, "
                 f"{speedup:.2f}x one replica ({100 * speedup / n:.0f}% scaling efficiency)"
             )
         else:
