@@ -262,9 +262,9 @@ class ResultStore:
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
         """One migrating process at a time. On PostgreSQL the lock is taken before the
-        transaction begins: a transaction sees the catalog as it was when it began, so one that
-        waited for the lock inside it would not see the tables the holder made meanwhile.
-        (On SQLite the transaction's BEGIN IMMEDIATE is the lock.)"""
+        transaction begins: a session refreshes its cached catalog when a transaction begins,
+        not when an advisory lock is granted, so one that waited inside its transaction could
+        miss the tables the holder made meanwhile. (On SQLite, BEGIN IMMEDIATE is the lock.)"""
         if self.dialect is SQLITE:
             yield
             return
