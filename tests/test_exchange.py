@@ -16,7 +16,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
-from .conftest import SIM_PLATFORM
+from .conftest import SIM_PLATFORM, tiny
 from .test_store import _schema_1_database
 
 runner = CliRunner()
@@ -47,6 +47,21 @@ def test_export_then_import_gives_the_same_records(
     assert (
         f"imported 0 new results into {here}; {2 * len(two_platforms)} were stored" in again.output
     )
+
+
+def test_a_diverged_result_exports_as_standard_json() -> None:
+    from accelbench.runner import run
+
+    diverged = run(tiny(lr=1e9, steps_per_epoch=5))
+    assert diverged.status == "diverged"
+
+    def not_standard(constant: str) -> None:
+        raise AssertionError(f"{constant} is not JSON: jq and browsers reject it")
+
+    text = exchange.dumps([diverged])
+    json.loads(text, parse_constant=not_standard)
+    [back] = exchange.parse(text.encode(), "export.json")
+    assert back.model_dump_json() == diverged.model_dump_json()  # NaN != NaN: compare the text
 
 
 def test_duplicates_keep_the_stored_record(two_platforms: list[Result], tmp_path: Path) -> None:

@@ -28,13 +28,15 @@ HINT = "give a file made by `accelbench export`, or an accelbench .sqlite databa
 
 
 def dumps(results: Sequence[Result]) -> str:
+    """The export file: standard JSON, NaN and infinity written as strings as the store does
+    (model_dump would keep them as floats, which json.dumps writes as bare NaN)."""
     doc = {
         "format": FORMAT,
         "version": VERSION,
         "exported_at": datetime.now(UTC).isoformat(),
-        "results": [r.model_dump(mode="json") for r in results],
+        "results": [json.loads(r.model_dump_json()) for r in results],
     }
-    return json.dumps(doc, indent=1) + "\n"
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
 
 
 def load(path: Path) -> list[Result]:
