@@ -60,16 +60,8 @@ def script(job: JobSpec, run_args: list[str], db: Path | str) -> str:
         directives.append(f"--partition={job.partition}")
     if job.account:
         directives.append(f"--account={job.account}")
-    command = shlex.join(
-        [
-            sys.executable,
-            "-m",
-            "accelbench",
-            *run_args,
-            "--db",
-            str(db) if is_url(db) else str(Path(db).resolve()),
-        ]
-    )
+    db_arg = str(db) if is_url(db) else str(Path(db).resolve())
+    command = shlex.join([sys.executable, "-m", "accelbench", *run_args, "--db", db_arg])
     return "\n".join(
         [
             "#!/bin/bash",

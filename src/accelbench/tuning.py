@@ -35,10 +35,6 @@ class Budget:
         """Whether one more trial, as long as the last one, still ends within the budget."""
         return time.monotonic() - self.started + self.last_trial_s <= self.seconds
 
-    @property
-    def used_s(self) -> float:
-        return time.monotonic() - self.started
-
 
 @dataclass
 class Search:

@@ -83,9 +83,9 @@ def train_epoch(
 
 def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[int]:
     """The epochs to measure, for the caller to run one per iteration: `spec.epochs`, then more
-    until the CI target is met or its time runs out, or fewer if a stop is requested after one. Times each into raw.epoch_s (the caller's
-    last act in it must wait for the device), and meters energy over the steady epochs (all of a
-    one-epoch run) into raw.energy."""
+    until the CI target is met or its time runs out, or fewer if a stop is requested after one.
+    Times each into raw.epoch_s (the caller's last act in it must wait for the device), and
+    meters energy over the steady epochs (all of a one-epoch run) into raw.energy."""
     meter = EnergyMeter(device)
     dev.reset_peak_memory(device)
     dev.synchronize(device)
