@@ -146,11 +146,16 @@ def _load(
     return sorted(found.values(), key=lambda r: r.created_at), sources
 
 
-def _write(path: Path, text: str) -> None:
-    """Write whole or not at all: a reader never sees half a file."""
-    partial = path.with_name(f".{path.name}.partial")
+def _emit(text: str, out: Path | None, wrote: str) -> None:
+    """Print `text`, or write it to `out` (whole or not at all: a reader never sees half a
+    file) and say `wrote`."""
+    if out is None:
+        print(text, end="")
+        return
+    partial = out.with_name(f".{out.name}.partial")
     partial.write_text(text, encoding="utf-8")
-    partial.replace(path)
+    partial.replace(out)
+    console.print(wrote)
 
 
 LatencyBoundOption = Annotated[
@@ -615,11 +620,7 @@ def make_report(
         text = document.markdown(found)
     else:
         text = report.to_json(found) if fmt is ReportFormat.json else report.to_csv(found)
-    if out is None:
-        print(text, end="")
-    else:
-        _write(out, text)
-        console.print(f"wrote {out}: {len(found)} results, {len(plots)} figures")
+    _emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
     if figures_dir is not None:
         figures_dir.mkdir(parents=True, exist_ok=True)
         for plot in plots:
@@ -640,12 +641,7 @@ def export(
     from accelbench import exchange
 
     found, _ = _load(db, workload, platform, status)
-    text = exchange.dumps(found)
-    if out is None:
-        print(text, end="")
-    else:
-        _write(out, text)
-        console.print(f"wrote {len(found)} results to {out}")
+    _emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
 
 
 @app.command("import")
