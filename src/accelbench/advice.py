@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from accelbench import references, validity
+from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 
@@ -122,21 +123,10 @@ def _devices(r: Result) -> int:
     return r.spec.num_processes
 
 
-def _rate_band(runs: Sequence[Result]) -> tuple[float, float | None, float | None]:
-    windows = [r.metrics.window_items_per_s for r in runs if r.metrics]
-    lows, highs = [w.ci_low for w in windows], [w.ci_high for w in windows]
-    median = statistics.median(w.median for w in windows)
-    if any(v is None for v in [*lows, *highs]):
-        return median, None, None
-    return median, min(v for v in lows if v is not None), max(v for v in highs if v is not None)
-
-
-def _per_rate(
-    scale: float, band: tuple[float, float | None, float | None]
-) -> tuple[float, float | None, float | None]:
+def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | None]:
     """A cost per item (scale / rate) with the interval the rate's gives."""
-    rate, low, high = band
-    return scale / rate, (scale / high if high else None), (scale / low if low else None)
+    low, high = rate.low, rate.high
+    return scale / rate.median, (scale / high if high else None), (scale / low if low else None)
 
 
 def _option(runs: list[Result], objective: str, constraints: Constraints) -> Option | None:
@@ -149,20 +139,20 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
         if not times:
             return None
         return Option(runs, statistics.median(times), times[0], times[-1])
-    band = _rate_band(runs)
+    rate = band(runs)
     if objective == "energy":
         joules = [
             r.metrics.joules_per_item for r in runs if r.metrics and r.metrics.joules_per_item
         ]
         if not joules:
             return None
-        return Option(runs, *_per_rate(statistics.median(joules) * band[0], band))
+        return Option(runs, *_per_rate(statistics.median(joules) * rate.median, rate))
     if objective == "cost":
         price = price_of(first.env.platform, constraints.prices)
         if price is None:
             return None
-        return Option(runs, *_per_rate(price * _devices(first) / 3600 * 1e6, band))
-    return Option(runs, *band)
+        return Option(runs, *_per_rate(price * _devices(first) / 3600 * 1e6, rate))
+    return Option(runs, rate.median, rate.low, rate.high)
 
 
 def _why_out(r: Result, constraints: Constraints) -> str | None:
