@@ -248,13 +248,21 @@ def _confidence(options: list[Option], goal: Goal) -> str:
     if len(options) == 1:
         return "one configuration measured: nothing to set it against"
     second = options[1]
-    if second.low is None or second.high is None:
+    clear = clears(best, second, goal.lower_is_better)
+    if clear is None:
         return "unknown: the runner-up has no interval to set against"
-    clear = second.high < best.low if not goal.lower_is_better else second.low > best.high
     what = describe(second.result)
     if clear:
         return f"high: its interval clears the runner-up's ({what})"
     return f"low: the runner-up ({what}) is within its interval; either will do, or run --repeats 3"
+
+
+def clears(best: Option, other: Option, lower_is_better: bool) -> bool | None:
+    """Whether `best`'s interval lies wholly on the better side of `other`'s; None where
+    either has no interval."""
+    if best.low is None or best.high is None or other.low is None or other.high is None:
+        return None
+    return other.low > best.high if lower_is_better else other.high < best.low
 
 
 def _siblings_key(r: Result) -> str:

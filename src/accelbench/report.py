@@ -739,10 +739,10 @@ def advice_lines(found: Sequence[advice.Advice], objective: str) -> list[str]:
         lines += [f"   not measured: {gap}" for gap in a.not_measured]
     if len(ranked) > 1:
         first, second = ranked[0].options[0], ranked[1].options[0]
-        lower = advice.GOALS[objective].lower_is_better
-        if None in (first.low, first.high, second.low, second.high):
+        clear = advice.clears(first, second, advice.GOALS[objective].lower_is_better)
+        if clear is None:
             verdict = "not ranked: an interval is missing"
-        elif (second.high < first.low) if not lower else (second.low > first.high):  # type: ignore[operator]
+        elif clear:
             verdict = f"{ranked[0].platform} is best; its interval clears {ranked[1].platform}'s"
         else:
             verdict = f"{ranked[0].platform} and {ranked[1].platform} overlap: not ranked"
