@@ -119,10 +119,6 @@ def price_of(platform: str, prices: dict[str, float]) -> float | None:
     return max(found)[1] if found else None
 
 
-def _devices(r: Result) -> int:
-    return r.spec.num_processes
-
-
 def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | None]:
     """A cost per item (scale / rate) with the interval the rate's gives."""
     low, high = rate.low, rate.high
@@ -151,7 +147,7 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
         price = price_of(first.env.platform, constraints.prices)
         if price is None:
             return None
-        return Option(runs, *_per_rate(price * _devices(first) / 3600 * 1e6, rate))
+        return Option(runs, *_per_rate(price * first.num_devices / 3600 * 1e6, rate))
     return Option(runs, rate.median, rate.low, rate.high)
 
 
@@ -159,7 +155,7 @@ def _why_out(r: Result, constraints: Constraints) -> str | None:
     c, m = constraints, r.metrics
     if c.global_batch is not None and r.spec.global_batch != c.global_batch:
         return f"global batch is not {c.global_batch}"
-    if c.max_devices is not None and _devices(r) > c.max_devices:
+    if c.max_devices is not None and r.num_devices > c.max_devices:
         return f"more than {c.max_devices} devices"
     bounded = c.latency_bound_ms is not None and r.spec.scenario == "infer"
     if (
@@ -318,7 +314,7 @@ def _pareto(options: list[Option]) -> list[Option]:
     def measures(o: Option) -> list[float]:
         m = o.result.metrics
         assert m is not None
-        values = [-m.items_per_s, float(_devices(o.result))]
+        values = [-m.items_per_s, float(o.result.num_devices)]
         values += [m.step_ms_steady.p99] if o.result.spec.scenario == "infer" else []
         return values + ([m.joules_per_item or 0.0] if energy else [])
 

@@ -98,14 +98,10 @@ def _by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
     return dict(groups)
 
 
-def _devices(r: Result) -> int:
-    return r.spec.replicas * r.spec.pipeline_stages
-
-
 def _series(r: Result, *, devices: bool = True, batch: bool = False) -> str:
     s = r.spec
     text = f"{r.env.platform} {s.precision}" + (" +compile" if s.compile else "")
-    text += f" x{_devices(r)} devices" if devices and _devices(r) > 1 else ""
+    text += f" x{r.num_devices} devices" if devices and r.num_devices > 1 else ""
     return text + (f" bs={s.batch_size}" if batch else "")
 
 
@@ -199,14 +195,14 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
     for workload, members in _by(measured, lambda r: r.spec.workload).items():
         groups = {
             k: g for k, g in _by(members, lambda r: _series(r, devices=False, batch=True)).items()
-            if len({_devices(r) for r in g}) >= 2
+            if len({r.num_devices for r in g}) >= 2
         }  # fmt: skip
         if not groups:
             continue
         fig, (ax,) = _figure()
         for series, group, color in _colored(groups):
-            line = _median_by_x(group, _devices)
-            xs = [_devices(r) for r in line]
+            line = _median_by_x(group, lambda r: r.num_devices)
+            xs = [r.num_devices for r in line]
             ys = [r.items_per_s or 0 for r in line]
             _points(ax, xs, ys, line, color, series)
             ideal = [ys[0] * x / xs[0] for x in xs]
@@ -215,7 +211,7 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
                 ax.annotate(f"{100 * y / best:.0f}%", (x, y), xytext=(0, -12),
                             textcoords="offset points", fontsize=7, ha="center", color=color)  # fmt: skip
         ax.plot([], [], "--", color="gray", label="ideal linear scaling")
-        ax.set_xticks(sorted({_devices(r) for g in groups.values() for r in g}))
+        ax.set_xticks(sorted({r.num_devices for g in groups.values() for r in g}))
         _finish(ax, "devices (replicas x pipeline stages)", "items/s")
         title = f"{workload}: scaling with device count (labels: scaling efficiency)"
         ax.set_title(title, fontsize=10)

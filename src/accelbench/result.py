@@ -253,6 +253,11 @@ class Result(Frozen):
     def items_per_s(self) -> float | None:
         return self.metrics.items_per_s if self.metrics else None
 
+    @property
+    def num_devices(self) -> int:
+        """Devices the cell ran on: replicas x pipeline stages."""
+        return self.spec.num_processes
+
 
 def result_key(spec: RunSpec, env: Environment) -> str:
     return stable_hash(spec.identity(), env.fingerprint())

@@ -63,10 +63,6 @@ def rate_text(items_per_s: float) -> str:
     return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
-def _devices(r: Result) -> int:
-    return r.spec.replicas * r.spec.pipeline_stages
-
-
 def _training(results: Sequence[Result]) -> list[Result]:
     return [r for r in results if r.spec.scenario == "train" and r.status in MEASURED and r.metrics]
 
@@ -81,13 +77,13 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
         groups[(s.workload, r.env.platform, s.batch_size, s.precision, s.compile)].append(r)
     rows = []
     for members in groups.values():
-        if len({_devices(r) for r in members}) < 2:
+        if len({r.num_devices for r in members}) < 2:
             continue
-        for r in sorted(members, key=lambda r: (_devices(r), r.spec.nodes, r.spec.repeat)):
+        for r in sorted(members, key=lambda r: (r.num_devices, r.spec.nodes, r.spec.repeat)):
             m = r.metrics
             assert m is not None
             rows.append((
-                r.spec.workload, r.env.platform, r.spec.precision, str(_devices(r)),
+                r.spec.workload, r.env.platform, r.spec.precision, str(r.num_devices),
                 str(r.spec.nodes), str(r.spec.replicas), str(r.spec.batch_size),
                 rate_text(m.epochs[0].items_per_s), rate_text(m.items_per_s),
             ))  # fmt: skip
@@ -110,15 +106,18 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
         groups[(r.spec.workload, r.env.platform, r.spec.precision)].append(r)
     rows = []
     for members in groups.values():
-        if len({r.spec.batch_size for r in members}) < 2 or len(set(map(_devices, members))) < 2:
+        if (
+            len({r.spec.batch_size for r in members}) < 2
+            or len({r.num_devices for r in members}) < 2
+        ):
             continue
-        for r in sorted(members, key=lambda r: (_devices(r), r.spec.batch_size, r.spec.repeat)):
+        for r in sorted(members, key=lambda r: (r.num_devices, r.spec.batch_size, r.spec.repeat)):
             m = r.metrics
             assert m is not None
             rows.append((
                 r.spec.workload, r.env.platform, r.spec.precision, str(r.spec.bn_span),
                 str(r.spec.batch_size), str(r.spec.grad_accum), str(r.spec.replicas),
-                str(_devices(r)), rate_text(m.items_per_s), f"{m.epochs[-1].time_s:.2f}",
+                str(r.num_devices), rate_text(m.items_per_s), f"{m.epochs[-1].time_s:.2f}",
             ))  # fmt: skip
     if not rows:
         return None
