@@ -39,7 +39,9 @@ def test_platform_names_are_text_in_the_svg(two_platforms: list[Result]) -> None
 
 def test_scaling_is_labelled_with_its_efficiency(two_platforms: list[Result]) -> None:
     # the two-replica cell runs 1.8x as fast as one replica: 90% of linear scaling
-    assert "90%" in svg_text(by_name(two_platforms)["scaling-tiny-mlp"]).split("\n")
+    text = svg_text(by_name(two_platforms)["scaling-tiny-mlp"]).split("\n")
+    assert "90%" in text
+    assert f"{two_platforms[0].metrics.item_unit}/s" in text  # the workload's unit, on the y axis
 
 
 def test_flagged_points_carry_their_flag(two_platforms: list[Result]) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench import convergence, validity
-from accelbench.result import MEASURED, Result
+from accelbench.result import Result, measured
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -83,12 +83,6 @@ def _figure(ncols: int = 1) -> tuple[Figure, list[Axes]]:
 
 def _slug(*parts: object) -> str:
     return re.sub(r"[^a-z0-9]+", "-", "-".join(map(str, parts)).lower()).strip("-")[:80]
-
-
-def _measured(results: Sequence[Result], *scenarios: str) -> list[Result]:
-    return [
-        r for r in results if r.spec.scenario in scenarios and r.status in MEASURED and r.metrics
-    ]
 
 
 def _by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
@@ -168,11 +162,11 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
     for (workload, scenario), members in _by(
         cells, lambda r: (r.spec.workload, r.spec.scenario)
     ).items():
-        measured = [r for r in members if r.status in MEASURED and r.metrics]
-        if len({r.spec.batch_size for r in measured}) < 2:
+        ran = measured(members, scenario)
+        if len({r.spec.batch_size for r in ran}) < 2:
             continue
         fig, (ax,) = _figure()
-        for series, group, color in _colored(_by(measured, _series)):
+        for series, group, color in _colored(_by(ran, _series)):
             line = _median_by_x(group, lambda r: r.spec.batch_size)
             xs = [r.spec.batch_size for r in line]
             _points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series)
@@ -180,7 +174,7 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
         if ooms:
             ax.plot(ooms, [0] * len(ooms), "x", color="crimson", ms=9, mew=2, clip_on=False,
                     label="out of memory")  # fmt: skip
-        unit = measured[0].metrics.item_unit if measured[0].metrics else "items"
+        unit = ran[0].metrics.item_unit if ran[0].metrics else "items"
         _finish(ax, "micro batch", f"{unit}/s", log_x=True)
         what = "training" if scenario == "train" else "inference"
         title = f"{workload}: {what} throughput against batch size"
@@ -191,8 +185,8 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
 def scaling(results: Sequence[Result]) -> Iterator[Plot]:
     """Training throughput against device count, with the ideal: the smallest count's
     throughput times the device ratio; each point is labelled with its scaling efficiency."""
-    measured = _measured(results, "train")
-    for workload, members in _by(measured, lambda r: r.spec.workload).items():
+    training = measured(results, "train")
+    for workload, members in _by(training, lambda r: r.spec.workload).items():
         groups = {
             k: g for k, g in _by(members, lambda r: _series(r, devices=False, batch=True)).items()
             if len({r.num_devices for r in g}) >= 2
@@ -212,7 +206,8 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
                             textcoords="offset points", fontsize=7, ha="center", color=color)  # fmt: skip
         ax.plot([], [], "--", color="gray", label="ideal linear scaling")
         ax.set_xticks(sorted({r.num_devices for g in groups.values() for r in g}))
-        _finish(ax, "devices (replicas x pipeline stages)", "items/s")
+        unit = members[0].metrics.item_unit if members[0].metrics else "items"
+        _finish(ax, "devices (replicas x pipeline stages)", f"{unit}/s")
         title = f"{workload}: scaling with device count (labels: scaling efficiency)"
         ax.set_title(title, fontsize=10)
         yield Plot(_slug("scaling", workload), title, FLAGGED_NOTE, fig)
@@ -221,7 +216,7 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
 def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     """First-epoch throughput (compilation and warm-up inside) beside the steady state."""
     cells = [
-        r for r in _measured(results, "train", "infer") if r.metrics and len(r.metrics.epochs) > 1
+        r for r in measured(results, "train", "infer") if r.metrics and len(r.metrics.epochs) > 1
     ]
     if not cells:
         return
@@ -253,8 +248,8 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
 def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
     """Inference: p50 and p99 batch latency against throughput, points labelled by batch
     size; server runs: each trial's p99 against the rate answered, with the bound."""
-    infer = _measured(results, "infer")
-    server = [r for r in _measured(results, "server") if r.metrics and r.metrics.server]
+    infer = measured(results, "infer")
+    server = [r for r in measured(results, "server") if r.metrics and r.metrics.server]
     for workload in dict.fromkeys(r.spec.workload for r in [*infer, *server]):
         fig, (ax,) = _figure()
         colors = _colors()
@@ -314,12 +309,12 @@ def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
 
 def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
     """Energy per item and MFU against batch size, where they were measured."""
-    measured = _measured(results, "train", "infer")
+    found = measured(results, "train", "infer")
     panels = [
         ("joules per item", lambda r: r.metrics.joules_per_item if r.metrics else None),
         ("MFU (%)", lambda r: 100 * r.metrics.mfu if r.metrics and r.metrics.mfu else None),
     ]
-    for workload, members in _by(measured, lambda r: r.spec.workload).items():
+    for workload, members in _by(found, lambda r: r.spec.workload).items():
         shown = [
             (name, value) for name, value in panels if any(value(r) is not None for r in members)
         ]

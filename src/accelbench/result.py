@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -257,6 +258,13 @@ class Result(Frozen):
     def num_devices(self) -> int:
         """Devices the cell ran on: replicas x pipeline stages."""
         return self.spec.num_processes
+
+
+def measured(results: Sequence[Result], *scenarios: str) -> list[Result]:
+    """The results of these scenarios that hold metrics."""
+    return [
+        r for r in results if r.spec.scenario in scenarios and r.status in MEASURED and r.metrics
+    ]
 
 
 def result_key(spec: RunSpec, env: Environment) -> str:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
-from accelbench.result import MEASURED, Result
+from accelbench.result import Result, measured
 
 
 @dataclass(frozen=True)
@@ -63,16 +63,12 @@ def rate_text(items_per_s: float) -> str:
     return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
-def _training(results: Sequence[Result]) -> list[Result]:
-    return [r for r in results if r.spec.scenario == "train" and r.status in MEASURED and r.metrics]
-
-
 def seed_table_1(results: Sequence[Result]) -> Grid | None:
     """Seed 003 Table 1: throughput in the first and the steady epoch as the device count
     grows (the first epoch holds compilation). None unless some cell was run at two or more
     device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
-    for r in _training(results):
+    for r in measured(results, "train"):
         s = r.spec
         groups[(s.workload, r.env.platform, s.batch_size, s.precision, s.compile)].append(r)
     rows = []
@@ -102,7 +98,7 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
     synchronised batch norm's span and the epoch time. None unless some workload and platform
     were run at two or more batch sizes and two or more device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
-    for r in _training(results):
+    for r in measured(results, "train"):
         groups[(r.spec.workload, r.env.platform, r.spec.precision)].append(r)
     rows = []
     for members in groups.values():
