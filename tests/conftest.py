@@ -13,6 +13,7 @@ import torch
 
 from accelbench.result import Result, result_key
 from accelbench.spec import RunSpec
+from accelbench.throughput import Delivered
 
 
 @pytest.fixture(autouse=True)
@@ -54,6 +55,30 @@ def tiny(**overrides: object) -> RunSpec:
         "device": "cpu",
     }
     return RunSpec.model_validate(fields | overrides)
+
+
+def rate(items_per_s: float, spread: float | None = 0.01, blocks: int = 12) -> Delivered:
+    """A delivered rate of `items_per_s` known to +-spread (None: no interval), over `blocks`
+    equal blocks of 100 items: a constructed headline for tests of what reads it."""
+    time_s = blocks * 100 / items_per_s
+    return Delivered(
+        items_per_s=items_per_s,
+        ci_low=None if spread is None else items_per_s * (1 - spread),
+        ci_high=None if spread is None else items_per_s * (1 + spread),
+        num_items=blocks * 100,
+        time_s=time_s,
+        block_items=[100] * blocks,
+        block_s=[time_s / blocks] * blocks,
+    )
+
+
+def with_rate(result: Result, items_per_s: float, spread: float | None = 0.01) -> Result:
+    """`result` with its headline set to `items_per_s` +-spread, on a quiet host."""
+    assert result.metrics is not None
+    metrics = result.metrics.model_copy(
+        update={"delivered": rate(items_per_s, spread), "host": None}
+    )
+    return result.model_copy(update={"metrics": metrics})
 
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -171,11 +196,21 @@ def on_platform(result: Result, name: str | None, factor: float, **spec: object)
         env = env.model_copy(update={"hostname": f"{name} host", "devices": devices})
     m = result.metrics
     assert m is not None
-    w = m.window_items_per_s
+    w, d = m.window_items_per_s, m.delivered
     scaled = {k: v * factor for k, v in w.model_dump().items() if k != "n" and v is not None}
-    epochs = [e.model_copy(update={"items_per_s": e.items_per_s * factor}) for e in m.epochs]
+    rates = {k: getattr(d, k) * factor for k in ("items_per_s", "ci_low", "ci_high") if getattr(d, k)}
+    delivered = d.model_copy(
+        update=rates | {"time_s": d.time_s / factor, "block_s": [b / factor for b in d.block_s]}
+    )
+    epochs = [
+        e.model_copy(update={"items_per_s": e.items_per_s * factor, "time_s": e.time_s / factor})
+        for e in m.epochs
+    ]
     metrics = m.model_copy(
-        update={"window_items_per_s": w.model_copy(update=scaled), "epochs": epochs}
+        update={
+            "window_items_per_s": w.model_copy(update=scaled), "delivered": delivered,
+            "epochs": epochs, "host": None,
+        }
     )
     new_spec = result.spec.model_copy(update=spec)
     return result.model_copy(

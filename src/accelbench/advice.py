@@ -153,6 +153,8 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
 
 def _why_out(r: Result, constraints: Constraints) -> str | None:
     c, m = constraints, r.metrics
+    if any(flag == "contended" for flag, _ in validity.verdict(r)):
+        return "contended: measured while other work shared the platform"
     if c.global_batch is not None and r.spec.global_batch != c.global_batch:
         return f"global batch is not {c.global_batch}"
     if c.max_devices is not None and r.num_devices > c.max_devices:
@@ -240,7 +242,7 @@ def _platform_advice(
 def _confidence(options: list[Option], goal: Goal) -> str:
     best = options[0]
     if best.low is None or best.high is None:
-        return "unknown: the best has no interval (too few steady windows or seeds); run more steps"
+        return "unknown: the best has no interval (too few steady steps or seeds); run more steps"
     if len(options) == 1:
         return "one configuration measured: nothing to set it against"
     second = options[1]

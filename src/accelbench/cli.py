@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import Progress
 from typer.core import TyperGroup
 
-from accelbench import comparison, environment, launch, references, report, workloads
+from accelbench import comparison, contention, environment, launch, references, report, workloads
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import DeviceType, RunSpec
@@ -248,6 +248,7 @@ def run(
     optimizer: Annotated[str, typer.Option(help=_help("optimizer"))] = "sgd",
     lr: Annotated[float, typer.Option(help=_help("lr"))] = 0.01,
     workers: Annotated[str, typer.Option(help=_help("workers") + " Comma list for a sweep.")] = "0",
+    threads: Annotated[int | None, typer.Option(help=_help("threads"), min=1)] = None,
     window_steps: Annotated[int, typer.Option(help=_help("window_steps"))] = 2,
     ci: Annotated[str | None, typer.Option(help="Target such as 2%: " + _help("ci_pct"))] = None,
     max_measure_s: Annotated[float, typer.Option(help=_help("max_measure_s"))] = 600.0,
@@ -308,7 +309,7 @@ def run(
         "scenario": scenario, "inputs_on_device": inputs_on_device, "rate_per_s": rate_per_s,
         "batch_timeout_ms": batch_timeout_ms, "num_queries": num_queries, "target": target,
         "max_steps": max_steps, "lr_scaling": lr_scaling, "lr_base_batch": lr_base_batch,
-        "warmup_steps": warmup_steps, "diverge_factor": diverge_factor,
+        "warmup_steps": warmup_steps, "diverge_factor": diverge_factor, "threads": threads,
         # The bound is a setting of the server scenario; elsewhere it only picks a headline.
         "latency_bound_ms": latency_bound_ms if scenario == "server" else None,
     }  # fmt: skip
@@ -327,6 +328,7 @@ def run(
         if global_batch is not None:
             base = base.model_copy(update={"global_batch": global_batch})
         specs = _override(base, axes, fixed, given).specs()
+    _warn_if_busy()
     with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
         console.print(f"{len(specs)} cell(s); results go to {store.where}")
         task = progress.add_task("starting", total=len(specs))
@@ -345,6 +347,19 @@ def run(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
     _show(results, latency_bound_ms)
+
+
+def _warn_if_busy() -> None:
+    """Say before the first cell when other work keeps the host busy: its cells would be
+    flagged contended."""
+    others, cpus, load = contention.busy_now(0.5)
+    if others > contention.SLACK_CPUS:
+        console.print(
+            f"[yellow]warning:[/] other processes keep {others:.1f} of {cpus} CPUs busy (1-min "
+            f"load {load:.1f}): results taken now will be flagged contended; run where nothing "
+            "else does",
+            highlight=False,
+        )
 
 
 def _percent(text: str | None) -> float | None:

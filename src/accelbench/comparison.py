@@ -2,10 +2,11 @@
 precision, or any spec field) sets each value's throughput against a baseline's (given, or
 else the smallest value in each cell) for every cell that was run at both, all else equal.
 
-A ratio carries an interval: the lowest and the highest ratio the two medians' 95% intervals
+A ratio carries an interval: the lowest and the highest ratio the two throughputs' 95% intervals
 allow (repeats of a cell widen its interval to cover all of them). Two configurations are ranked
 only when that interval excludes 1, that is when their intervals do not overlap; a result
-without an interval (too few steady windows) is never ranked.
+without an interval (too few steady steps, a server's sustained rate) or measured while other
+work shared its host (contended) is never ranked.
 """
 
 from __future__ import annotations
@@ -43,17 +44,22 @@ class Band:
     low: float | None
     high: float | None
     num_runs: int
+    contended: bool = False
+    """Some repeat shared its platform with other work: never ranked."""
 
 
 def band(runs: Sequence[Result]) -> Band:
-    windows = [r.metrics.window_items_per_s for r in runs if r.metrics]
-    median = statistics.median(w.median for w in windows)
-    lows = [w.ci_low for w in windows]
-    highs = [w.ci_high for w in windows]
-    if any(v is None for v in [*lows, *highs]):
-        return Band(median, None, None, len(windows))
-    return Band(median, min(v for v in lows if v is not None),
-                max(v for v in highs if v is not None), len(windows))  # fmt: skip
+    rated = [r for r in runs if r.items_per_s is not None]
+    median = statistics.median(r.items_per_s or 0.0 for r in rated)
+    contended = any(
+        flag == "contended" for r in rated for flag, _ in validity.verdict(r)
+    )
+    intervals = [r.items_per_s_ci for r in rated]
+    if any(ci is None for ci in intervals):
+        return Band(median, None, None, len(rated), contended)
+    lows = [ci[0] for ci in intervals if ci]
+    highs = [ci[1] for ci in intervals if ci]
+    return Band(median, min(lows), max(highs), len(rated), contended)
 
 
 @dataclass(frozen=True)
@@ -79,8 +85,10 @@ class Ratio:
     @property
     def verdict(self) -> str:
         interval = self.interval
+        if self.measured.contended or self.reference.contended:
+            return "not ranked: contended (other work shared the platform; run again)"
         if interval is None:
-            return "not ranked: no interval (too few steady windows; run more steps)"
+            return "not ranked: no interval (too few steady steps; run more steps)"
         if interval[0] > 1:
             return f"{self.value} faster"
         if interval[1] < 1:
@@ -114,7 +122,7 @@ def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> l
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
     cells: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
-        if r.status == "ok" and r.metrics:
+        if r.status == "ok" and r.items_per_s:
             cells[_matched(r, by)][value_of(r, by)].append(r)
     values = sorted({v for cell in cells.values() for v in cell}, key=_order)
     if baseline is not None and baseline not in values:

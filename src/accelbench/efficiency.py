@@ -1,13 +1,20 @@
 """Model FLOP utilisation: FLOPs counted per step, against the device's peak FLOP/s.
 
-The peak comes from the datasheet table below when the device is in it, else from a matmul timed
-on the device in the cell's precision; MFU says which. Both are dense (no structured sparsity).
+The peak comes from the datasheet table below when the device is in it, else, on an accelerator,
+from a matmul timed on the device in the cell's precision; MFU says which. Both are dense (no
+structured sparsity). A CPU gets no peak and so no MFU: its peak depends on clocks, vector units
+and threads, and one measured per cell varied from 30 to 80 GFLOP/s on one host.
+
+A count is checked against a floor from the weights (flops_floor); an MFU above 100% or a count
+below the floor is flagged implausible by validity, never shown as a valid figure.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -15,6 +22,7 @@ import torch
 
 from accelbench import device as dev
 from accelbench.precision import PRECISIONS, Precision
+from accelbench.workload import Workload
 
 PeakClass = Literal["fp32", "tf32", "fp16", "bf16", "int8"]
 
@@ -98,3 +106,45 @@ def measured_peak(
         samples += 1
     name = str(dtype).removeprefix("torch.")
     return 2 * n**3 / best, f"measured: best {n}x{n} {name} matmul on this device"
+
+
+WEIGHTED = (torch.nn.Linear, torch.nn.modules.conv._ConvNd, torch.nn.MultiheadAttention,
+            torch.nn.RNNBase)  # fmt: skip
+
+
+def flops_floor(workload: Workload, training: bool) -> float | None:
+    """The fewest FLOPs one item's pass can take: each weight of a linear, convolution,
+    attention or recurrent layer multiplies each item at least once (2 FLOPs), twice when
+    training (forward, and its own gradient; the inputs' gradient is skipped where nothing
+    upstream needs it, as for the first layer). Built on the meta device:
+    no memory, no time. None for mixture-of-experts models, where an item meets only some
+    experts, and for models that cannot be built there."""
+    try:
+        with torch.device("meta"):
+            model = workload.build_model()
+    except Exception:  # built from data or with host-side initialisation: no floor
+        return None
+    names = [name for name, _ in model.named_modules()]
+    if any("expert" in name.lower() for name in names):
+        return None
+    weights = sum(
+        p.numel()
+        for module in model.modules()
+        if isinstance(module, WEIGHTED)
+        for name, p in module.named_parameters(recurse=False)
+        if "bias" not in name
+    )
+    return 2.0 * weights * (2 if training else 1)
+
+
+@contextlib.contextmanager
+def counter_sees_all() -> Iterator[None]:
+    """Turn off the fused inference fast path of nn.MultiheadAttention and the transformer
+    layers, whose single native op FlopCounterMode has no formula for (it counted 640 FLOPs per
+    item for an encoder of 14.7M)."""
+    before = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(before)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
-from accelbench.spec import Frozen
+from accelbench.frozen import Frozen
 
 if TYPE_CHECKING:
     import torch

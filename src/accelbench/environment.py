@@ -11,7 +11,7 @@ import platform
 import socket
 from pathlib import Path
 
-from accelbench.spec import Frozen
+from accelbench.frozen import Frozen
 
 _GIB = 2**30
 _VERSIONS_OF = ("torch", "torchvision", "timm", "transformers", "numpy", "accelbench")

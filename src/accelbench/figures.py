@@ -4,7 +4,9 @@ against steady epoch, inference latency against throughput, time to train agains
 and energy and MFU. Each figure is drawn only when the results have its axis.
 
 Every point shows its verdict: a filled marker is a valid result, a hollow one was flagged and
-carries the flag's name beside it. matplotlib is imported here only, when a report is drawn."""
+carries the flag's name beside it; throughput points carry their 95% interval as an error bar,
+an implausible MFU is not drawn, and a time-to-train target never reached is a cross at the top
+of the axis, not at 0 s. matplotlib is imported here only, when a report is drawn."""
 
 from __future__ import annotations
 
@@ -100,10 +102,13 @@ def _series(r: Result, *, devices: bool = True, batch: bool = False) -> str:
 
 
 def _points(ax: Axes, xs: Sequence[float], ys: Sequence[float], results: Sequence[Result],
-            color: Any, label: str) -> None:  # fmt: skip
-    """A line through the points, each marked by its verdict."""
+            color: Any, label: str, *, intervals: bool = False) -> None:  # fmt: skip
+    """A line through the points, each marked by its verdict; with `intervals`, the points are
+    headline throughputs, drawn with their 95% intervals."""
     ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
     for x, y, r in zip(xs, ys, results, strict=True):
+        if intervals and (ci := r.items_per_s_ci) is not None:
+            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=color, capsize=3, lw=1)
         flags = validity.verdict_text(r)
         valid = flags == "valid"
         ax.plot([x], [y], "o", color=color, markerfacecolor=color if valid else "white", ms=6)
@@ -169,7 +174,7 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
         for series, group, color in _colored(_by(ran, _series)):
             line = _median_by_x(group, lambda r: r.spec.batch_size)
             xs = [r.spec.batch_size for r in line]
-            _points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series)
+            _points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series, intervals=True)
         ooms = sorted({r.spec.batch_size for r in members if r.status == "oom"})
         if ooms:
             ax.plot(ooms, [0] * len(ooms), "x", color="crimson", ms=9, mew=2, clip_on=False,
@@ -198,7 +203,7 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
             line = _median_by_x(group, lambda r: r.num_devices)
             xs = [r.num_devices for r in line]
             ys = [r.items_per_s or 0 for r in line]
-            _points(ax, xs, ys, line, color, series)
+            _points(ax, xs, ys, line, color, series, intervals=True)
             ideal = [ys[0] * x / xs[0] for x in xs]
             ax.plot(xs, ideal, "--", color=color, alpha=0.5, lw=1)
             for x, y, best in zip(xs[1:], ys[1:], ideal[1:], strict=True):
@@ -297,9 +302,10 @@ def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
                 ax.annotate(f"{s.num_reached}/{len(s.runs)}", (x, y), xytext=(4, 4),
                             textcoords="offset points", fontsize=7)  # fmt: skip
             missed = [s.runs[0].spec.global_batch for s in members if s.median_s is None]
-            if missed:
-                ax.plot(missed, [0] * len(missed), "x", color=color, ms=9, mew=2, clip_on=False,
-                        label=f"{series}: target not reached")  # fmt: skip
+            if missed:  # at the top (x in data, y in axes units): never reached is no time at all
+                ax.plot(missed, [1.0] * len(missed), "x", color=color, ms=9, mew=2, clip_on=False,
+                        transform=ax.get_xaxis_transform(),
+                        label=f"{series}: target not reached (top)")  # fmt: skip
         _finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
         title = f"{workload}: time to train against batch size"
         ax.set_title(title, fontsize=10)
@@ -307,12 +313,20 @@ def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
                    "Median over seeds; bars span the fastest and slowest seed.", fig)  # fmt: skip
 
 
+def _plausible_mfu_pct(r: Result) -> float | None:
+    m = r.metrics
+    if m is None or m.mfu is None or m.flops is None or validity.implausible(m.flops, m.mfu):
+        return None
+    return 100 * m.mfu
+
+
 def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
-    """Energy per item and MFU against batch size, where they were measured."""
+    """Energy per item and MFU against batch size, where they were measured (an implausible
+    MFU is left out)."""
     found = measured(results, "train", "infer")
     panels = [
         ("joules per item", lambda r: r.metrics.joules_per_item if r.metrics else None),
-        ("MFU (%)", lambda r: 100 * r.metrics.mfu if r.metrics and r.metrics.mfu else None),
+        ("MFU (%)", _plausible_mfu_pct),
     ]
     for workload, members in _by(found, lambda r: r.spec.workload).items():
         shown = [

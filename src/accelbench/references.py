@@ -24,8 +24,9 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from accelbench import validity, workloads
+from accelbench.frozen import Frozen
 from accelbench.result import Result
-from accelbench.spec import Frozen, RunSpec
+from accelbench.spec import RunSpec
 
 PUBLISHED_PRECISIONS = {
     "16.16": "fp16",  # Graphcore: fp16 weights and activations, fp16 arithmetic
@@ -173,11 +174,11 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
     if not candidates:
         return None
     best = min(candidates, key=lambda r: _distance(r, spec))
-    per_device = best.num_devices != spec.replicas
+    per_device = best.num_devices != spec.num_processes
     return Match(
         result=result,
         reference=best,
-        measured=m.items_per_s / spec.replicas if per_device else m.items_per_s,
+        measured=m.items_per_s / spec.num_processes if per_device else m.items_per_s,
         published=best.value / best.num_devices if per_device else best.value,
         per_device=per_device,
         differences=tuple(_differences(best, spec)),
@@ -194,14 +195,14 @@ def _published_batch(ref: Reference, spec: RunSpec) -> tuple[int | None, int, st
 def _distance(ref: Reference, spec: RunSpec) -> tuple[bool, bool, float]:
     published, run, _ = _published_batch(ref, spec)
     batch_gap = abs(math.log2(published / run)) if published else math.inf
-    return ref.num_devices != spec.replicas, ref.precision != spec.precision, batch_gap
+    return ref.num_devices != spec.num_processes, ref.precision != spec.precision, batch_gap
 
 
 def _differences(ref: Reference, spec: RunSpec) -> list[str]:
     out = []
-    if ref.num_devices != spec.replicas:
+    if ref.num_devices != spec.num_processes:
         out.append(
-            f"{spec.replicas} device(s) against {ref.num_devices} published: compared per device"
+            f"{spec.num_processes} device(s) against {ref.num_devices} published: compared per device"
         )
     if ref.precision is None:
         out.append("the published precision is not given")

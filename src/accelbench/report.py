@@ -28,17 +28,19 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
 
 def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
     """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
-    epoch and throughput, with how precisely it is known, MFU, input wait and the verdict."""
+    epoch and throughput, with how precisely it is known, MFU, input wait and the verdict; and
+    the scenario, which tells a training row from an inference or server row."""
     groups = validity.repeat_groups(results)
     speedups = scaling(results)
     rows = []
     for r in results:
         m = r.metrics
-        throughput = "" if m is None else rate_text(m.items_per_s)
-        if _shown_invalid(r):
+        throughput = "" if r.items_per_s is None else rate_text(r.items_per_s)
+        if _shown_invalid(r) and throughput:
             throughput = f"({throughput})"
         rows.append((
             label(r),
+            r.spec.scenario,
             r.env.platform,
             str(r.spec.replicas),
             str(r.spec.batch_size),
@@ -52,11 +54,11 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
             _verdict_cell(r, validity.siblings(r, groups)),
         ))  # fmt: skip
     headers = (
-        "Workload", "Platform", "Replicas", "Micro batch", "Precision", "Last epoch (s)",
-        "Throughput (items/s)", "± CI (%)", "Speed-up (eff.)", "MFU (%)", "Input wait (%)",
-        "Verdict",
+        "Workload", "Scenario", "Platform", "Replicas", "Micro batch", "Precision",
+        "Last epoch (s)", "Throughput (items/s)", "± CI (%)", "Speed-up (eff.)", "MFU (%)",
+        "Input wait (%)", "Verdict",
     )  # fmt: skip
-    return tables.Grid(title, headers, rows, frozenset({0, 1, 4, 11}))
+    return tables.Grid(title, headers, rows, frozenset({0, 1, 2, 5, 12}))
 
 
 def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> list[str]:
@@ -83,7 +85,7 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     for members in groups.values():
         spread = validity.repeat_spread(members)
         if spread is not None:
-            rates = [rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.metrics)]
+            rates = [rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.items_per_s)]
             target = members[0].spec.ci_pct or validity.NOISY_PCT
             lines.append(
                 f"{_cell(members[0])}: {len(members)} repeats, {' '.join(rates)} items/s, "
@@ -97,36 +99,66 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     lines += inference_headlines(results, latency_bound_ms)
     lines += [time_to_train_line(r) for r in results if r.metrics and r.metrics.time_to_train]
     lines += time_to_train_headlines(results)
+    lines += scaling_notes(results)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
-    lines += [
-        f"{_cell(r)}: MFU {mfu_text(r)}% is above 100%: the peak ({r.metrics.flops.peak_source}) "
-        "is below what the model reached, so this MFU means nothing"
-        for r in results
-        if r.metrics and r.metrics.flops and (r.metrics.mfu or 0) > 1
-    ]
     if any(_shown_invalid(r) for r in results):
         lines.append(NOT_VALID_NOTE)
     return lines
 
 
-def scaling(results: Sequence[Result]) -> dict[int, tuple[float, float]]:
-    """(speed-up, scaling efficiency) of each multi-replica result, by id(), against the
-    one-replica run of the same cell (same micro batch, precision and platform; the gradient
-    accumulation may differ, as --global-batch sets it): throughput at N over throughput at 1,
-    and that over N."""
+def _scaling_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
+    """(multi-replica result, the one-replica run of its cell): same micro batch, precision and
+    platform; the gradient accumulation may differ, as --global-batch sets it."""
     single = {
-        validity.cell_key(r, grad_accum=None): r.metrics.items_per_s
+        validity.cell_key(r, grad_accum=None): r
         for r in results
-        if r.spec.replicas == 1 and r.metrics and r.status == "ok"
+        if r.spec.replicas == 1 and r.items_per_s and r.status == "ok"
     }
-    out = {}
+    pairs = []
     for r in results:
         base = single.get(validity.cell_key(r, replicas=1, nodes=1, grad_accum=None))
-        if r.spec.replicas > 1 and r.metrics and base:
-            speedup = r.metrics.items_per_s / base
+        if r.spec.replicas > 1 and r.items_per_s and base is not None:
+            pairs.append((r, base))
+    return pairs
+
+
+def _like_with_like(result: Result, base: Result) -> bool:
+    """Whether each replica ran with the threads the one-replica run had (binding is in the
+    spec, so in the cell)."""
+    return result.env.torch_num_threads == base.env.torch_num_threads
+
+
+def scaling(results: Sequence[Result]) -> dict[int, tuple[float, float]]:
+    """(speed-up, scaling efficiency) of each multi-replica result, by id(), against the
+    one-replica run of its cell when the two ran like with like: throughput at N over
+    throughput at 1, and that over N."""
+    out = {}
+    for r, base in _scaling_pairs(results):
+        if _like_with_like(r, base):
+            speedup = (r.items_per_s or 0) / (base.items_per_s or 1)
             out[id(r)] = (speedup, speedup / r.spec.replicas)
     return out
+
+
+def scaling_notes(results: Sequence[Result]) -> list[str]:
+    """Why an efficiency is not shown, and what an efficiency above 100% likely means."""
+    lines = []
+    speedups = scaling(results)
+    for r, base in _scaling_pairs(results):
+        if not _like_with_like(r, base):
+            lines.append(
+                f"{_cell(r)}: no scaling efficiency: each replica ran {r.env.torch_num_threads} "
+                f"torch thread(s), the one-replica run {base.env.torch_num_threads}; run both "
+                f"with --threads {r.env.torch_num_threads} to compare like with like"
+            )
+        elif speedups[id(r)][1] > 1:
+            lines.append(
+                f"{_cell(r)}: scaling efficiency {100 * speedups[id(r)][1]:.0f}% is above 100%: "
+                "likely the one-replica run was held back (its verdict, other load) or each "
+                "replica's smaller share fits a cache better; it is not a property of the platform"
+            )
+    return lines
 
 
 def _speedup_text(pair: tuple[float, float] | None) -> str:
@@ -186,9 +218,11 @@ def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
 
 
 def ci_text(result: Result) -> str:
-    """Half-width of the median's 95% interval, percent; blank where there is none."""
-    ci = result.metrics.window_items_per_s.ci_pct if result.metrics else None
-    return "" if ci is None else f"{ci:.1f}"
+    """Half-width of the headline's 95% interval, percent; blank where there is none."""
+    ci = result.items_per_s_ci
+    if ci is None or not result.items_per_s:
+        return ""
+    return f"{100 * (ci[1] - ci[0]) / 2 / result.items_per_s:.1f}"
 
 
 def mfu_text(result: Result) -> str:
@@ -236,10 +270,12 @@ def cell_line(result: Result, skipped: bool) -> str:
     if m is None:
         return f"✗ {cell}: {result.status}: {result.reason}"
     iqr = iqr_text(result)
+    rate = m.delivered
     text = (
-        f"{rate_text(m.items_per_s)} {m.item_unit}/s"
+        (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
         + (f" ±{ci_text(result)}%" if ci_text(result) else "")
-        + (f" (IQR {iqr}%)" if iqr else "")
+        + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
+        + (f", window IQR {iqr}%" if iqr else "")
         + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
         + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
         + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
@@ -279,15 +315,20 @@ def flat(result: Result) -> dict[str, object]:
         "overhead_s": result.overhead_s,
     }
     if m is not None:
-        w, s = m.window_items_per_s, m.step_ms_steady
+        w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci
         row |= {
             "item_unit": m.item_unit,
-            "items_per_s": w.median,
-            "items_per_s_p25": w.p25,
-            "items_per_s_p75": w.p75,
+            "items_per_s": result.items_per_s,
+            "items_per_s_ci_low": ci[0] if ci else None,
+            "items_per_s_ci_high": ci[1] if ci else None,
+            "steady_items": m.delivered.num_items,
+            "steady_s": m.delivered.time_s,
+            "window_items_per_s_median": w.median,
+            "window_items_per_s_p25": w.p25,
+            "window_items_per_s_p75": w.p75,
             "num_windows": w.n,
-            "items_per_s_ci_low": w.ci_low,
-            "items_per_s_ci_high": w.ci_high,
+            "others_cpus": m.host.others_cpus if m.host else None,
+            "load_avg_start": m.host.load_avg_start if m.host else None,
             "ci_met": m.ci_met,
             "verdict": validity.verdict_text(result),
             "flops_per_item": m.flops.per_item if m.flops else None,

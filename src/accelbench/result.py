@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
+from accelbench import throughput
+from accelbench.contention import HostActivity
 from accelbench.energy import EnergyMetrics
 from accelbench.environment import Environment
-from accelbench.spec import Frozen, RunSpec, stable_hash
+from accelbench.frozen import Frozen
+from accelbench.spec import RunSpec, stable_hash
 from accelbench.stats import Summary
 
 Status = Literal["ok", "diverged", "not-converged", "oom", "error", "timeout", "interrupted"]
@@ -22,6 +25,10 @@ again runs it again)."""
 Outcome = Literal["reached", "not-converged", "diverged"]
 MEASURED: tuple[Status, ...] = ("ok", "diverged", "not-converged")
 """Statuses whose result holds metrics."""
+NO_CPU_PEAK = (
+    "none: a CPU's peak depends on its clocks, vector units and threads, and one measured per "
+    "cell varied 3x, so no CPU MFU is given"
+)
 
 
 class EpochMetrics(Frozen):
@@ -39,11 +46,18 @@ class Flops(Frozen):
     per_item: float
     """FLOPs of one item in the scenario's pass (forward and backward when training, forward
     when inferring), counted once by torch's FlopCounterMode on a real micro-batch (matmuls,
-    convolutions and attention; elementwise work is not counted)."""
-    peak_per_s: float
-    """The device's dense peak in the run's precision."""
+    convolutions and attention; elementwise work is not counted), with fused fast paths that
+    the counter cannot see turned off."""
+    floor_per_item: float | None = None
+    """The fewest FLOPs the pass can take: 2 per weight of every linear and convolution layer
+    per item (x3 when training), as each weight multiplies each item at least once. A count
+    far below it missed work (validity.IMPLAUSIBLE_BELOW_FLOOR)."""
+    peak_per_s: float | None
+    """The device's dense peak in the run's precision; None where no peak can be trusted (a
+    CPU's depends on its clocks and threads, and one measured per cell varied 3x)."""
     peak_source: str
-    """"datasheet: <link>", or "measured: <how>" for a device not in efficiency.PEAKS."""
+    """"datasheet: <link>", "measured: <how>" for an accelerator not in efficiency.PEAKS, or
+    why there is none."""
     num_devices: int = 1
     """Devices the run used (its replicas); MFU divides by this many peaks."""
 
@@ -87,6 +101,11 @@ class ServerMetrics(Frozen):
     the bound (None: no rate tried kept within it)."""
     search: str
     """How the rates were chosen, in words."""
+
+    @property
+    def sustained_per_s(self) -> float | None:
+        """Queries answered per second at the reported rate; None where no rate was sustained."""
+        return None if self.reported is None else self.trials[self.reported].achieved_per_s
 
 
 class EvalPoint(Frozen):
@@ -150,21 +169,29 @@ class TrainMetrics(Frozen):
     loss: list[float]
     """Raw loss of every optimizer step (NaN and infinity kept as they were)."""
     steady_from_step: int
-    """Index of the first step counted as steady state: the start of epoch 2, or step 1 of a
-    one-epoch run. Steps before it hold compilation and warm-up."""
+    """Index of the first step counted as steady state: the start of epoch 2 (step 1 of a
+    one-epoch run), less any warm-up the detector finds after it. Steps before it hold
+    compilation and warm-up."""
     step_ms_steady: Summary
+    delivered: throughput.Delivered
+    """The headline: items over seconds across the steady state, everything between steps
+    included, with its batch-means interval (records made before it are upgraded from their
+    step and epoch times)."""
     window_items_per_s: Summary
-    """Throughput of consecutive windows of spec.window_steps steady-state steps."""
+    """Secondary: throughput of consecutive windows of spec.window_steps steady steps, each
+    step with its share of the wall clock. Its median is the typical window, stalls left out,
+    so it can lie above the delivered rate; its quartiles show the spread."""
     ci_met: bool | None = None
-    """Whether the median's 95% interval reached spec.ci_pct (None: no target was set)."""
+    """Whether the delivered rate's 95% interval reached spec.ci_pct (None: no target)."""
     input_wait_ms: list[float] = Field(default_factory=list)
     """Raw host time each optimizer step waited for its batches from the loader."""
     input_wait_frac: float | None = None
     """Share of steady-state step time spent waiting for input (None in records made before it
     was measured). Near 0: the device is the limit; large: the host's input pipeline is."""
     compute_items_per_s: float | None = None
-    """Steady-state throughput with the input wait taken out, an estimate of what the device
-    could do with input for free (NVIDIA DeepLearningExamples' compute_ips)."""
+    """The delivered rate with the input wait taken out of its time, an estimate of what the
+    device could do with input for free (NVIDIA DeepLearningExamples' compute_ips); never below
+    the delivered rate."""
     first_step_ms: float
     """Time to the end of the first step, compilation and the first batch included."""
     diverged_at_step: int | None
@@ -179,6 +206,8 @@ class TrainMetrics(Frozen):
     """Energy over the steady epochs (all of a one-epoch run), and how it was measured."""
     joules_per_item: float | None = None
     flops: Flops | None = None
+    host: HostActivity | None = None
+    """What else the host (and GPU) did during the steady state; None in older records."""
     server: ServerMetrics | None = None
     """The server scenario's rates, after the back-to-back batches above measured capacity."""
     time_to_train: TimeToTrain | None = None
@@ -188,10 +217,24 @@ class TrainMetrics(Frozen):
     """Per-replica figures of a data-parallel run, in rank order (empty for one replica). The
     run's own step times are each step's slowest rank, as the replicas wait for it."""
 
+    @model_validator(mode="before")
+    @classmethod
+    def _upgrade(cls, data: Any) -> Any:
+        """Records stored before the delivered rate was: compute it from their raw times."""
+        if isinstance(data, dict) and "delivered" not in data and data.get("epochs"):
+            wall = throughput.wall_ms(
+                data["step_ms"],
+                [e["time_s"] for e in data["epochs"]],
+                data["epochs"][0]["num_steps"],
+            )
+            steady = wall[data["steady_from_step"] :]
+            data = data | {"delivered": throughput.delivered(steady, data["items_per_step"])}
+        return data
+
     @property
     def items_per_s(self) -> float:
-        """Steady-state throughput: the median window."""
-        return self.window_items_per_s.median
+        """Steady-state throughput: the delivered rate."""
+        return self.delivered.items_per_s
 
     @property
     def flops_per_s(self) -> float | None:
@@ -201,14 +244,10 @@ class TrainMetrics(Frozen):
     @property
     def mfu(self) -> float | None:
         """Model FLOP utilisation: achieved over the peak FLOP/s of all devices used (see
-        flops.peak_source)."""
-        if self.flops is None:
+        flops.peak_source); None without a trusted peak."""
+        if self.flops is None or self.flops.peak_per_s is None:
             return None
-        return (
-            self.flops.per_item
-            * self.items_per_s
-            / (self.flops.peak_per_s * self.flops.num_devices)
-        )
+        return self.flops.per_item * self.items_per_s / (self.flops.peak_per_s * self.flops.num_devices)
 
 
 class Result(Frozen):
@@ -250,9 +289,41 @@ class Result(Frozen):
             return None
         return self.wall_s - self.metrics.measure_s
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_cpu_peak(cls, data: Any) -> Any:
+        """Records stored when a CPU's peak was measured per cell: that peak is dropped."""
+        if not isinstance(data, dict):
+            return data
+        env, metrics = data.get("env"), data.get("metrics")
+        if not isinstance(env, dict) or env.get("device_type") != "cpu":
+            return data
+        if not isinstance(metrics, dict) or not isinstance(flops := metrics.get("flops"), dict):
+            return data
+        if str(flops.get("peak_source")).startswith("measured"):
+            update = {"flops": flops | {"peak_per_s": None, "peak_source": NO_CPU_PEAK}}
+            data = data | {"metrics": metrics | update}
+        return data
+
     @property
     def items_per_s(self) -> float | None:
-        return self.metrics.items_per_s if self.metrics else None
+        """The headline: the delivered rate across the steady state; for the server scenario,
+        the query rate sustained within its bound (None where none was), never its capacity."""
+        if self.metrics is None:
+            return None
+        if self.metrics.server is not None:
+            return self.metrics.server.sustained_per_s
+        return self.metrics.items_per_s
+
+    @property
+    def items_per_s_ci(self) -> tuple[float, float] | None:
+        """The headline's 95% interval (None where it has none: too few steady steps, or a
+        server's sustained rate, which is one trial)."""
+        m = self.metrics
+        if m is None or m.server is not None:
+            return None
+        low, high = m.delivered.ci_low, m.delivered.ci_high
+        return None if low is None or high is None else (low, high)
 
     @property
     def num_devices(self) -> int:

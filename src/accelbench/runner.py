@@ -18,6 +18,10 @@ def run(spec: RunSpec) -> Result:
     """Measure `spec` here and now, as one rank of it when it has several replicas. Failures of
     the workload become the result's status; a spec this platform cannot run at all (no such
     device, unsupported precision) raises instead."""
+    if spec.threads is not None:
+        import torch
+
+        torch.set_num_threads(spec.threads)  # before capture, which records it
     env = environment.capture(spec.device)
     spec = spec.model_copy(update={"device": env.device_type})
     check_supported(spec.precision, env.device_type, env.cuda_capability)

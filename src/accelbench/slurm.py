@@ -18,8 +18,8 @@ from pathlib import Path
 from pydantic import Field
 
 from accelbench.errors import AccelbenchError
+from accelbench.frozen import Frozen
 from accelbench.launch import CELL_DIR
-from accelbench.spec import Frozen
 from accelbench.store import is_url
 
 _TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")

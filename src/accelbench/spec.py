@@ -7,9 +7,10 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from accelbench import workloads
+from accelbench.frozen import Frozen
 from accelbench.precision import PRECISIONS, Precision
 
 Scenario = Literal["train", "infer", "server", "time-to-train"]
@@ -17,21 +18,13 @@ _ADDED_LATER = (
     "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
     "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule", "inputs_on_device",
     "rate_per_s", "latency_bound_ms", "batch_timeout_ms", "num_queries", "target", "max_steps",
-    "lr_scaling", "lr_base_batch", "warmup_steps", "diverge_factor",
+    "lr_scaling", "lr_base_batch", "warmup_steps", "diverge_factor", "threads",
 )  # fmt: skip
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
 Metric = Literal["val_loss", "val_accuracy"]
 _TARGET = re.compile(r"\s*(val_loss|val_accuracy)\s*(<=|>=)\s*([0-9.eE+-]+)\s*")
-
-
-class Frozen(BaseModel):
-    """Base of every model that crosses a boundary: immutable, unknown fields rejected."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", use_attribute_docstrings=True, ser_json_inf_nan="strings"
-    )
 
 
 class RunSpec(Frozen):
@@ -112,14 +105,18 @@ class RunSpec(Frozen):
     """sgd (momentum 0.9) or adamw."""
     lr: float = Field(default=0.01, gt=0)
     """Learning rate."""
+    threads: int | None = Field(default=None, gt=0)
+    """torch's CPU threads in each process (torch.set_num_threads); None: torch's default, all
+    cores for one process but one per process under torchrun with several. Give the same number
+    at every replica count to compare them like with like."""
     workers: int = Field(default=0, ge=0)
     """DataLoader worker processes generating the host data (0: in the training process)."""
     window_steps: int = Field(default=2, gt=0)
-    """Optimizer steps per throughput window; the spread and the median's interval are taken
-    over windows, and 6 windows are the fewest that give a 95% interval."""
+    """Optimizer steps per throughput window, for the spread of the windows (a secondary
+    statistic; the headline's interval is from batch means over the steady steps)."""
     ci_pct: float | None = Field(default=None, gt=0)
-    """Measure more epochs, past `epochs`, until the 95% confidence interval of the median
-    window throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
+    """Measure more epochs, past `epochs`, until the 95% confidence interval of the delivered
+    throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
     max_measure_s: float = Field(default=600.0, gt=0)
     """Time budget of the epochs run to reach ci_pct."""
     repeat: int = Field(default=0, ge=0)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from accelbench.spec import Frozen
+from accelbench.frozen import Frozen
 
 
 class Summary(Frozen):

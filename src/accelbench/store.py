@@ -31,6 +31,7 @@ from accelbench.result import Result
 
 log = logging.getLogger(__name__)
 
+REWRITE = "rewrite"
 NETWORK_FILE_SYSTEMS = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs", "ceph",
      "fuse.sshfs", "9p"}
@@ -65,8 +66,13 @@ MIGRATIONS = [
     ALTER TABLE results ADD COLUMN time_to_target_s {real};
     UPDATE results SET time_to_target_s = {time_to_target_s};
     """,
+    # Every record written again through Result: items_per_s becomes the delivered rate (the
+    # median window before; a server's sustained rate, not its capacity), num_devices counts
+    # pipeline stages, and CPU records lose their per-cell measured peak.
+    REWRITE,
 ]
-"""The schema's history, in order; {names} are the back end's words (Dialect)."""
+"""The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
+REWRITE, which stores every record again as this accelbench reads it."""
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -92,7 +98,9 @@ _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process 
 
 
 def statements(migration: int, dialect: Dialect) -> list[str]:
-    """The SQL statements of one migration, in the back end's words."""
+    """The SQL statements of one migration, in the back end's words (none for REWRITE)."""
+    if MIGRATIONS[migration] is REWRITE:
+        return []
     sql = MIGRATIONS[migration].format(real=dialect.real, time_to_target_s=dialect.time_to_target_s)
     return [s for s in sql.split(";") if s.strip()]
 
@@ -252,12 +260,26 @@ class ResultStore:
             for migration in range(version, SCHEMA_VERSION):
                 for statement in statements(migration, self.dialect):
                     self._execute(statement)
+                if MIGRATIONS[migration] is REWRITE:
+                    self._rewrite()
             if self.dialect is SQLITE:
                 self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             else:
                 self._execute("CREATE TABLE IF NOT EXISTS accelbench_schema (version INTEGER)")
                 self._execute("DELETE FROM accelbench_schema")
                 self._execute("INSERT INTO accelbench_schema VALUES (?)", (SCHEMA_VERSION,))
+
+    def _rewrite(self) -> None:
+        """Every row again from its record as read now; a record this accelbench cannot read
+        is left as it was."""
+        updates = ", ".join(f"{c} = ?" for c in _COLUMNS[1:])
+        for key, text in self._execute("SELECT key, record FROM results").fetchall():
+            try:
+                row = _row(_record(text))
+            except AccelbenchError:
+                log.warning("%s: result %s is in a form this accelbench cannot read; left as stored", self.where, key)
+                continue
+            self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
@@ -377,7 +399,7 @@ def _row(result: Result) -> tuple[object, ...]:
         spec.scenario,
         result.env.platform,
         result.env.device_type,
-        spec.replicas,
+        result.num_devices,
         spec.batch_size,
         spec.global_batch,
         spec.precision,

@@ -27,9 +27,10 @@ from pydantic import Field, ValidationError, field_validator
 from accelbench import launch, workloads
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
+from accelbench.frozen import Frozen
 from accelbench.precision import check_supported
 from accelbench.result import Result, result_key
-from accelbench.spec import Frozen, RunSpec
+from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 
 log = logging.getLogger(__name__)

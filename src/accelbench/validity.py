@@ -3,10 +3,14 @@
 Rules, each with its reason (a result may break several):
 - diverged: the loss became NaN or infinite (time-to-train: or ran away);
 - not-converged: time-to-train's budget ended before its target;
-- too-short: too few steady-state windows for a 95% interval of the median, or, when inferring,
-  too few batches for a p99 latency;
-- noisy: the median's interval is wider than the target (spec.ci_pct, else NOISY_PCT), or
-  repeats of the cell in fresh processes differ by more than that;
+- too-short: too few steady-state steps for a 95% interval of the delivered rate, or, when
+  inferring, too few batches for a p99 latency;
+- noisy: the delivered rate's interval is wider than the target (spec.ci_pct, else NOISY_PCT),
+  or repeats of the cell in fresh processes differ by more than that;
+- contended: other processes used the CPUs or the GPU the cell needed, or a hypervisor stole
+  CPU time, during the steady state (contention.contended);
+- implausible: an MFU above 100%, or FLOPs counted below the weights' floor
+  (efficiency.flops_floor): the count or the peak is wrong, so the MFU means nothing;
 - throttled: NVML reported a power or thermal slowdown during the measured window;
 - input-bound: the training loop waited for input for more than INPUT_BOUND_FRAC of the time;
 - server: too-slow (no rate tried kept p99 within the bound), too-short (too few queries for a
@@ -20,12 +24,11 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
-from accelbench.result import Result, ServerMetrics
+from accelbench import contention, throughput
+from accelbench.result import Flops, Result, ServerMetrics
 
 NOISY_PCT = 5.0
 """Without a target, a median known only to within more than +-5% is noisy."""
-MIN_WINDOWS = 6
-"""The fewest samples that give a distribution-free 95% interval of the median."""
 INPUT_BOUND_FRAC = 0.10
 MIN_P99_SAMPLES = 100
 """Latencies below which a p99 is not meaningful: at least one must lie beyond it (MLPerf's
@@ -42,12 +45,13 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
     if m is None:
         return flags
     target = spec.ci_pct or NOISY_PCT
-    windows = m.window_items_per_s
-    if windows.n < MIN_WINDOWS:
+    rate = m.delivered
+    if len(rate.block_s) < throughput.MIN_BLOCKS:
         flags.append(
             (
                 "too-short",
-                f"{windows.n} steady windows; {MIN_WINDOWS} give a 95% interval: run more steps",
+                f"{len(rate.block_s)} steady steps; {throughput.MIN_BLOCKS} give a 95% interval: "
+                "run more steps",
             )
         )
     elif spec.scenario == "infer" and m.step_ms_steady.n < MIN_P99_SAMPLES:
@@ -58,8 +62,10 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
                 "run more steps",
             )
         )
-    elif (windows.ci_pct or 0) > target:
-        flags.append(("noisy", f"median known to +-{windows.ci_pct:.1f}%, target +-{target:g}%"))
+    elif rate.ci_pct is None:
+        flags.append(("noisy", "the steady steps vary too much for a bounded interval"))
+    elif rate.ci_pct > target:
+        flags.append(("noisy", f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%"))
     spread = repeat_spread([result, *repeats])
     if spread is not None and spread > target:
         flags.append(
@@ -67,6 +73,10 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
         )
     if m.server is not None:
         flags += _server_flags(m.server)
+    if m.host is not None and (why := contention.contended(m.host)):
+        flags.append(("contended", why))
+    if m.flops is not None and (why := implausible(m.flops, m.mfu)):
+        flags.append(("implausible", why))
     if m.energy is not None and m.energy.throttled:
         flags.append(("throttled", "device slowed down: " + ", ".join(m.energy.throttle_reasons)))
     if m.input_wait_frac is not None and m.input_wait_frac > INPUT_BOUND_FRAC:
@@ -77,6 +87,27 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
             )
         )
     return flags
+
+
+IMPLAUSIBLE_BELOW_FLOOR = 2.0
+"""A FLOP count below the weights' floor (Flops.floor_per_item) divided by this missed work the
+counter cannot see."""
+
+
+def implausible(flops: Flops, mfu: float | None) -> str | None:
+    """Why a FLOP count or an MFU cannot be right; None if nothing says so."""
+    if mfu is not None and mfu > 1:
+        return (
+            f"MFU {100 * mfu:.0f}% is above 100%: the peak ({flops.peak_source}) is below what "
+            "the model reached"
+        )
+    floor = flops.floor_per_item
+    if floor and flops.per_item < floor / IMPLAUSIBLE_BELOW_FLOOR:
+        return (
+            f"{flops.per_item:.3g} FLOPs counted per item, below the weights' floor of "
+            f"{floor:.3g}: the counter missed work, so FLOP/s and MFU are not known"
+        )
+    return None
 
 
 OVERLOAD_FRAC = 0.9
@@ -136,9 +167,9 @@ def siblings(result: Result, groups: dict[str, list[Result]]) -> list[Result]:
 
 
 def repeat_spread(repeats: Sequence[Result]) -> float | None:
-    """Range of the repeats' median throughputs as a percentage of their median; None for
-    fewer than two measured repeats."""
-    rates = [r.metrics.items_per_s for r in repeats if r.metrics and r.status == "ok"]
+    """Range of the repeats' throughputs as a percentage of their median; None for fewer than
+    two measured repeats."""
+    rates = [r.items_per_s for r in repeats if r.items_per_s and r.status == "ok"]
     if len(rates) < 2:
         return None
     return 100 * (max(rates) - min(rates)) / statistics.median(rates)

@@ -3,8 +3,9 @@
 A batch is a query that arrives on the host, as in MLPerf's single-stream (batch 1) and offline
 (large batches) scenarios: its copy to the device, the forward pass under inference_mode and the
 wait for the result are inside its time, so each step time is that batch's latency, and there is
-one synchronisation per batch because a latency needs it. Epoch 1 holds compilation and warm-up;
-the later epochs give the latency percentiles and the throughput windows.
+one synchronisation per batch because a latency needs it. The throughput is delivered: items
+over the time from one answer to the next, what happens between batches included. Epoch 1 holds
+compilation and warm-up; the later epochs give the latency percentiles and the throughput.
 """
 
 from __future__ import annotations
@@ -100,15 +101,19 @@ def measure_with(
     raw = Raw()
     for _ in measured_epochs(spec, device, raw):
         outputs = []
+        answered = time.perf_counter()
         for step in range(spec.steps_per_epoch):
             sent = time.perf_counter()
             outputs.append(forward(queries[step % len(queries)]))
             dev.synchronize(device)  # answered: the result is there
-            raw.step_ms.append((time.perf_counter() - sent) * 1e3)
+            now = time.perf_counter()
+            raw.step_ms.append((now - sent) * 1e3)
+            raw.cycle_ms.append((now - answered) * 1e3)
+            answered = now
         raw.step_loss += torch.stack(outputs).float().tolist()
     raw.wait_ms = [0.0] * len(raw.step_ms)  # queries wait on the host, ready, as in LoadGen
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
-    flops = count_flops(spec, forward, queries[0], device)
+    flops = count_flops(spec, workload, forward, queries[0], device)
     del loader
     raw.host_rss = dev.host_peak_rss_gib()
     metrics = build_metrics(

@@ -15,6 +15,7 @@ import bisect
 import itertools
 import random
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -73,35 +74,42 @@ def kept_within(trial: ServerTrial, bound_ms: float) -> bool:
 
 
 def serve(
-    forward: infer.Forward,
+    forward: Callable[[Batch], object],
     device: torch.device,
     full: Batch,
     rate: float,
     spec: RunSpec,
     rng: random.Random,
+    clock: Callable[[], float] = time.perf_counter,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> ServerTrial:
-    """Send spec.num_queries Poisson arrivals at `rate` through the dynamic batcher."""
+    """Send spec.num_queries Poisson arrivals at `rate` through the dynamic batcher.
+
+    The batcher is event-driven: it sleeps once until the next event, an arrival or the oldest
+    query's deadline, whichever comes first, and never polls; latencies run from each query's
+    scheduled arrival, so a late wake-up counts against the server, as LoadGen counts it.
+    `clock` and `sleep` are the real ones except in tests of the policy."""
     n, max_batch, timeout_s = spec.num_queries, spec.batch_size, spec.batch_timeout_ms / 1e3
     arrivals = list(itertools.accumulate(rng.expovariate(rate) for _ in range(n)))
     latency_ms: list[float] = []
     sizes: list[int] = []
     done, end = 0, 0.0
-    start = time.perf_counter()
+    start = clock()
     while done < n:
-        now = time.perf_counter() - start
+        now = clock() - start
         arrived = bisect.bisect_right(arrivals, now)
         if arrived == done:  # nothing waiting: sleep until the next query arrives
-            time.sleep(arrivals[done] - now)
+            sleep(arrivals[done] - now)
             continue
         waiting = arrived - done
         deadline = arrivals[done] + timeout_s
         if waiting < max_batch and arrived < n and now < deadline:
-            time.sleep(min(deadline, arrivals[arrived]) - now)  # wait for more, not too long
+            sleep(min(deadline, arrivals[arrived]) - now)  # wait for more, not too long
             continue
         size = min(waiting, max_batch)
         forward({k: v[:size] for k, v in full.items()})
         dev.synchronize(device)
-        end = time.perf_counter() - start
+        end = clock() - start
         latency_ms += [(end - a) * 1e3 for a in arrivals[done : done + size]]
         sizes.append(size)
         done += size

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
+from accelbench import contention
 from accelbench import device as dev
 from accelbench.data import split_loaders
 from accelbench.energy import EnergyMeter
@@ -50,11 +51,12 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     batches = _endless(train_loader)
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
     eval_s = 0.0
-    meter = EnergyMeter(device)
+    meter, monitor = EnergyMeter(device), contention.HostMonitor(spec, device)
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()
     meter.start()
+    monitor.start()
     while True:
         epoch_start = time.perf_counter()
         train_epoch(spec, engine, batches, timer, losses, raw)
@@ -75,10 +77,11 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         outcome = _outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
         if outcome is not None:
             break
-    raw.energy = meter.stop()  # evaluations included: the energy the whole run took
+    # Evaluations included: the energy the whole run took, and what else ran meanwhile.
+    raw.energy, raw.host = meter.stop(), monitor.stop()
     raw.measure_s = time.perf_counter() - measure_start
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
-    flops = count_flops(spec, engine, next(iter(train_loader)), device)
+    flops = count_flops(spec, workload, engine, next(iter(train_loader)), device)
     raw.host_rss = dev.host_peak_rss_gib()
     metrics = build_metrics(
         spec, workload, raw, [], timer=timer.method, build_s=build_s, flops=flops,

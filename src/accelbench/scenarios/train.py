@@ -16,18 +16,18 @@ import statistics
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 
+from accelbench import contention, distributed, efficiency, interruption, throughput
 from accelbench import device as dev
-from accelbench import distributed, efficiency, interruption
 from accelbench.data import make_loader
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.energy import combine as combine_energy
 from accelbench.engine import Engine, make_engine
 from accelbench.errors import one_line
-from accelbench.result import EpochMetrics, Flops, RankMetrics, TrainMetrics
+from accelbench.result import NO_CPU_PEAK, EpochMetrics, Flops, RankMetrics, TrainMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary, summarize, warmup_end
 from accelbench.workload import Batch, Workload
@@ -49,7 +49,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         train_epoch(spec, engine, iter(loader), timer, losses, raw)
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
-    flops = count_flops(spec, engine, next(iter(loader)), device)
+    flops = count_flops(spec, workload, engine, next(iter(loader)), device)
     del loader  # stops loader workers, so their peak memory is counted below
     raw.host_rss = dev.host_peak_rss_gib()
     raw, ranks = _across_ranks(spec, raw)
@@ -85,8 +85,9 @@ def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[i
     """The epochs to measure, for the caller to run one per iteration: `spec.epochs`, then more
     until the CI target is met or its time runs out, or fewer if a stop is requested after one.
     Times each into raw.epoch_s (the caller's last act in it must wait for the device), and
-    meters energy over the steady epochs (all of a one-epoch run) into raw.energy."""
-    meter = EnergyMeter(device)
+    meters energy and the host's activity over the steady epochs (all of a one-epoch run) into
+    raw.energy and raw.host."""
+    meter, monitor = EnergyMeter(device), contention.HostMonitor(spec, device)
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()
@@ -95,10 +96,11 @@ def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[i
             break
         if len(raw.epoch_s) == min(1, spec.epochs - 1):
             meter.start()
+            monitor.start()
         epoch_start = time.perf_counter()
         yield len(raw.epoch_s)
         raw.epoch_s.append(time.perf_counter() - epoch_start)
-    raw.energy = meter.stop()
+    raw.energy, raw.host = meter.stop(), monitor.stop()
     raw.measure_s = time.perf_counter() - measure_start
 
 
@@ -108,12 +110,16 @@ class Raw:
 
     epoch_s: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
+    cycle_ms: list[float] = field(default_factory=list)
+    """Where step_ms are latencies (inference): the time from one answer to the next, which
+    the delivered rate is made of; empty where it is step_ms (training's marks are contiguous)."""
     wait_ms: list[float] = field(default_factory=list)
     step_loss: list[float] = field(default_factory=list)
     peak_allocated: float | None = None
     peak_reserved: float | None = None
     host_rss: float = 0.0
     energy: EnergyMetrics | None = None
+    host: contention.HostActivity | None = None
     measure_s: float = 0.0
 
 
@@ -129,16 +135,17 @@ def _across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
     if spec.num_processes == 1:
         return raw, []
     mine = {
-        "raw": dataclasses.asdict(raw) | {"energy": raw.energy and raw.energy.model_dump()},
+        "raw": dataclasses.asdict(raw)
+        | {"energy": raw.energy and raw.energy.model_dump(), "host": raw.host and raw.host.model_dump()},
         "hostname": socket.gethostname(),
         "local_rank": distributed.local_index(),
         "numa_node": distributed.numa_node(),
     }
     everyone = distributed.gather(mine)
-    raws = [Raw(**(r["raw"] | {"energy": None})) for r in everyone]
+    raws = [Raw(**(r["raw"] | {"energy": None, "host": None})) for r in everyone]
     ranks = []
     for index, (info, rank_raw) in enumerate(zip(everyone, raws, strict=True)):
-        steady = rank_raw.step_ms[_first_steady_step(spec, rank_raw.step_ms) :]
+        steady = rank_raw.step_ms[first_steady_step(spec, rank_raw.step_ms) :]
         waits = rank_raw.wait_ms[-len(steady) :]
         rate = len(steady) * spec.batch_size * spec.grad_accum / (sum(steady) / 1e3)
         ranks.append(
@@ -170,8 +177,16 @@ def _across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
         energy=combine_energy(
             [(i["hostname"], e) for i, e in zip(everyone, energies, strict=True)]
         ),
+        host=_combined_host(everyone),
     )
     return combined, ranks
+
+
+def _combined_host(everyone: list[dict[str, Any]]) -> contention.HostActivity | None:
+    if any(r["raw"]["host"] is None for r in everyone):
+        return None
+    readings = [contention.HostActivity.model_validate(r["raw"]["host"]) for r in everyone]
+    return contention.combine([(r["hostname"], a) for r, a in zip(everyone, readings, strict=True)])
 
 
 def _max_or_none(values: Iterable[float | None]) -> float | None:
@@ -179,27 +194,39 @@ def _max_or_none(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
-@dataclass(frozen=True)
-class _Steady:
-    from_step: int
-    windows: Summary
-    """Items per second of each window of spec.window_steps steps."""
-
-
-def _first_steady_step(spec: RunSpec, step_ms: list[float]) -> int:
+def first_steady_step(spec: RunSpec, step_ms: list[float]) -> int:
     """Epoch 2's first step; step 1 of a one-epoch run."""
     return spec.steps_per_epoch if len(step_ms) > spec.steps_per_epoch else min(1, len(step_ms) - 1)
 
 
-def _steady(spec: RunSpec, step_ms: list[float]) -> _Steady:
-    """The steady-state windows: after epoch 1 (after step 0 in a one-epoch run), less the
-    windows the warm-up detector finds at their start."""
-    first = _first_steady_step(spec, step_ms)
-    window = max(1, min(spec.window_steps, len(step_ms) - first))
-    starts = range(first, len(step_ms) - window + 1, window)
-    rates = [window * spec.global_batch / (sum(step_ms[i : i + window]) / 1e3) for i in starts]
-    skip = warmup_end(rates)
-    return _Steady(first + skip * window, summarize(rates[skip:]))
+def steady_state(spec: RunSpec, cycle_ms: list[float]) -> tuple[int, Summary]:
+    """(first steady step, window throughputs) from each step's time from the previous one's
+    end. The steady state is whole epochs, so that its rate is the one their times give: those
+    after epoch 1, less any the warm-up detector finds still warming up while one is left after
+    them (a one-epoch run: all but its first step). Epoch boundaries are left out of these
+    times, so a slow first batch of an epoch is not taken for warm-up. Windows are of
+    spec.window_steps steps."""
+    n = spec.steps_per_epoch
+    first = first_steady_step(spec, cycle_ms)
+    found = first + warmup_end(_window_rates(spec, cycle_ms[first:])) * spec.window_steps
+    boundary = -(-found // n) * n  # the first epoch start at or after the warm-up's end
+    start = boundary if boundary < len(cycle_ms) else first
+    return start, summarize(_window_rates(spec, cycle_ms[start:]))
+
+
+def _window_rates(spec: RunSpec, cycle_ms: list[float]) -> list[float]:
+    window = max(1, min(spec.window_steps, len(cycle_ms)))
+    starts = range(0, len(cycle_ms) - window + 1, window)
+    return [window * spec.global_batch / (sum(cycle_ms[i : i + window]) / 1e3) for i in starts]
+
+
+def delivered(spec: RunSpec, raw: Raw) -> tuple[int, Summary, throughput.Delivered]:
+    """(first steady step, window throughputs, delivered rate) of what was measured so far: the
+    steady epochs' items over their seconds."""
+    cycles = raw.cycle_ms or raw.step_ms
+    first, windows = steady_state(spec, cycles)
+    wall = throughput.wall_ms(cycles, raw.epoch_s, spec.steps_per_epoch)
+    return first, windows, throughput.delivered(wall[first:], spec.global_batch)
 
 
 def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
@@ -208,7 +235,7 @@ def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
         return True
     done = time.perf_counter() - measure_start > spec.max_measure_s
     if not done:
-        ci = _steady(spec, raw.step_ms).windows.ci_pct
+        ci = delivered(spec, raw)[2].ci_pct
         done = ci is not None and ci <= spec.ci_pct
     return distributed.first_says(done)
 
@@ -218,33 +245,32 @@ class FlopCounter(Protocol):
 
 
 def count_flops(
-    spec: RunSpec, engine: FlopCounter, micro_batch: Batch, device: torch.device
-) -> Flops | None:
+    spec: RunSpec, workload: Workload, engine: FlopCounter, micro_batch: Batch,
+    device: torch.device,
+) -> Flops | None:  # fmt: skip
     if efficiency.PEAK_CLASS[spec.precision] == "int8":
         return None  # no int8 peak to divide by: an fp32 one would flatter int8 runs
     try:
-        per_micro_batch = engine.count_flops(micro_batch)
+        with efficiency.counter_sees_all():
+            per_micro_batch = engine.count_flops(micro_batch)
     except Exception as exc:  # an op the counter cannot run must not cost the measurement
         log.warning("FLOPs not counted: %s", one_line(exc))
         return None
     if not per_micro_batch:
         return None
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
-    peak = efficiency.datasheet_peak(name, spec.precision) if name else None
-    peak = peak or efficiency.measured_peak(device, spec.precision)
+    if device.type == "cpu":
+        peak: tuple[float | None, str] = (None, NO_CPU_PEAK)
+    else:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+        found = efficiency.datasheet_peak(name, spec.precision) if name else None
+        peak = found or efficiency.measured_peak(device, spec.precision)
     return Flops(
         per_item=per_micro_batch / spec.batch_size,
+        floor_per_item=efficiency.flops_floor(workload, training=spec.scenario in ("train", "time-to-train")),
         peak_per_s=peak[0],
         peak_source=peak[1],
         num_devices=spec.num_processes,
     )
-
-
-def _compute_rate(spec: RunSpec, step_ms: list[float], wait_ms: list[float]) -> float | None:
-    """Items per second of the step time not spent waiting for input; None when the host clock
-    says it waited as long as the steps took, where nothing is left to estimate from."""
-    compute_ms = sum(step_ms) - sum(wait_ms)
-    return len(step_ms) * spec.global_batch / (compute_ms / 1e3) if compute_ms > 0 else None
 
 
 def build_metrics(
@@ -277,8 +303,8 @@ def build_metrics(
                 loss_mean=sum(loss) / n,
             )
         )
-    steady = _steady(spec, step_ms)
-    steady_ms, steady_wait = step_ms[steady.from_step :], wait_ms[steady.from_step :]
+    first, windows, rate = delivered(spec, raw)
+    wait_s = sum(wait_ms[first:]) / 1e3
     diverged = next((i for i, value in enumerate(step_loss) if not math.isfinite(value)), None)
     if metered_from_epoch is None:
         metered_from_epoch = min(1, len(epochs) - 1)
@@ -290,13 +316,15 @@ def build_metrics(
         epochs=epochs,
         step_ms=step_ms,
         loss=step_loss,
-        steady_from_step=steady.from_step,
-        step_ms_steady=summarize(steady_ms),
-        window_items_per_s=steady.windows,
-        ci_met=None if spec.ci_pct is None else (steady.windows.ci_pct or math.inf) <= spec.ci_pct,
+        steady_from_step=first,
+        step_ms_steady=summarize(step_ms[first:]),
+        delivered=rate,
+        window_items_per_s=windows,
+        ci_met=None if spec.ci_pct is None else (rate.ci_pct or math.inf) <= spec.ci_pct,
         input_wait_ms=wait_ms,
-        input_wait_frac=min(1.0, sum(steady_wait) / sum(steady_ms)),
-        compute_items_per_s=_compute_rate(spec, steady_ms, steady_wait),
+        input_wait_frac=min(1.0, wait_s / rate.time_s),
+        # None when the host clock says it waited all the time: nothing left to estimate from.
+        compute_items_per_s=rate.num_items / (rate.time_s - wait_s) if rate.time_s > wait_s else None,
         first_step_ms=step_ms[0],
         diverged_at_step=diverged,
         peak_mem_allocated_gib=raw.peak_allocated,
@@ -307,5 +335,6 @@ def build_metrics(
         energy=energy,
         joules_per_item=energy.joules / metered_items if energy.joules is not None else None,
         flops=flops,
+        host=raw.host,
         ranks=ranks,
     )
