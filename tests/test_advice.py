@@ -15,7 +15,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
-from .conftest import on_platform
+from .conftest import on_platform, with_rate
 from .test_figures import _trained
 
 IPU = {2: 800.0, 4: 1500.0, 8: 2100.0, 16: 2050.0, 32: 1200.0}
@@ -27,15 +27,7 @@ def at(
 ) -> Result:
     """`base` as measured on `platform` at this micro batch: `rate` items/s, known to +-spread."""
     assert base.metrics is not None
-    moved = on_platform(base, platform, 1.0, batch_size=batch, **spec)
-    assert moved.metrics is not None
-    w = moved.metrics.window_items_per_s.model_copy(update={
-        "n": 12, "median": rate, "p25": rate, "p75": rate, "p90": rate, "p99": rate, "min": rate,
-        "max": rate, "ci_low": rate * (1 - spread), "ci_high": rate * (1 + spread),
-    })  # fmt: skip
-    return moved.model_copy(
-        update={"metrics": moved.metrics.model_copy(update={"window_items_per_s": w})}
-    )
+    return with_rate(on_platform(base, platform, 1.0, batch_size=batch, **spec), rate, spread)
 
 
 def with_metrics(r: Result, **fields: object) -> Result:

@@ -11,7 +11,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
-from .conftest import SIM_PLATFORM, on_platform
+from .conftest import SIM_PLATFORM, on_platform, with_rate
 
 
 def train(results: list[Result], platform_has: str = "") -> list[Result]:
@@ -37,9 +37,9 @@ def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Resu
 
 def test_overlapping_intervals_are_not_ranked(two_platforms: list[Result]) -> None:
     here = train(two_platforms)
-    w = here[0].metrics.window_items_per_s  # type: ignore[union-attr]
-    assert w.ci_low is not None and w.ci_low < w.median
-    close = on_platform(here[0], "Sim B", 1 + 0.5 * (w.median - w.ci_low) / w.median)
+    w = here[0].metrics.delivered  # type: ignore[union-attr]
+    assert w.ci_low is not None and w.ci_low < w.items_per_s
+    close = on_platform(here[0], "Sim B", 1 + 0.5 * (w.items_per_s - w.ci_low) / w.items_per_s)
     (r,) = comparison.ratios([here[0], close], "platform", baseline=here[0].env.platform)
     assert r.interval is not None and r.interval[0] < 1 < r.interval[1]
     assert r.verdict == "not ranked: intervals overlap"
@@ -48,10 +48,7 @@ def test_overlapping_intervals_are_not_ranked(two_platforms: list[Result]) -> No
 def test_no_interval_is_never_ranked(two_platforms: list[Result]) -> None:
     here = train(two_platforms)[0]
     assert here.metrics is not None
-    short = here.metrics.window_items_per_s.model_copy(update={"ci_low": None, "ci_high": None})
-    bare = here.model_copy(
-        update={"metrics": here.metrics.model_copy(update={"window_items_per_s": short})}
-    )
+    bare = with_rate(here, here.metrics.items_per_s, spread=None)
     (r,) = comparison.ratios(
         [bare, on_platform(bare, "Sim B", 10.0)], "platform", baseline=here.env.platform
     )
@@ -63,7 +60,8 @@ def test_repeats_pool_into_one_band(two_platforms: list[Result]) -> None:
     runs = [on_platform(base, None, f, repeat=i) for i, f in enumerate((1.0, 1.1, 0.9))]
     band = comparison.band(runs)
     assert band.num_runs == 3 and band.median == pytest.approx(base.items_per_s)
-    w = base.metrics.window_items_per_s  # type: ignore[union-attr]
+    w = base.metrics.delivered  # type: ignore[union-attr]
+    assert w.ci_low is not None and w.ci_high is not None
     assert band.low == pytest.approx(0.9 * w.ci_low) and band.high == pytest.approx(1.1 * w.ci_high)
 
 

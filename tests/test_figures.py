@@ -5,7 +5,7 @@ import xml.etree.ElementTree as ET
 from accelbench import figures
 from accelbench.result import EvalPoint, Result, TimeToTrain
 
-from .conftest import SIM_PLATFORM, on_platform
+from .conftest import SIM_PLATFORM, on_platform, rate
 
 
 def svg_text(plot: figures.Plot) -> str:
@@ -47,9 +47,9 @@ def test_scaling_is_labelled_with_its_efficiency(two_platforms: list[Result]) ->
 def test_flagged_points_carry_their_flag(two_platforms: list[Result]) -> None:
     short = [r for r in two_platforms if r.spec.scenario == "train" and r.metrics]
     assert short[0].metrics is not None
-    few = short[0].metrics.window_items_per_s.model_copy(update={"n": 3})
+    few = rate(short[0].metrics.items_per_s, None, blocks=3)
     flagged = short[0].model_copy(
-        update={"metrics": short[0].metrics.model_copy(update={"window_items_per_s": few})}
+        update={"metrics": short[0].metrics.model_copy(update={"delivered": few})}
     )
     text = svg_text(by_name([flagged, *short[1:]])["batch-tiny-mlp-train"])
     assert any(line.startswith("too-short") for line in text.split("\n"))  # and any other flags

@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-import statistics
-
 import pytest
 import torch
 

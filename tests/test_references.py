@@ -18,7 +18,7 @@ from accelbench.result import Result
 from accelbench.runner import run
 from accelbench.store import ResultStore
 
-from .conftest import tiny
+from .conftest import tiny, with_rate
 
 SEEDS = Path(__file__).parents[2] / "shared" / "seeds"
 SEED_003, SEED_002 = sorted(SEEDS.glob("003_*")), sorted(SEEDS.glob("002_*"))
@@ -163,8 +163,7 @@ def on_platform(result: Result, device: str, items_per_s: float, **spec: object)
     env = result.env.model_copy(
         update={"device_type": "cuda", "devices": [DeviceInfo(name=device)]}
     )
-    windows = result.metrics.window_items_per_s.model_copy(update={"median": items_per_s})
-    metrics = result.metrics.model_copy(update={"window_items_per_s": windows})
+    metrics = with_rate(result, items_per_s).metrics
     fields = {"workload": "autoencoder", "batch_size": 512, "replicas": 2} | spec
     new_spec = result.spec.model_copy(update=fields)
     return result.model_copy(

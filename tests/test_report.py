@@ -2,13 +2,15 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from accelbench import report
-from accelbench.result import Result
+from accelbench.result import Result, ServerMetrics, ServerTrial
 from accelbench.runner import run
+from accelbench.stats import summarize
 
-from .conftest import tiny
+from .conftest import tiny, with_rate
 
 
 def render(results: list[Result]) -> str:
@@ -85,3 +87,58 @@ def test_mfu_above_a_hundred_percent_is_called_meaningless() -> None:
     assert not any("above 100%" in line for line in report.notes([result]))
     (line,) = [line for line in report.notes([inflated]) if "above 100%" in line]
     assert "the peak (measured: x) is below what the model reached" in line
+
+
+def _replicated(base: Result, replicas: int, threads: int, factor: float) -> Result:
+    """`base` as if run over `replicas` replicas of `threads` torch threads each, `factor` as fast."""
+    assert base.metrics is not None
+    env = base.env.model_copy(update={"torch_num_threads": threads})
+    spec = base.spec.model_copy(update={"replicas": replicas})
+    return with_rate(base, base.metrics.items_per_s * factor).model_copy(
+        update={"env": env, "spec": spec}
+    )
+
+
+def test_scaling_efficiency_only_like_with_like() -> None:
+    single = run(tiny(steps_per_epoch=8))
+    assert single.metrics is not None
+    one = _replicated(single, 1, 2, 1.0)
+    # torchrun gave each of two replicas one thread, the single run two: 3.14x means nothing
+    unlike = _replicated(single, 2, 1, 3.14)
+    assert report.scaling([one, unlike]) == {}
+    (note,) = report.scaling_notes([one, unlike])
+    assert "no scaling efficiency: each replica ran 1 torch thread(s), the one-replica run 2" in note
+    assert "--threads 1" in note
+    like = _replicated(single, 2, 2, 1.8)
+    assert report.scaling([one, like]) == {id(like): (pytest.approx(1.8), pytest.approx(0.9))}
+    assert report.scaling_notes([one, like]) == []
+    above = _replicated(single, 2, 2, 2.2)
+    (note,) = report.scaling_notes([one, above])
+    assert "scaling efficiency 110% is above 100%: likely" in note
+
+
+def test_every_row_says_its_scenario_and_a_server_its_sustained_rate() -> None:
+    trained = run(tiny(steps_per_epoch=8))
+    assert trained.metrics is not None
+    latency = summarize([5.0] * 200)
+    kept = ServerTrial(target_per_s=50.0, achieved_per_s=48.0, latency_ms=[5.0] * 200,
+                       latency=latency, mean_batch=1.5)  # fmt: skip
+    missed = kept.model_copy(update={"latency": summarize([50.0] * 200)})
+
+    def server(trials: list[ServerTrial], reported: int | None) -> Result:
+        assert trained.metrics is not None
+        found = ServerMetrics(latency_bound_ms=10.0, trials=trials, reported=reported, search="s")
+        spec = trained.spec.model_copy(update={"scenario": "server", "latency_bound_ms": 10.0})
+        metrics = trained.metrics.model_copy(update={"server": found})
+        return trained.model_copy(update={"spec": spec, "metrics": metrics})
+
+    sustained, too_slow = server([kept, missed], 0), server([missed], None)
+    assert sustained.items_per_s == 48.0 and too_slow.items_per_s is None
+    grid = report.results_grid([trained, sustained, too_slow])
+    assert grid.headers[1] == "Scenario"
+    column = grid.headers.index("Throughput (items/s)")
+    assert [row[1] for row in grid.rows] == ["train", "server", "server"]
+    capacity = report.rate_text(trained.metrics.items_per_s)
+    assert grid.rows[1][column] == "48" and grid.rows[2][column] == ""  # never the capacity
+    assert capacity not in (grid.rows[1][column], grid.rows[2][column])
+    assert "too-slow" in grid.rows[2][-1]

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import random
 import statistics
 
 import pytest
+import torch
 
 from accelbench import report, validity
 from accelbench.runner import run
@@ -58,3 +60,28 @@ def test_a_bound_no_rate_keeps_is_flagged() -> None:
 def test_the_server_scenario_needs_a_rate_or_a_bound() -> None:
     with pytest.raises(ValueError, match="needs --rate-per-s, or --latency-bound-ms"):
         tiny(scenario="server")
+
+
+def test_the_batcher_wakes_only_for_arrivals_and_deadlines() -> None:
+    """The policy on a virtual clock: a batch takes 1 ms, the oldest query waits 2 ms at most."""
+    now = [0.0]
+    sleeps: list[float] = []
+    sizes: list[int] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        now[0] += seconds
+
+    def forward(batch: dict[str, torch.Tensor]) -> None:
+        sizes.append(len(batch["x"]))
+        now[0] += 0.001
+
+    spec = tiny(scenario="server", batch_size=4, rate_per_s=300.0, batch_timeout_ms=2.0,
+                num_queries=300)  # fmt: skip
+    trial = server.serve(forward, torch.device("cpu"), {"x": torch.zeros(4, 3)}, 300.0, spec,
+                         random.Random(0), clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    assert sum(sizes) == 300 and max(sizes) <= 4 and 1 < trial.mean_batch < 4
+    # Each sleep ends at an event (an arrival or the oldest query's deadline): no polling.
+    assert len(sleeps) <= 2 * 300 and all(s > 0 for s in sleeps)
+    # Latency: its batch's 1 ms, after at most the 2 ms wait and one batch ahead of it.
+    assert min(trial.latency_ms) >= 1.0 - 1e-9 and max(trial.latency_ms) <= 4.0 + 1e-9

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -174,3 +175,38 @@ def test_default_path_follows_the_environment(
     monkeypatch.delenv("ACCELBENCH_DB")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
     assert default_path() == tmp_path / "accelbench" / "results.sqlite"
+
+
+def test_schema_2_rows_are_rewritten_with_the_delivered_rate_and_every_device(
+    db_path: Path, measured: Result
+) -> None:
+    """A record as schema 2 stored it: no delivered rate (its items_per_s column held the median
+    window), a CPU peak measured per cell, and a two-stage pipeline stored as one device."""
+    assert measured.metrics is not None and measured.metrics.flops is not None
+    old = measured.model_dump(mode="json")
+    del old["metrics"]["delivered"], old["metrics"]["host"]
+    old["metrics"]["flops"] |= {"peak_per_s": 3e10, "peak_source": "measured: best 1024x1024"}
+    old["spec"] |= {"pipeline_stages": 2, "grad_accum": 2}
+    columns = dict(zip(store_module._COLUMNS, store_module._row(measured), strict=True))
+    columns |= {"num_devices": 1, "items_per_s": measured.metrics.window_items_per_s.median}
+    columns |= {"record": json.dumps(old)}
+    with sqlite3.connect(db_path) as db:
+        for migration in range(2):
+            for statement in store_module.statements(migration, store_module.SQLITE):
+                db.execute(statement)
+        db.execute(
+            f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            list(columns.values()),
+        )
+        db.execute("PRAGMA user_version = 2")
+    with ResultStore(db_path) as store:
+        [upgraded] = store.query()
+    assert upgraded.metrics is not None and upgraded.metrics.flops is not None
+    assert upgraded.metrics.delivered == measured.metrics.delivered  # from its step and epoch times
+    assert upgraded.metrics.flops.peak_per_s is None and upgraded.metrics.mfu is None
+    with sqlite3.connect(db_path) as db:
+        [(rate, devices)] = db.execute("SELECT items_per_s, num_devices FROM results").fetchall()
+        stored = json.loads(db.execute("SELECT record FROM results").fetchone()[0])
+    assert rate == pytest.approx(measured.metrics.delivered.items_per_s)
+    assert devices == 2 == upgraded.num_devices
+    assert stored["metrics"]["delivered"]["num_items"] == measured.metrics.delivered.num_items

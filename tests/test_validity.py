@@ -5,11 +5,10 @@ from typing import Any
 import pytest
 
 from accelbench import report, validity
-from accelbench.energy import EnergyMetrics
-from accelbench.result import Result
-from accelbench.runner import run
 from accelbench.contention import HostActivity
-from accelbench.result import Flops
+from accelbench.energy import EnergyMetrics
+from accelbench.result import Flops, Result
+from accelbench.runner import run
 
 from .conftest import rate, tiny
 

@@ -27,9 +27,10 @@ log = logging.getLogger(__name__)
 SLACK_CPUS = 0.5
 """Other processes may keep this much of a CPU busy beyond the CPUs the cell leaves spare
 (daemons, the launcher waiting on the cell) before the cell counts as contended."""
-MIN_WINDOW_S = 1.0
-"""CPU times tick in hundredths of a second, so shorter windows are judged by the load average
-alone: more runnable work than the host has CPUs before the cell started."""
+MIN_WINDOW_S = 0.25
+"""CPU times tick in hundredths of a second, so a reading over this long is good to about 0.1
+CPU; shorter windows are judged by the load average alone: more runnable work than the host has
+CPUs as the steady state began."""
 MAX_STEAL_FRAC = 0.05
 """CPU time taken by the hypervisor for other guests above which a virtual machine's numbers are
 not its own."""

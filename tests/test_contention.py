@@ -1,0 +1,89 @@
+"""Contention: what the monitor reads on a real run beside a busy process, and how readings of
+several ranks combine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from accelbench import contention, validity
+from accelbench.contention import HostActivity
+from accelbench.store import ResultStore
+
+from .conftest import tiny
+from .test_cli import invoke
+
+# Long enough a steady state (over contention.MIN_WINDOW_S) for CPU times to be read.
+BUSY_CELL = ("--batch-size", "256", "--steps-per-epoch", "400", "--epochs", "2")
+
+
+@pytest.fixture
+def busy_host() -> Iterator[None]:
+    """A spinning process on every CPU: the second busy process a shared node has."""
+    spinners = [
+        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        for _ in range(os.cpu_count() or 1)
+    ]
+    try:
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.slow
+def test_a_run_beside_a_busy_process_is_warned_of_and_flagged_contended(
+    busy_host: None, db_path: Path
+) -> None:
+    # Through the CLI, so that the cell runs in a process of its own, which the spinners are not
+    # children of (a process's children count as its own work).
+    code, output = invoke("run", "tiny_mlp", *BUSY_CELL, "--device", "cpu", "--db", str(db_path))
+    assert code == 0, output
+    assert "warning: other processes keep" in output  # said before the first cell
+    with ResultStore(db_path) as store:
+        [result] = store.query()
+    m = result.metrics
+    assert m is not None and m.host is not None
+    assert m.host.window_s >= contention.MIN_WINDOW_S
+    assert m.host.others_cpus > m.host.num_cpus - m.host.cell_cpus + contention.SLACK_CPUS
+    why = dict(validity.verdict(result))["contended"]
+    assert "other processes kept" in why and "run where nothing else does" in why
+    assert "contended" in output
+
+
+def test_the_cell_needs_its_threads_on_a_cpu_and_one_core_per_device_elsewhere() -> None:
+    cpus = os.cpu_count() or 1
+    assert contention.cell_cpus(tiny(), "cpu", 1) == 1
+    assert contention.cell_cpus(tiny(), "cpu", 10**6) == cpus  # at most the host's
+    assert contention.cell_cpus(tiny(replicas=2, workers=1), "cuda", 8) == min(cpus, 3)
+
+
+def reading(**changes: object) -> HostActivity:
+    fields: dict[str, object] = {
+        "num_cpus": 8, "cell_cpus": 1.0, "busy_cpus": 1.0, "own_cpus": 1.0, "steal_frac": 0.0,
+        "load_avg_start": 1.0, "load_avg_end": 1.0, "window_s": 5.0,
+    }  # fmt: skip
+    return HostActivity.model_validate(fields | changes)
+
+
+def test_ranks_on_one_host_are_not_each_others_contention() -> None:
+    # Two ranks on one 8-CPU host, each using 3 CPUs: each sees 6 busy, 3 its own.
+    rank = reading(cell_cpus=4.0, busy_cpus=6.0, own_cpus=3.0)
+    combined = contention.combine([("a", rank), ("a", rank)])
+    assert combined.own_cpus == 6.0 and combined.cell_cpus == 8.0
+    assert combined.others_cpus == 0.0 and contention.contended(combined) is None
+
+
+def test_the_worst_host_is_the_runs() -> None:
+    quiet = reading()
+    loud = reading(cell_cpus=4.0, busy_cpus=8.0, own_cpus=1.0, other_gpu_pids=[77])
+    combined = contention.combine([("a", quiet), ("b", loud)])
+    assert combined.others_cpus == 7.0 and combined.other_gpu_pids == [77]
+    why = contention.contended(combined) or ""
+    assert "other processes kept 7.0 of 8 CPUs busy" in why and "pid 77" in why
