@@ -218,6 +218,15 @@ def on_platform(result: Result, name: str | None, factor: float, **spec: object)
     )
 
 
+def _with_peak(result: Result) -> Result:
+    """`result` with a datasheet peak of 1 TFLOP/s, as an accelerator has (a CPU has none)."""
+    assert result.metrics is not None and result.metrics.flops is not None
+    flops = result.metrics.flops.model_copy(
+        update={"peak_per_s": 1e12, "peak_source": "datasheet: simulated"}
+    )
+    return result.model_copy(update={"metrics": result.metrics.model_copy(update={"flops": flops})})
+
+
 SIM_PLATFORM = "Sim <script>document.title='pwned'</script> IPU"
 """A simulated platform whose name is markup: reports must show it as text."""
 
@@ -232,7 +241,8 @@ def two_platforms() -> list[Result]:
     here = [run(tiny(batch_size=b, steps_per_epoch=12)) for b in (4, 16, 64)]
     here += [run(tiny(scenario="infer", batch_size=b, steps_per_epoch=12)) for b in (4, 16)]
     there = [
-        on_platform(r, SIM_PLATFORM, f) for r, f in zip(here, (3, 1.2, 0.5, 2, 2), strict=True)
+        _with_peak(on_platform(r, SIM_PLATFORM, f))
+        for r, f in zip(here, (3, 1.2, 0.5, 2, 2), strict=True)
     ]
     oom = Result.new(tiny(batch_size=256), here[0].env, "oom", reason="out of memory (simulated)")
     return [*here, *there, on_platform(here[1], None, 1.8, replicas=2), oom]

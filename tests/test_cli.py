@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from accelbench import workloads
@@ -276,7 +277,8 @@ def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Pat
     rows, output = quick_sweep(
         path,
         "SELECT num_devices, global_batch, status, record FROM results ORDER BY num_devices",
-        *("--batch-size", "4", "--replicas", "1,2", "--global-batch", "16"),
+        # one torch thread per process at both counts: torchrun's default for two replicas
+        *("--batch-size", "4", "--replicas", "1,2", "--global-batch", "16", "--threads", "1"),
     )
     assert [row[:3] for row in rows] == [(1, 16, "ok"), (2, 16, "ok")]
     single, double = (json.loads(row[3]) for row in rows)
@@ -294,6 +296,13 @@ def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Pat
     assert speedup == pytest.approx(rates["2"] / rates["1"])
     assert float(by_replicas["2"]["scaling_efficiency"]) == pytest.approx(speedup / 2)
     assert by_replicas["1"]["speedup"] == ""
+    # Without --threads, one replica ran torch's default threads and each of two one: where the
+    # default is more than one, no efficiency is shown, and the note says how to get one.
+    code, output = invoke("run", "tiny_mlp", *QUICK, "--batch-size", "4", "--replicas", "1,2",
+                          "--global-batch", "16", "--db", str(path))  # fmt: skip
+    assert code == 0
+    unlike = torch.get_num_threads() > 1
+    assert ("no scaling efficiency" in output and "--threads 1" in output) == unlike
 
 
 def test_inference_sweep_stores_latencies_and_names_the_headlines(tmp_path: Path) -> None:

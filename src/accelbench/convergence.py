@@ -74,15 +74,14 @@ class Projection:
 
 
 def project(result: Result, epochs: float, epoch_items: int) -> Projection | None:
-    """Time to train `epochs` passes over `epoch_items` items at the result's steady throughput;
-    None without one."""
-    m = result.metrics
-    if m is None or result.status != "ok":
+    """Time to train `epochs` passes over `epoch_items` items at the result's delivered
+    throughput; None without one."""
+    rate, ci = result.items_per_s, result.items_per_s_ci
+    if not rate or result.status != "ok":
         return None
     items = epochs * epoch_items
-    w = m.window_items_per_s
     return Projection(
-        items / w.median / 3600,
-        items / w.ci_high / 3600 if w.ci_high else None,
-        items / w.ci_low / 3600 if w.ci_low else None,
+        items / rate / 3600,
+        items / ci[1] / 3600 if ci else None,
+        items / ci[0] / 3600 if ci else None,
     )
