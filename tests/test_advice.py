@@ -11,6 +11,7 @@ from typer.testing import CliRunner
 
 from accelbench import advice
 from accelbench.cli import app
+from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
@@ -169,3 +170,19 @@ def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) 
         app, ["recommend", "tiny_mlp", "--db", str(db), "--objective", "speed"]
     )
     assert bad.exit_code == 2 and "give one of throughput, time-to-train" in bad.output
+
+
+def test_a_contended_result_is_never_recommended(two_platforms: list[Result]) -> None:
+    base = two_platforms[0]
+    busy = HostActivity(
+        num_cpus=2, cell_cpus=2.0, busy_cpus=2.0, own_cpus=0.9, steal_frac=0.0,
+        load_avg_start=3.0, load_avg_end=3.0, window_s=5.0,
+    )  # fmt: skip
+    quick = at(base, "X", 32, 5000.0)
+    runs = [at(base, "X", 16, 1000.0), with_metrics(quick, host=busy)]
+    (a,) = advice.recommend(runs, "tiny_mlp", "throughput")
+    assert [o.result.spec.batch_size for o in a.options] == [16]
+    assert a.excluded == [
+        "1 measured configuration(s) left out: contended: measured while other work shared the "
+        "platform"
+    ]

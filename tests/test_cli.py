@@ -50,7 +50,9 @@ def swept(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_run_stores_every_cell_and_ends_with_the_table(swept: tuple[Path, str]) -> None:
     path, output = swept
     assert db_rows(path) == [("tiny_mlp", 2, "fp32", "ok", 1), ("tiny_mlp", 8, "fp32", "ok", 1)]
-    assert output.count("✓ tiny_mlp") == 2
+    # 4 steady steps give no interval: each cell is measured but flagged, and its line says so
+    assert output.count("! tiny_mlp") == 2 and output.count(": too-short") >= 2
+    assert "✓ tiny_mlp" not in output
     for header in (
         "Platform",
         "Replicas",

@@ -7,6 +7,7 @@ from typer.testing import CliRunner
 
 from accelbench import comparison
 from accelbench.cli import app
+from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.store import ResultStore
@@ -112,3 +113,18 @@ def test_each_cell_defaults_to_its_own_smallest_value(
     given = comparison.ratios([*here, *longer], "batch_size", baseline="4")
     assert sorted((r.value, r.baseline) for r in given) == [("16", "4"), ("64", "4")]
     assert "1 cell(s) were not run at batch_size 4 and are not compared" in caplog.text
+
+
+def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)[0]
+    busy = HostActivity(
+        num_cpus=2, cell_cpus=2.0, busy_cpus=2.0, own_cpus=0.9, steal_frac=0.0,
+        load_avg_start=3.0, load_avg_end=3.0, window_s=5.0,
+    )  # fmt: skip
+    fast = on_platform(here, "Sim B", 3.0)
+    assert fast.metrics is not None
+    shared = fast.model_copy(update={"metrics": fast.metrics.model_copy(update={"host": busy})})
+    (clear,) = comparison.ratios([here, fast], "platform", baseline=here.env.platform)
+    assert clear.verdict == "Sim B faster"
+    (r,) = comparison.ratios([here, shared], "platform", baseline=here.env.platform)
+    assert r.verdict.startswith("not ranked: contended")

@@ -94,3 +94,24 @@ def test_time_to_train_shows_median_and_misses(two_platforms: list[Result]) -> N
     text = svg_text(plot).split("\n")
     assert "3/3" in text  # reached by every seed, drawn at their median
     assert any("target not reached" in t for t in text)
+
+
+def test_throughput_points_carry_their_interval(two_platforms: list[Result]) -> None:
+    plot = by_name(two_platforms)["batch-tiny-mlp-train"]
+    (ax,) = plot.figure.axes
+    bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    with_interval = [r for r in two_platforms if r.spec.scenario == "train" and r.items_per_s_ci]
+    assert with_interval and len(bars) == len(with_interval)
+
+
+def test_a_target_never_reached_is_drawn_at_the_top_not_at_zero(two_platforms: list[Result]) -> None:
+    train = next(r for r in two_platforms if r.spec.scenario == "train" and r.metrics)
+    runs = [_trained(train, s, t) for s, t in ((0, 2.0), (1, 4.0))]
+    bigger = train.model_copy(update={"spec": train.spec.model_copy(update={"batch_size": 64})})
+    runs += [_trained(bigger, 0, None)]
+    plot = by_name(runs)["time-to-train-tiny-mlp"]
+    plot.render("svg")  # lays the axes out
+    (ax,) = plot.figure.axes
+    (miss,) = [line for line in ax.get_lines() if "target not reached" in str(line.get_label())]
+    _, y = miss.get_transform().transform((64, miss.get_ydata()[0]))
+    assert abs(y - ax.bbox.y1) < 1  # at the top edge of the axes, in display units

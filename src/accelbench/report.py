@@ -281,9 +281,10 @@ def cell_line(result: Result, skipped: bool) -> str:
         + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
         + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
     )
-    if result.status == "ok":
-        return f"✓ {cell}: {text}"
-    return f"✗ {cell}: ({text}): {result.status}: {result.reason}"
+    if result.status != "ok":
+        return f"✗ {cell}: ({text}): {result.status}: {result.reason}"
+    flags = validity.verdict_text(result)
+    return f"✓ {cell}: {text}" if flags == "valid" else f"! {cell}: {text}: {flags}"
 
 
 def flat(result: Result) -> dict[str, object]:
