@@ -24,7 +24,8 @@ def train(results: list[Result], platform_has: str = "") -> list[Result]:
 
 
 def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Result]) -> None:
-    here = train(two_platforms)
+    # Intervals of +-5%, not this loaded host's: how wide a real run's is is not under test.
+    here = [with_rate(r, 1000.0 * (i + 1), 0.05) for i, r in enumerate(train(two_platforms))]
     there = [on_platform(r, "Sim B", 3.0) for r in here]
     found = comparison.ratios([*here, *there], "platform", baseline=here[0].env.platform)
     assert [r.value for r in found] == ["Sim B"] * 3
@@ -37,7 +38,7 @@ def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Resu
 
 
 def test_overlapping_intervals_are_not_ranked(two_platforms: list[Result]) -> None:
-    here = train(two_platforms)
+    here = [with_rate(train(two_platforms)[0], 1000.0, 0.05)]
     w = here[0].metrics.delivered  # type: ignore[union-attr]
     assert w.ci_low is not None and w.ci_low < w.items_per_s
     close = on_platform(here[0], "Sim B", 1 + 0.5 * (w.items_per_s - w.ci_low) / w.items_per_s)
@@ -57,7 +58,7 @@ def test_no_interval_is_never_ranked(two_platforms: list[Result]) -> None:
 
 
 def test_repeats_pool_into_one_band(two_platforms: list[Result]) -> None:
-    base = train(two_platforms)[0]
+    base = with_rate(train(two_platforms)[0], 1000.0, 0.05)
     runs = [on_platform(base, None, f, repeat=i) for i, f in enumerate((1.0, 1.1, 0.9))]
     band = comparison.band(runs)
     assert band.num_runs == 3 and band.median == pytest.approx(base.items_per_s)
@@ -116,7 +117,7 @@ def test_each_cell_defaults_to_its_own_smallest_value(
 
 
 def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None:
-    here = train(two_platforms)[0]
+    here = with_rate(train(two_platforms)[0], 1000.0, 0.05)
     busy = HostActivity(
         num_cpus=2, cell_cpus=2.0, busy_cpus=2.0, own_cpus=0.9, steal_frac=0.0,
         load_avg_start=3.0, load_avg_end=3.0, window_s=5.0,

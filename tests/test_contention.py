@@ -87,3 +87,10 @@ def test_the_worst_host_is_the_runs() -> None:
     assert combined.others_cpus == 7.0 and combined.other_gpu_pids == [77]
     why = contention.contended(combined) or ""
     assert "other processes kept 7.0 of 8 CPUs busy" in why and "pid 77" in why
+
+
+def test_a_monitor_never_started_reads_nothing() -> None:
+    # a run stopped during epoch 1 never reaches the steady state the monitor watches
+    import torch
+
+    assert contention.HostMonitor(tiny(), torch.device("cpu")).stop() is None

@@ -3,6 +3,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import io
+import sqlite3
 from collections import Counter
 from pathlib import Path
 from typing import get_args
@@ -203,3 +204,18 @@ def test_compare_reference_through_the_cli(measured: Result, tmp_path: Path) -> 
     assert "tiny_mlp on" in result.output and "no published throughput" in result.output
     bad = CliRunner().invoke(app, ["compare", "--db", str(db)])
     assert bad.exit_code == 2 and "or --reference to compare with published results" in bad.output
+
+
+def test_a_pipeline_counts_every_stage_as_a_device(measured: Result, tmp_path: Path) -> None:
+    # Two A100s as two pipeline stages of one replica: two devices, matched to Table 4's two.
+    piped = on_platform(
+        measured, "NVIDIA A100-SXM4-80GB", 8300.0, replicas=1, pipeline_stages=2, grad_accum=2
+    )
+    assert piped.num_devices == 2
+    close = references.match(piped)
+    assert close is not None and close.reference.num_devices == 2 and not close.per_device
+    db = tmp_path / "p.sqlite"
+    with ResultStore(db) as store:
+        store.put(piped)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT num_devices FROM results").fetchall() == [(2,)]

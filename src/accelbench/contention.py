@@ -108,10 +108,12 @@ class HostMonitor:
 
         self._start = (time.perf_counter(), psutil.cpu_times(), _own_cpu_s(), os.getloadavg()[0])
 
-    def stop(self) -> HostActivity:
+    def stop(self) -> HostActivity | None:
+        """The activity since start(); None if it never started (a run stopped in epoch 1)."""
         import psutil
 
-        assert self._start is not None, "start() first"
+        if self._start is None:
+            return None
         start_s, start_cpu, start_own, load_start = self._start
         window_s = max(time.perf_counter() - start_s, 1e-9)
         busy, total, steal = _busy(start_cpu, psutil.cpu_times())
