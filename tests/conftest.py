@@ -24,8 +24,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     flags = (
         torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,
-        torch.backends.cudnn.conv.fp32_precision,
-        torch.backends.cudnn.rnn.fp32_precision,
+        torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+        torch.backends.cudnn.rnn.fp32_precision,  # type: ignore[attr-defined]
     )
     threads = torch.get_num_threads()
     torch.manual_seed(0)
@@ -33,8 +33,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     (
         torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,
-        torch.backends.cudnn.conv.fp32_precision,
-        torch.backends.cudnn.rnn.fp32_precision,
+        torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+        torch.backends.cudnn.rnn.fp32_precision,  # type: ignore[attr-defined]
     ) = flags
     torch.set_num_threads(threads)
 
@@ -81,7 +81,18 @@ def with_rate(result: Result, items_per_s: float, spread: float | None = 0.01) -
     return result.model_copy(update={"metrics": metrics})
 
 
-needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+needs_cuda = pytest.mark.gpu
+"""Tests that need a CUDA device carry the `gpu` marker (`pytest -m gpu` runs just them); they
+are skipped where there is none."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
 
 
 def make_image_folder(root: Path, num_classes: int = 2, per_class: int = 4) -> Path:

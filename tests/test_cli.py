@@ -229,7 +229,7 @@ def test_user_model_on_real_images_reports_input_wait(
     assert code == 0, output
     assert "Input wait (%)" in output and "input wait" in output
     [(_, text)] = stored(path)
-    record = json.loads(text)
+    record = json.loads(str(text))
     assert record["status"] == "ok"
     assert record["spec"]["data"] == str(data) and record["spec"]["model_args"] == {"width": 8}
     assert 0 <= record["metrics"]["input_wait_frac"] <= 1
@@ -241,7 +241,7 @@ def test_a_broken_user_model_is_stored_as_an_error(tmp_path: Path) -> None:
     code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(path))
     assert code == 0, output
     [(_, text)] = stored(path)
-    record = json.loads(text)
+    record = json.loads(str(text))
     assert record["status"] == "error"
     assert "NameError: name 'undefined_name' is not defined" in record["reason"]
     assert str(model) in record["detail"]  # the traceback points at the user's file
@@ -283,7 +283,7 @@ def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Pat
         *("--batch-size", "4", "--replicas", "1,2", "--global-batch", "16", "--threads", "1"),
     )
     assert [row[:3] for row in rows] == [(1, 16, "ok"), (2, 16, "ok")]
-    single, double = (json.loads(row[3]) for row in rows)
+    single, double = (json.loads(str(row[3])) for row in rows)
     assert (single["spec"]["grad_accum"], double["spec"]["grad_accum"]) == (4, 2)
     assert single["metrics"]["ranks"] == []
     ranks = double["metrics"]["ranks"]

@@ -41,7 +41,8 @@ def test_scaling_is_labelled_with_its_efficiency(two_platforms: list[Result]) ->
     # the two-replica cell runs 1.8x as fast as one replica: 90% of linear scaling
     text = svg_text(by_name(two_platforms)["scaling-tiny-mlp"]).split("\n")
     assert "90%" in text
-    assert f"{two_platforms[0].metrics.item_unit}/s" in text  # the workload's unit, on the y axis
+    unit = two_platforms[0].metrics.item_unit  # type: ignore[union-attr]
+    assert f"{unit}/s" in text  # the workload's unit, on the y axis
 
 
 def test_flagged_points_carry_their_flag(two_platforms: list[Result]) -> None:
@@ -113,5 +114,5 @@ def test_a_target_never_reached_is_drawn_at_the_top_not_at_zero(two_platforms: l
     plot.render("svg")  # lays the axes out
     (ax,) = plot.figure.axes
     (miss,) = [line for line in ax.get_lines() if "target not reached" in str(line.get_label())]
-    _, y = miss.get_transform().transform((64, miss.get_ydata()[0]))
+    _, y = miss.get_transform().transform((64, miss.get_ydata()[0]))  # type: ignore[arg-type, index]
     assert abs(y - ax.bbox.y1) < 1  # at the top edge of the axes, in display units

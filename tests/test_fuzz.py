@@ -89,7 +89,7 @@ def test_any_sweep_text_is_read_or_refused(text: str) -> None:
 def test_command_line_values_parse_or_refuse(pairs: list[str], percent: str, target: str) -> None:
     for parse, arg in ((_key_values, pairs), (_percent, percent)):
         try:
-            parse(arg)  # type: ignore[operator]
+            parse(arg)  # type: ignore[arg-type]
         except Exception as exc:
             _refused_cleanly(exc)
     try:

@@ -66,9 +66,9 @@ def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     lines = report.inference_headlines(sweep, latency_bound_ms=1e9)
     fastest = min(sweep, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
     assert (
-        f"lowest latency (p50 {fastest.metrics.step_ms_steady.median:.2f} ms) at batch {fastest.spec.batch_size}"
+        f"lowest latency (p50 {fastest.metrics.step_ms_steady.median:.2f} ms) at batch {fastest.spec.batch_size}"  # type: ignore[union-attr]
         in lines[0]
-    )  # type: ignore[union-attr]
+    )
     best = max(sweep, key=lambda r: r.metrics.items_per_s)  # type: ignore[union-attr]
     assert f"infer bs={best.spec.batch_size} fp32: highest throughput with p99 within" in lines[1]
     # A bound only the lower-latency batch meets picks that batch, checked on the raw p99s.

@@ -13,7 +13,7 @@ from accelbench.scenarios import server
 from .conftest import tiny
 
 
-def server_run(**overrides: object):  # type: ignore[no-untyped-def]
+def server_run(**overrides: object):
     fields = {"scenario": "server", "batch_size": 8, "steps_per_epoch": 20, "window_steps": 5}
     return run(tiny(**(fields | overrides)))
 

@@ -94,8 +94,8 @@ def test_outcome_stops_a_runaway_loss_but_not_a_recovered_spike() -> None:
     kind, reason = _outcome(spec, [1.0, math.nan, 0.5], _point(3, 0.5), "val_loss", "<=", 0.1)  # type: ignore[misc]
     assert (kind, reason) == ("diverged", "loss became nan at step 1")
     assert (
-        _outcome(spec, [1.0, 0.5], _point(2, 0.5, val=0.05), "val_loss", "<=", 0.1)[0] == "reached"
-    )  # type: ignore[index]
+        _outcome(spec, [1.0, 0.5], _point(2, 0.5, val=0.05), "val_loss", "<=", 0.1)[0] == "reached"  # type: ignore[index]
+    )
     assert _outcome(spec, [1.0, 0.5], _point(100, 0.5), "val_loss", "<=", 0.1)[0] == "not-converged"  # type: ignore[index]
 
 

@@ -153,7 +153,7 @@ def test_any_transformers_type_with_config_overrides() -> None:
     w = workloads.get("hf/bert", args)
     model = w.build_model()
     assert type(model).__name__ == "BertForMaskedLM"
-    assert model.config.num_hidden_layers == 1
+    assert model.config.num_hidden_layers == 1  # type: ignore[union-attr]
     batch = {k: torch.stack([v, v]) for k, v in w.make_sample(torch.Generator()).items()}
     assert torch.isfinite(w.loss(model, batch))
 
