@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from accelbench import exchange
-from accelbench.cli import _key_values, _percent, _validation_message
+from accelbench.cli.app import key_values, validation_message
+from accelbench.cli.app import percent as parse_percent
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import RunSpec, parse_target
@@ -39,7 +40,7 @@ spec_dicts = st.dictionaries(field_names, values, max_size=8)
 
 def _refused_cleanly(exc: Exception) -> None:
     if isinstance(exc, ValidationError):
-        message = _validation_message(exc)
+        message = validation_message(exc)
     else:
         assert isinstance(exc, AccelbenchError), f"{type(exc).__name__}: {exc}"
         message = str(exc)
@@ -87,7 +88,7 @@ def test_any_sweep_text_is_read_or_refused(text: str) -> None:
 @BOUNDED
 @given(st.lists(st.text(max_size=20), max_size=4), st.text(max_size=10), st.text(max_size=30))
 def test_command_line_values_parse_or_refuse(pairs: list[str], percent: str, target: str) -> None:
-    for parse, arg in ((_key_values, pairs), (_percent, percent)):
+    for parse, arg in ((key_values, pairs), (parse_percent, percent)):
         try:
             parse(arg)  # type: ignore[arg-type]
         except Exception as exc:

@@ -1,0 +1,357 @@
+"""Commands that read results: list, env, results, references, compare, report, export,
+import, recommend."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, get_args
+
+import typer
+
+from accelbench import comparison, environment, references, report, workloads
+from accelbench.cli.app import (
+    DbOption,
+    DbsOption,
+    Format,
+    LatencyBoundOption,
+    PlatformFilter,
+    StatusFilter,
+    WorkloadFilter,
+    app,
+    console,
+    emit,
+    load,
+    percent,
+    show,
+    spec_help,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.spec import DeviceType
+from accelbench.store import ResultStore
+
+
+@app.command("list")
+def list_workloads() -> None:
+    """The workloads, one line each."""
+    width = max(map(len, workloads.WORKLOADS))
+    for name in workloads.WORKLOADS:
+        console.print(f"{name:<{width}}  {workloads.describe(name)}", soft_wrap=True)
+    console.print("\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function (see README)")
+
+
+@app.command()
+def env(
+    device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",
+    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+) -> None:
+    """The detected platform: devices, host CPU, NUMA nodes, versions."""
+    if device not in get_args(DeviceType):
+        raise AccelbenchError(
+            f"unknown device {device!r}; use one of: {', '.join(get_args(DeviceType))}"
+        )
+    captured = environment.capture(device)
+    if fmt is Format.table:
+        for field, value in captured.model_dump().items():
+            console.print(f"{field:<18} {value}")
+    else:
+        console.print_json(captured.model_dump_json())
+
+
+@app.command()
+def results(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    status: StatusFilter = None,
+    limit: Annotated[int | None, typer.Option(help="Only the newest N.", min=1)] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", help="table, json (full records) or csv.")
+    ] = Format.table,
+    latency_bound_ms: LatencyBoundOption = None,
+    project_epochs: Annotated[
+        float | None,
+        typer.Option(
+            help="Also project each training run's time to train this many epochs from its "
+            "throughput (with --epoch-items), marked as projected.",
+            min=0,
+        ),
+    ] = None,
+    epoch_items: Annotated[
+        int | None, typer.Option(help="Items in one epoch of the data set, for --project-epochs.")
+    ] = None,
+    db: DbOption = None,
+) -> None:
+    """The stored runs, oldest first."""
+    if workload is not None:
+        workloads.check_name(workload)
+    if (project_epochs is None) != (epoch_items is None) or (epoch_items or 1) < 1:
+        raise AccelbenchError(
+            "give --project-epochs with --epoch-items (a positive count), e.g. "
+            "--project-epochs 90 --epoch-items 1281167 for ImageNet-1k"
+        )
+    with ResultStore(db, writable=False) as store:
+        found = store.query(workload=workload, platform=platform, status=status, limit=limit)
+    if fmt is Format.json:
+        print(report.to_json(found), end="")
+    elif fmt is Format.csv:
+        print(report.to_csv(found), end="")
+    elif found:
+        show(found, latency_bound_ms)
+        if project_epochs is not None and epoch_items is not None:
+            for line in report.projection_lines(found, project_epochs, epoch_items):
+                console.print(line)
+    else:
+        console.print("no stored results match")
+
+
+@app.command("references")
+def list_references(
+    workload: Annotated[str | None, typer.Option(help="Only this workload.")] = None,
+    platform: Annotated[
+        str | None, typer.Option(help="Only platforms whose name contains this.")
+    ] = None,
+    table: Annotated[
+        str | None, typer.Option(help="Only tables whose name contains this, e.g. 'Table 4'.")
+    ] = None,
+    fmt: Annotated[Format, typer.Option("--format", help="table, json or csv.")] = Format.table,
+) -> None:
+    """Published results shipped with accelbench, with their sources; platforms set side by
+    side at equal device counts under the table."""
+    if workload is not None:
+        workloads.check_name(workload)
+    found = references.query(workload=workload, platform=platform, table=table)
+    if fmt is Format.table:
+        console.print(report.references_table(found))
+        for line in report.head_to_head(found):
+            console.print(line)
+    elif fmt is Format.json:
+        print(json.dumps([r.model_dump() for r in found], indent=2))
+    else:
+        print(report.rows_csv([r.model_dump() for r in found]), end="")
+
+
+@app.command()
+def compare(
+    by: Annotated[
+        str | None,
+        typer.Option(
+            help="Set each value of this against the baseline's at matched conditions: platform, "
+            "precision, batch_size, compile, replicas or any other setting."
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            help="The value of --by the others are set against (default: each cell's smallest)."
+        ),
+    ] = None,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference", help="Set each stored run beside its closest published figure."
+        ),
+    ] = False,
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    tolerance: Annotated[
+        float, typer.Option(help="Band around the published figure, percent.", min=0)
+    ] = references.DEFAULT_TOLERANCE_PCT,
+    db: DbsOption = None,
+) -> None:
+    """Throughput ratios between configurations (--by), with intervals; or stored runs against
+    published results (--reference)."""
+    if (by is None) == (not reference):
+        raise AccelbenchError(
+            "give --by FIELD (e.g. --by platform) to compare configurations, or --reference to "
+            "compare with published results"
+        )
+    found, _ = load(db, workload, platform, status="ok")
+    if by is not None:
+        found_ratios = comparison.ratios(found, by, baseline)
+        if not found_ratios:
+            console.print(f"no cell was run at two values of {by}: nothing to compare")
+            return
+        console.print(report.ratio_table(found_ratios, by))
+        for line in comparison.summary(found_ratios):
+            console.print(line)
+        return
+    matches = [m for m in map(references.match, found) if m is not None]
+    if matches:
+        console.print(report.reference_table(matches, tolerance))
+        for line in report.reference_notes(matches, tolerance):
+            console.print(line)
+    unmatched = sorted(
+        {(r.spec.workload, r.env.platform) for r in found}
+        - {(m.result.spec.workload, m.result.env.platform) for m in matches}
+    )
+    for name, where in unmatched:
+        console.print(f"{name} on {where}: no published throughput for this device family")
+    if not found:
+        console.print("no stored results match")
+
+
+class ReportFormat(StrEnum):
+    html = "html"
+    md = "md"
+    csv = "csv"
+    json = "json"
+
+
+@app.command("report")
+def make_report(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    status: StatusFilter = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write it here (default for html: report.html; else standard output)."),
+    ] = None,
+    fmt: Annotated[
+        ReportFormat,
+        typer.Option(
+            "--format", help="html (one self-contained page with figures), md, csv, json."
+        ),
+    ] = ReportFormat.html,
+    figures_dir: Annotated[
+        Path | None, typer.Option("--figures", help="Also write every figure here as PNG and SVG.")
+    ] = None,
+    db: DbsOption = None,
+) -> None:
+    """The stored runs as a report: figures (throughput against batch size, scaling, first
+    against steady epoch, latency, time to train, energy and MFU) and the seed paper's tables."""
+    from accelbench import document, figures
+
+    found, sources = load(db, workload, platform, status)
+    if not found:
+        raise AccelbenchError("no stored results match: run a sweep first, or loosen the filters")
+    plots = figures.plots(found) if fmt is ReportFormat.html or figures_dir else []
+    if fmt is ReportFormat.html:
+        text, out = document.page(found, plots, sources), out or Path("report.html")
+    elif fmt is ReportFormat.md:
+        text = document.markdown(found)
+    else:
+        text = report.to_json(found) if fmt is ReportFormat.json else report.to_csv(found)
+    emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
+    if figures_dir is not None:
+        figures_dir.mkdir(parents=True, exist_ok=True)
+        for plot in plots:
+            for suffix in ("svg", "png"):
+                (figures_dir / f"{plot.name}.{suffix}").write_bytes(plot.render(suffix))
+        console.print(f"wrote {2 * len(plots)} figure files (PNG and SVG) to {figures_dir}")
+
+
+@app.command()
+def export(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    status: StatusFilter = None,
+    out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
+    db: DbsOption = None,
+) -> None:
+    """Stored results as JSON, for `accelbench import` on another machine."""
+    from accelbench import exchange
+
+    found, _ = load(db, workload, platform, status)
+    emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
+
+
+@app.command("import")
+def import_results(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="Files made by `accelbench export`, or accelbench SQLite databases."),
+    ],
+    db: DbOption = None,
+) -> None:
+    """Merge results from other machines into the database. Every file is checked whole first:
+    a malformed one changes nothing. Results stored already (same key) are kept as they are."""
+    from accelbench import exchange
+
+    found = [r for path in files for r in exchange.load(path)]
+    with ResultStore(db) as store:
+        new = store.add(found)
+        where = store.where
+    console.print(
+        f"imported {new} new results into {where}; {len(found) - new} were stored already "
+        "(same cell, same platform)"
+    )
+
+
+@app.command()
+def recommend(
+    workload: Annotated[str, typer.Argument(help="The workload to advise on.")],
+    objective: Annotated[
+        str,
+        typer.Option(
+            help="throughput, time-to-train, latency (with --latency-bound-ms), energy "
+            "(J per item) or cost (with --prices)."
+        ),
+    ] = "throughput",
+    scenario: Annotated[
+        str | None,
+        typer.Option(help="train or infer, for throughput, energy and cost (default: train)."),
+    ] = None,
+    latency_bound_ms: Annotated[
+        float | None, typer.Option(help="Latency: the p99 each batch must keep within, ms.", min=0)
+    ] = None,
+    prices: Annotated[
+        Path | None,
+        typer.Option(
+            help='Cost: a TOML file, [prices] then "A100" = 2.5 ($ per device-hour, by '
+            "a part of the platform name)."
+        ),
+    ] = None,
+    global_batch: Annotated[
+        int | None, typer.Option(help="Only configurations with this global batch.", min=1)
+    ] = None,
+    max_devices: Annotated[
+        int | None, typer.Option(help="At most this many devices.", min=1)
+    ] = None,
+    memory_headroom: Annotated[
+        str | None, typer.Option(help="Keep this share of device memory free, e.g. 10%.")
+    ] = None,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference", help="Also list what published results give on other platforms."
+        ),
+    ] = False,
+    db: DbsOption = None,
+) -> None:
+    """Which platform, batch size, device count and precision for an objective, from the stored
+    runs: per platform the best configuration, its effective batch range, the runs behind it,
+    how sure that is and what was not measured."""
+    from accelbench import advice
+
+    if scenario is not None and objective in ("time-to-train", "latency"):
+        raise AccelbenchError(
+            f"--scenario goes with throughput, energy or cost; {objective} sets its own"
+        )
+    if scenario not in (None, "train", "infer"):
+        raise AccelbenchError(f"--scenario {scenario!r}: give train or infer")
+    constraints = advice.Constraints(
+        global_batch=global_batch, max_devices=max_devices,
+        memory_headroom_pct=percent(memory_headroom), latency_bound_ms=latency_bound_ms,
+        prices=advice.load_prices(prices) if prices else {},
+    )  # fmt: skip
+    found, _ = load(db, workload, None)
+    answers = advice.recommend(found, workload, objective, constraints, scenario)
+    goal = advice.GOALS[objective]
+    console.print(
+        f"{workload}, objective {objective} ({goal.unit}), "
+        f"{scenario or goal.scenario} results"
+        + (f"; constraints: {constraints.text()}" if constraints.text() else "")
+    )
+    if not answers:
+        console.print(
+            f"no stored {scenario or goal.scenario} results of {workload}: measure some with "
+            f"`accelbench tune {workload}` or `accelbench run`"
+        )
+    for line in report.advice_lines(answers, objective):
+        console.print(line)
+    if reference:
+        for line in advice.published(workload, [a.platform for a in answers]) or [
+            "no published throughput for this workload"
+        ]:
+            console.print(line)

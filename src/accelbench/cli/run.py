@@ -1,0 +1,334 @@
+"""Commands that run cells: run, slurm, tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import Progress
+
+from accelbench import contention, environment, report
+from accelbench.cli.app import (
+    OPTION_NAMES,
+    DbOption,
+    LatencyBoundOption,
+    app,
+    console,
+    job_help,
+    key_values,
+    percent,
+    show,
+    spec_help,
+    split,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result
+from accelbench.spec import RunSpec
+from accelbench.store import ResultStore
+from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, load_sweep, run_sweep
+
+
+@app.command()
+def run(
+    ctx: typer.Context,
+    workload: Annotated[
+        str | None,
+        typer.Argument(help="Workload name(s), comma separated; see `accelbench list`."),
+    ] = None,
+    batch_size: Annotated[
+        str, typer.Option(help=spec_help("batch_size") + " Comma list for a sweep.")
+    ] = "8",
+    precision: Annotated[
+        str, typer.Option(help=spec_help("precision") + " Comma list for a sweep.")
+    ] = "fp32",
+    grad_accum: Annotated[
+        str, typer.Option(help=spec_help("grad_accum") + " Comma list for a sweep.")
+    ] = "1",
+    replicas: Annotated[
+        str, typer.Option(help=spec_help("replicas") + " Comma list for a scaling sweep.")
+    ] = "1",
+    global_batch: Annotated[
+        int | None,
+        typer.Option(help=SweepFile.model_fields["global_batch"].description or "", min=1),
+    ] = None,
+    pipeline_stages: Annotated[
+        str, typer.Option(help=spec_help("pipeline_stages") + " Comma list for a sweep.")
+    ] = "1",
+    pipeline_schedule: Annotated[str, typer.Option(help=spec_help("pipeline_schedule"))] = "gpipe",
+    nodes: Annotated[int, typer.Option(help=spec_help("nodes"), min=1)] = 1,
+    bn_span: Annotated[int, typer.Option(help=spec_help("bn_span"), min=1)] = 1,
+    numa_binding: Annotated[str | None, typer.Option(help=spec_help("numa_binding"))] = None,
+    scenario: Annotated[str, typer.Option(help=spec_help("scenario"))] = "train",
+    rate_per_s: Annotated[float | None, typer.Option(help=spec_help("rate_per_s"))] = None,
+    batch_timeout_ms: Annotated[float, typer.Option(help=spec_help("batch_timeout_ms"))] = 2.0,
+    num_queries: Annotated[int, typer.Option(help=spec_help("num_queries"))] = 500,
+    target: Annotated[str | None, typer.Option(help=spec_help("target"))] = None,
+    max_steps: Annotated[int | None, typer.Option(help=spec_help("max_steps"))] = None,
+    lr_scaling: Annotated[str, typer.Option(help=spec_help("lr_scaling"))] = "fixed",
+    lr_base_batch: Annotated[int, typer.Option(help=spec_help("lr_base_batch"))] = 256,
+    warmup_steps: Annotated[int, typer.Option(help=spec_help("warmup_steps"))] = 0,
+    diverge_factor: Annotated[float, typer.Option(help=spec_help("diverge_factor"))] = 10.0,
+    inputs_on_device: Annotated[
+        bool, typer.Option("--inputs-on-device", help=spec_help("inputs_on_device"))
+    ] = False,
+    epochs: Annotated[int, typer.Option(help=spec_help("epochs"))] = 2,
+    steps_per_epoch: Annotated[int, typer.Option(help=spec_help("steps_per_epoch"))] = 20,
+    compile: Annotated[bool, typer.Option("--compile", help=spec_help("compile"))] = False,
+    channels_last: Annotated[
+        bool, typer.Option("--channels-last", help=spec_help("channels_last"))
+    ] = False,
+    recompute: Annotated[bool, typer.Option("--recompute", help=spec_help("recompute"))] = False,
+    optimizer: Annotated[str, typer.Option(help=spec_help("optimizer"))] = "sgd",
+    lr: Annotated[float, typer.Option(help=spec_help("lr"))] = 0.01,
+    workers: Annotated[str, typer.Option(help=spec_help("workers") + " Comma list for a sweep.")] = "0",
+    threads: Annotated[int | None, typer.Option(help=spec_help("threads"), min=1)] = None,
+    window_steps: Annotated[int, typer.Option(help=spec_help("window_steps"))] = 2,
+    ci: Annotated[str | None, typer.Option(help="Target such as 2%: " + spec_help("ci_pct"))] = None,
+    max_measure_s: Annotated[float, typer.Option(help=spec_help("max_measure_s"))] = 600.0,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            help="Run each cell this many times, each in a fresh process, interleaved; the spread is reported.",
+            min=1,
+        ),
+    ] = 1,
+    device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",
+    seed: Annotated[int, typer.Option(help=spec_help("seed"))] = 0,
+    seeds: Annotated[
+        int,
+        typer.Option(
+            help="Run each cell with this many seeds, from --seed on: convergence varies from "
+            "seed to seed, and time-to-train reports the spread.",
+            min=1,
+        ),
+    ] = 1,
+    model_args: Annotated[
+        list[str] | None,
+        typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + spec_help("model_args")),
+    ] = None,
+    data: Annotated[str | None, typer.Option(help=spec_help("data"))] = None,
+    sweep: Annotated[
+        Path | None,
+        typer.Option(help="TOML file of fixed settings and axes; options given here override it."),
+    ] = None,
+    timeout_s: Annotated[
+        float, typer.Option(help="Time limit of each cell, seconds.")
+    ] = DEFAULT_TIMEOUT_S,
+    force: Annotated[
+        bool, typer.Option("--force", help="Re-run cells already in the database.")
+    ] = False,
+    latency_bound_ms: LatencyBoundOption = None,
+    db: DbOption = None,
+) -> None:
+    """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
+    axes: dict[str, list[Any]] = {
+        "repeat": list(range(repeats)),  # first: repeats interleave, so drift spreads over all
+        "seed": list(range(seed, seed + seeds)),
+        "workload": split(workload) if workload else [],
+        "batch_size": split(batch_size),
+        "precision": split(precision),
+        "grad_accum": split(grad_accum),
+        "replicas": split(replicas),
+        "pipeline_stages": split(pipeline_stages),
+        "workers": split(workers),
+    }
+    fixed = {
+        "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
+        "channels_last": channels_last, "recompute": recompute, "optimizer": optimizer, "lr": lr,
+        "window_steps": window_steps, "device": device,
+        "model_args": key_values(model_args or []), "data": data, "ci_pct": percent(ci),
+        "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
+        "numa_binding": numa_binding, "pipeline_schedule": pipeline_schedule,
+        "scenario": scenario, "inputs_on_device": inputs_on_device, "rate_per_s": rate_per_s,
+        "batch_timeout_ms": batch_timeout_ms, "num_queries": num_queries, "target": target,
+        "max_steps": max_steps, "lr_scaling": lr_scaling, "lr_base_batch": lr_base_batch,
+        "warmup_steps": warmup_steps, "diverge_factor": diverge_factor, "threads": threads,
+        # The bound is a setting of the server scenario; elsewhere it only picks a headline.
+        "latency_bound_ms": latency_bound_ms if scenario == "server" else None,
+    }  # fmt: skip
+    if global_batch is not None:
+        if _from_command_line(ctx, "grad_accum"):
+            raise AccelbenchError("give --global-batch or --grad-accum, not both")
+        del axes["grad_accum"]  # set per cell to hold the global batch
+    if sweep is None:
+        if not workload:
+            raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
+        specs = SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
+    else:
+        given = {n for n in axes | fixed if _from_command_line(ctx, OPTION_NAMES.get(n, n))}
+        given |= {"seed"} if _from_command_line(ctx, "seeds") else set()
+        base = load_sweep(sweep)
+        if global_batch is not None:
+            base = base.model_copy(update={"global_batch": global_batch})
+        specs = _override(base, axes, fixed, given).specs()
+    _warn_if_busy()
+    with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
+        console.print(f"{len(specs)} cell(s); results go to {store.where}")
+        task = progress.add_task("starting", total=len(specs))
+
+        def started(spec: RunSpec) -> None:
+            replicas = f" x{spec.num_processes}" if spec.num_processes > 1 else ""
+            progress.update(
+                task, description=f"{spec.workload} bs={spec.batch_size}{replicas} {spec.precision}"
+            )
+
+        def finished(result: Result, skipped: bool) -> None:
+            progress.console.print(report.cell_line(result, skipped))
+            progress.advance(task)
+
+        results = run_sweep(
+            specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
+        )
+    show(results, latency_bound_ms)
+
+
+def _warn_if_busy() -> None:
+    """Say before the first cell when other work keeps the host busy: its cells would be
+    flagged contended."""
+    others, cpus, load = contention.busy_now(0.5)
+    if others > contention.SLACK_CPUS:
+        console.print(
+            f"[yellow]warning:[/] other processes keep {others:.1f} of {cpus} CPUs busy (1-min "
+            f"load {load:.1f}): results taken now will be flagged contended; run where nothing "
+            "else does",
+            highlight=False,
+        )
+
+
+def _from_command_line(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
+
+
+def _override(
+    base: SweepFile, axes: dict[str, list[Any]], fixed: dict[str, Any], given: set[str]
+) -> SweepFile:
+    """The sweep file with the settings given on the command line in place of its own."""
+    keep_axes = {k: v for k, v in base.axes.items() if k not in given}
+    keep_fixed = {k: v for k, v in base.fixed.items() if k not in given}
+    return SweepFile(
+        axes=keep_axes | {k: v for k, v in axes.items() if k in given},
+        fixed=keep_fixed | {k: v for k, v in fixed.items() if k in given},
+        global_batch=base.global_batch,
+    )
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def slurm(
+    ctx: typer.Context,
+    nodes: Annotated[int, typer.Option(help=job_help("nodes"), min=1)],
+    gpus_per_node: Annotated[int, typer.Option(help=job_help("gpus_per_node"), min=0)] = 0,
+    cpus_per_node: Annotated[
+        int | None, typer.Option(help=job_help("cpus_per_node"), min=1)
+    ] = None,
+    time: Annotated[str, typer.Option(help=job_help("time"))] = "01:00:00",
+    partition: Annotated[str | None, typer.Option(help=job_help("partition"))] = None,
+    account: Annotated[str | None, typer.Option(help=job_help("account"))] = None,
+    out: Annotated[Path, typer.Option(help="Where to write the job script.")] = Path(
+        "accelbench.sbatch"
+    ),
+    submit: Annotated[bool, typer.Option("--submit", help="Submit it with sbatch.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Write a Slurm job script for the sweep after `--`, e.g.
+    `accelbench slurm --nodes 2 --gpus-per-node 4 -- run resnet50 --replicas 4,8 --nodes 2`."""
+    from accelbench import slurm as slurm_job
+    from accelbench.store import default_path
+
+    run_args = list(ctx.args)
+    if not run_args or run_args[0] != "run":
+        raise AccelbenchError(
+            "give the sweep after --, e.g. accelbench slurm --nodes 2 -- run resnet50 "
+            "--replicas 8 --nodes 2"
+        )
+    if "--db" in run_args:
+        raise AccelbenchError("give --db to `accelbench slurm`, before the --")
+    try:  # the sweep's options, checked now rather than when the job starts
+        parsed = typer.main.get_command(app).commands["run"].make_context("run", run_args[1:])  # type: ignore[attr-defined]
+    except typer.TyperException as exc:  # typer's own click: a usage error
+        raise AccelbenchError(f"the sweep after --: {exc.format_message()}") from None
+    if parsed.params["nodes"] > nodes:
+        raise AccelbenchError(
+            f"the sweep asks for {parsed.params['nodes']} nodes and the job for {nodes}: "
+            "raise --nodes of the job"
+        )
+    job = slurm_job.JobSpec(
+        nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node, time=time,
+        partition=partition, account=account,
+    )  # fmt: skip
+    out.write_text(slurm_job.script(job, run_args, db or default_path()))
+    out.chmod(0o755)
+    console.print(f"wrote {out}")
+    if submit:
+        console.print(slurm_job.submit(out))
+
+
+@app.command()
+def tune(
+    workload: Annotated[str, typer.Argument(help="The workload to tune.")],
+    budget_s: Annotated[
+        float, typer.Option(help="Stop starting trials after this long, s.", min=1)
+    ] = 600.0,
+    min_batch: Annotated[int, typer.Option(help="First micro batch of the doubling.", min=1)] = 1,
+    max_batch: Annotated[int, typer.Option(help="Largest micro batch to try.", min=1)] = 4096,
+    resolution: Annotated[
+        float, typer.Option(help="Bisect the memory boundary to this share of the batch.", min=0.01)
+    ] = 0.25,
+    replicas: Annotated[
+        str, typer.Option(help="Then the fastest batch at these replica counts, comma list.")
+    ] = "1",
+    scenario: Annotated[str, typer.Option(help="train or infer.")] = "train",
+    precision: Annotated[str, typer.Option(help=spec_help("precision"))] = "fp32",
+    compile: Annotated[bool, typer.Option("--compile", help=spec_help("compile"))] = False,
+    epochs: Annotated[int, typer.Option(help=spec_help("epochs"))] = 2,
+    steps_per_epoch: Annotated[int, typer.Option(help=spec_help("steps_per_epoch"))] = 20,
+    window_steps: Annotated[int, typer.Option(help=spec_help("window_steps"))] = 2,
+    workers: Annotated[int, typer.Option(help=spec_help("workers"))] = 0,
+    device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",
+    model_args: Annotated[
+        list[str] | None,
+        typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + spec_help("model_args")),
+    ] = None,
+    data: Annotated[str | None, typer.Option(help=spec_help("data"))] = None,
+    timeout_s: Annotated[float, typer.Option(help="Time limit of each trial, seconds.")] = 900.0,
+    db: DbOption = None,
+) -> None:
+    """Find the largest micro batch that fits and the fastest one, then the device-count curve,
+    within a time budget; every trial runs in a fresh process and is stored like any run."""
+    from accelbench import tuning
+
+    if min_batch > max_batch:
+        raise AccelbenchError(f"--min-batch {min_batch} is above --max-batch {max_batch}")
+    base = RunSpec.model_validate({
+        "workload": workload, "scenario": scenario, "batch_size": min_batch,
+        "precision": precision, "compile": compile, "epochs": epochs,
+        "steps_per_epoch": steps_per_epoch, "window_steps": window_steps, "workers": workers,
+        "device": device, "model_args": key_values(model_args or []), "data": data,
+    })  # fmt: skip
+    counts = sorted({int(n) for n in split(replicas)})
+    if scenario != "train" and counts != [1]:
+        raise AccelbenchError("the device-count curve is for training: leave out --replicas")
+    with ResultStore(db) as store:
+        console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
+        envs: dict[str, environment.Environment] = {}  # probed once for all the trials
+
+        def measure(batch: int, num_replicas: int) -> Result:
+            spec = RunSpec.model_validate(
+                base.model_dump() | {"batch_size": batch, "replicas": num_replicas}
+            )
+            (result,) = run_sweep(
+                [spec], store, timeout_s=timeout_s, envs=envs,
+                on_result=lambda r, skipped: console.print(report.cell_line(r, skipped)),
+            )  # fmt: skip
+            return result
+
+        found = tuning.search(
+            measure, start=min_batch, max_batch=max_batch, budget=tuning.Budget(budget_s),
+            resolution=resolution, replicas=counts,
+        )  # fmt: skip
+    for line in report.tune_lines(found, max_batch):
+        console.print(line)
+    console.print(
+        f"next: `accelbench recommend {workload}` answers from these and every stored run"
+    )
