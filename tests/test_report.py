@@ -5,7 +5,7 @@ import io
 import pytest
 from rich.console import Console
 
-from accelbench import report
+from accelbench import report, scaling
 from accelbench.result import Result, ServerMetrics, ServerTrial
 from accelbench.runner import run
 from accelbench.stats import summarize
@@ -72,7 +72,9 @@ def test_compile_payoff_in_steps() -> None:
     slower = compiled.model_copy(
         update={"metrics": eager.metrics.model_copy(update={"first_step_ms": 5.0})}
     )
-    assert report.compile_payoff(slower, eager).endswith("it never pays off here")
+    (payoff,) = scaling.compile_payoffs([eager, slower])
+    assert payoff.break_even_steps is None
+    assert report.compile_payoff(payoff).endswith("it never pays off here")
 
 
 def test_mfu_above_a_hundred_percent_is_called_meaningless() -> None:
@@ -105,12 +107,14 @@ def test_scaling_efficiency_only_like_with_like() -> None:
     one = _replicated(single, 1, 2, 1.0)
     # torchrun gave each of two replicas one thread, the single run two: 3.14x means nothing
     unlike = _replicated(single, 2, 1, 3.14)
-    assert report.scaling([one, unlike]) == {}
+    (found,) = scaling.scaling([one, unlike])
+    assert not found.like_with_like and found.speedup is None and found.efficiency is None
     (note,) = report.scaling_notes([one, unlike])
     assert "no scaling efficiency: each replica ran 1 torch thread(s), the one-replica run 2" in note
     assert "--threads 1" in note
     like = _replicated(single, 2, 2, 1.8)
-    assert report.scaling([one, like]) == {id(like): (pytest.approx(1.8), pytest.approx(0.9))}
+    (found,) = scaling.scaling([one, like])
+    assert (found.speedup, found.efficiency) == (pytest.approx(1.8), pytest.approx(0.9))
     assert report.scaling_notes([one, like]) == []
     above = _replicated(single, 2, 2, 2.2)
     (note,) = report.scaling_notes([one, above])

@@ -13,7 +13,16 @@ from pathlib import Path
 
 from rich.table import Table
 
-from accelbench import advice, comparison, convergence, references, tables, tuning, validity
+from accelbench import (
+    advice,
+    comparison,
+    convergence,
+    references,
+    scaling,
+    tables,
+    tuning,
+    validity,
+)
 from accelbench.references import Reference
 from accelbench.result import MEASURED, Result, TimeToTrain
 from accelbench.tables import rate_text
@@ -31,7 +40,7 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
     epoch and throughput, with how precisely it is known, MFU, input wait and the verdict; and
     the scenario, which tells a training row from an inference or server row."""
     groups = validity.repeat_groups(results)
-    speedups = scaling(results)
+    speedups = _speedups(results)
     rows = []
     for r in results:
         m = r.metrics
@@ -92,7 +101,7 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
                 f"spread {spread:.1f}%"
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
-    lines += [compile_payoff(c, e) for c, e in _compile_pairs(results)]
+    lines += [compile_payoff(p) for p in scaling.compile_payoffs(results)]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
     lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
     lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
@@ -107,62 +116,35 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     return lines
 
 
-def _scaling_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
-    """(multi-replica result, the one-replica run of its cell): same micro batch, precision and
-    platform; the gradient accumulation may differ, as --global-batch sets it."""
-    single = {
-        validity.cell_key(r, grad_accum=None): r
-        for r in results
-        if r.spec.replicas == 1 and r.items_per_s and r.status == "ok"
-    }
-    pairs = []
-    for r in results:
-        base = single.get(validity.cell_key(r, replicas=1, nodes=1, grad_accum=None))
-        if r.spec.replicas > 1 and r.items_per_s and base is not None:
-            pairs.append((r, base))
-    return pairs
-
-
-def _like_with_like(result: Result, base: Result) -> bool:
-    """Whether each replica ran with the threads the one-replica run had (binding is in the
-    spec, so in the cell)."""
-    return result.env.torch_num_threads == base.env.torch_num_threads
-
-
-def scaling(results: Sequence[Result]) -> dict[int, tuple[float, float]]:
-    """(speed-up, scaling efficiency) of each multi-replica result, by id(), against the
-    one-replica run of its cell when the two ran like with like: throughput at N over
-    throughput at 1, and that over N."""
-    out = {}
-    for r, base in _scaling_pairs(results):
-        if _like_with_like(r, base):
-            speedup = (r.items_per_s or 0) / (base.items_per_s or 1)
-            out[id(r)] = (speedup, speedup / r.spec.replicas)
-    return out
-
-
 def scaling_notes(results: Sequence[Result]) -> list[str]:
     """Why an efficiency is not shown, and what an efficiency above 100% likely means."""
     lines = []
-    speedups = scaling(results)
-    for r, base in _scaling_pairs(results):
-        if not _like_with_like(r, base):
+    for found in scaling.scaling(results):
+        r, base = found.result, found.base
+        if found.efficiency is None:
             lines.append(
                 f"{_cell(r)}: no scaling efficiency: each replica ran {r.env.torch_num_threads} "
                 f"torch thread(s), the one-replica run {base.env.torch_num_threads}; run both "
                 f"with --threads {r.env.torch_num_threads} to compare like with like"
             )
-        elif speedups[id(r)][1] > 1:
+        elif found.efficiency > 1:
             lines.append(
-                f"{_cell(r)}: scaling efficiency {100 * speedups[id(r)][1]:.0f}% is above 100%: "
+                f"{_cell(r)}: scaling efficiency {100 * found.efficiency:.0f}% is above 100%: "
                 "likely the one-replica run was held back (its verdict, other load) or each "
                 "replica's smaller share fits a cache better; it is not a property of the platform"
             )
     return lines
 
 
-def _speedup_text(pair: tuple[float, float] | None) -> str:
-    return "" if pair is None else f"{pair[0]:.2f}x ({100 * pair[1]:.0f}%)"
+def _speedups(results: Sequence[Result]) -> dict[int, scaling.Scaling]:
+    """The like-with-like scaling of each multi-replica result, by id()."""
+    return {id(s.result): s for s in scaling.scaling(results) if s.speedup is not None}
+
+
+def _speedup_text(found: scaling.Scaling | None) -> str:
+    if found is None or found.speedup is None or found.efficiency is None:
+        return ""
+    return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
 
 
 def rank_line(result: Result) -> str:
@@ -179,26 +161,16 @@ def rank_line(result: Result) -> str:
     )
 
 
-def _compile_pairs(results: Sequence[Result]) -> list[tuple[Result, Result]]:
-    """(compiled, eager) results of the same cell on the same platform, both measured."""
-    eager = {validity.cell_key(r): r for r in results if not r.spec.compile and r.metrics}
-    pairs = [(r, eager.get(validity.cell_key(r, compile=False))) for r in results]
-    return [(c, e) for c, e in pairs if c.spec.compile and c.metrics and e is not None]
-
-
-def compile_payoff(compiled: Result, eager: Result) -> str:
-    """How many steps it takes torch.compile's first-step cost to pay for itself."""
-    c, e = compiled.metrics, eager.metrics
-    assert c is not None and e is not None
-    cost_ms = c.first_step_ms - e.first_step_ms
-    saved_ms = e.step_ms_steady.median - c.step_ms_steady.median
+def compile_payoff(payoff: scaling.CompilePayoff) -> str:
+    """How many steps it takes torch.compile's first-step cost to pay for itself, in words."""
+    saved = payoff.saved_ms
     text = (
-        f"{_cell(compiled)}: torch.compile costs {cost_ms / 1e3:.1f} s more in the first step and "
-        f"{'saves' if saved_ms > 0 else 'adds'} {abs(saved_ms):.2f} ms per step"
+        f"{_cell(payoff.compiled)}: torch.compile costs {payoff.cost_ms / 1e3:.1f} s more in the "
+        f"first step and {'saves' if saved > 0 else 'adds'} {abs(saved):.2f} ms per step"
     )
-    if saved_ms <= 0:
+    if payoff.break_even_steps is None:
         return text + ": it never pays off here"
-    return text + f": it pays off after {max(cost_ms, 0) / saved_ms:,.0f} steps"
+    return text + f": it pays off after {payoff.break_even_steps:,.0f} steps"
 
 
 def _cell(r: Result) -> str:
@@ -368,11 +340,17 @@ def flat(result: Result) -> dict[str, object]:
 
 
 def to_csv(results: Sequence[Result]) -> str:
-    speedups = scaling(results)
+    speedups = _speedups(results)
     rows = []
     for r in results:
-        speedup, efficiency = speedups.get(id(r), (None, None))
-        rows.append(flat(r) | {"speedup": speedup, "scaling_efficiency": efficiency})
+        found = speedups.get(id(r))
+        rows.append(
+            flat(r)
+            | {
+                "speedup": found.speedup if found else None,
+                "scaling_efficiency": found.efficiency if found else None,
+            }
+        )
     return rows_csv(rows)
 
 
