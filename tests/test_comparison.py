@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import comparison
+from accelbench import comparison, report
 from accelbench.cli import app
+from accelbench.comparison import Ranking
 from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
@@ -32,8 +33,11 @@ def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Resu
     for r in found:
         assert r.ratio == pytest.approx(3.0)
         assert r.interval is not None and r.interval[0] > 1  # 3x is outside any overlap here
-        assert r.verdict == "Sim B faster"
-    (line,) = comparison.summary(found)
+        assert r.ranking is Ranking.FASTER and report.ranking_text(r) == "Sim B faster"
+    (summary,) = comparison.summary(found)
+    assert (summary.num_matched, summary.num_faster, summary.num_slower) == (3, 3, 0)
+    assert summary.geomean == pytest.approx(3.0)
+    (line,) = report.ratio_summary_lines([summary])
     assert line.startswith(f"Sim B against {here[0].env.platform}: 3.00x throughput")
 
 
@@ -44,7 +48,8 @@ def test_overlapping_intervals_are_not_ranked(two_platforms: list[Result]) -> No
     close = on_platform(here[0], "Sim B", 1 + 0.5 * (w.items_per_s - w.ci_low) / w.items_per_s)
     (r,) = comparison.ratios([here[0], close], "platform", baseline=here[0].env.platform)
     assert r.interval is not None and r.interval[0] < 1 < r.interval[1]
-    assert r.verdict == "not ranked: intervals overlap"
+    assert r.ranking is Ranking.OVERLAP
+    assert report.ranking_text(r) == "not ranked: intervals overlap"
 
 
 def test_no_interval_is_never_ranked(two_platforms: list[Result]) -> None:
@@ -54,7 +59,7 @@ def test_no_interval_is_never_ranked(two_platforms: list[Result]) -> None:
     (r,) = comparison.ratios(
         [bare, on_platform(bare, "Sim B", 10.0)], "platform", baseline=here.env.platform
     )
-    assert r.interval is None and r.verdict.startswith("not ranked: no interval")
+    assert r.interval is None and r.ranking is Ranking.NO_INTERVAL
 
 
 def test_repeats_pool_into_one_band(two_platforms: list[Result]) -> None:
@@ -126,6 +131,7 @@ def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None
     assert fast.metrics is not None
     shared = fast.model_copy(update={"metrics": fast.metrics.model_copy(update={"host": busy})})
     (clear,) = comparison.ratios([here, fast], "platform", baseline=here.env.platform)
-    assert clear.verdict == "Sim B faster"
+    assert clear.ranking is Ranking.FASTER
     (r,) = comparison.ratios([here, shared], "platform", baseline=here.env.platform)
-    assert r.verdict.startswith("not ranked: contended")
+    assert r.ranking is Ranking.CONTENDED and not r.ranking.ranked
+    assert report.ranking_text(r).startswith("not ranked: contended")

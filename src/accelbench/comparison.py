@@ -18,6 +18,7 @@ import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from accelbench import validity
 from accelbench.errors import AccelbenchError
@@ -62,6 +63,21 @@ def band(runs: Sequence[Result]) -> Band:
     return Band(median, min(lows), max(highs), len(rated), contended)
 
 
+class Ranking(StrEnum):
+    """What a ratio's interval allows: the value ranked faster or slower than the baseline, or
+    not ranked, and why."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    OVERLAP = "overlap"
+    NO_INTERVAL = "no-interval"
+    CONTENDED = "contended"
+
+    @property
+    def ranked(self) -> bool:
+        return self in (Ranking.FASTER, Ranking.SLOWER)
+
+
 @dataclass(frozen=True)
 class Ratio:
     cell: Result
@@ -83,17 +99,17 @@ class Ratio:
         return a.low / b.high, a.high / b.low
 
     @property
-    def verdict(self) -> str:
+    def ranking(self) -> Ranking:
         interval = self.interval
         if self.measured.contended or self.reference.contended:
-            return "not ranked: contended (other work shared the platform; run again)"
+            return Ranking.CONTENDED
         if interval is None:
-            return "not ranked: no interval (too few steady steps; run more steps)"
+            return Ranking.NO_INTERVAL
         if interval[0] > 1:
-            return f"{self.value} faster"
+            return Ranking.FASTER
         if interval[1] < 1:
-            return f"{self.baseline} faster"
-        return "not ranked: intervals overlap"
+            return Ranking.SLOWER
+        return Ranking.OVERLAP
 
 
 def value_of(result: Result, by: str) -> str:
@@ -144,20 +160,37 @@ def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> l
     return out
 
 
-def summary(found: Sequence[Ratio]) -> list[str]:
-    """One line per value: the geometric mean ratio over its matched cells, and how many of
-    them could be ranked."""
+@dataclass(frozen=True)
+class Summary:
+    """One value against its baseline over every matched cell."""
+
+    value: str
+    baseline: str
+    geomean: float
+    """Geometric mean of the ratios."""
+    num_matched: int
+    num_faster: int
+    num_slower: int
+
+    @property
+    def num_ranked(self) -> int:
+        return self.num_faster + self.num_slower
+
+
+def summary(found: Sequence[Ratio]) -> list[Summary]:
+    """Per value and baseline: the geometric mean ratio over its matched cells, and how many of
+    them could be ranked either way."""
     groups: dict[tuple[str, str], list[Ratio]] = defaultdict(list)
     for r in found:
         groups[(r.value, r.baseline)].append(r)
-    lines = []
-    for (value, baseline), members in groups.items():
-        mean = math.exp(statistics.fmean(math.log(r.ratio) for r in members))
-        ranked = [r for r in members if not r.verdict.startswith("not ranked")]
-        faster = sum(r.verdict == f"{value} faster" for r in ranked)
-        lines.append(
-            f"{value} against {baseline}: {mean:.2f}x throughput (geometric mean of "
-            f"{len(members)} matched cell{'s' if len(members) > 1 else ''}); ranked in {len(ranked)}: {value} faster in "
-            f"{faster}, {baseline} faster in {len(ranked) - faster}"
+    return [
+        Summary(
+            value=value,
+            baseline=baseline,
+            geomean=math.exp(statistics.fmean(math.log(r.ratio) for r in members)),
+            num_matched=len(members),
+            num_faster=sum(r.ranking is Ranking.FASTER for r in members),
+            num_slower=sum(r.ranking is Ranking.SLOWER for r in members),
         )
-    return lines
+        for (value, baseline), members in groups.items()
+    ]

@@ -694,7 +694,7 @@ def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
             r.value, r.baseline, band_text(r.measured), band_text(r.reference),
             f"{r.ratio:.2f}x",
             "" if r.interval is None else f"{r.interval[0]:.2f}-{r.interval[1]:.2f}",
-            r.verdict,
+            ranking_text(r),
         )
         for r in ratios
     ]  # fmt: skip
@@ -703,6 +703,32 @@ def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
         "Baseline items/s", "Ratio", "Ratio interval", "Verdict",
     )  # fmt: skip
     return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 2, 7})))
+
+
+RANKING_TEXT = {
+    comparison.Ranking.OVERLAP: "not ranked: intervals overlap",
+    comparison.Ranking.NO_INTERVAL: "not ranked: no interval (too few steady steps; run more steps)",
+    comparison.Ranking.CONTENDED: "not ranked: contended (other work shared the platform; run again)",
+}
+
+
+def ranking_text(r: comparison.Ratio) -> str:
+    if r.ranking is comparison.Ranking.FASTER:
+        return f"{r.value} faster"
+    if r.ranking is comparison.Ranking.SLOWER:
+        return f"{r.baseline} faster"
+    return RANKING_TEXT[r.ranking]
+
+
+def ratio_summary_lines(found: Sequence[comparison.Summary]) -> list[str]:
+    """One line per value against its baseline."""
+    return [
+        f"{s.value} against {s.baseline}: {s.geomean:.2f}x throughput (geometric mean of "
+        f"{s.num_matched} matched cell{'s' if s.num_matched > 1 else ''}); ranked in "
+        f"{s.num_ranked}: {s.value} faster in {s.num_faster}, {s.baseline} faster in "
+        f"{s.num_slower}"
+        for s in found
+    ]
 
 
 def _objective_text(value: float, objective: str) -> str:

@@ -173,7 +173,7 @@ def compare(
             console.print(f"no cell was run at two values of {by}: nothing to compare")
             return
         console.print(report.ratio_table(found_ratios, by))
-        for line in comparison.summary(found_ratios):
+        for line in report.ratio_summary_lines(comparison.summary(found_ratios)):
             console.print(line)
         return
     matches = [m for m in map(references.match, found) if m is not None]
