@@ -83,3 +83,23 @@ def test_int8_dynamic_quantises_linear_layers_for_inference_only() -> None:
         tiny(precision="int8-dynamic")
     with pytest.raises(AccelbenchError, match="precision int8-dynamic cannot run on this cuda"):
         check_supported("int8-dynamic", "cuda", (9, 0))
+
+
+def test_torch_settings_are_the_one_place_a_precision_is_applied() -> None:
+    from accelbench.precision import torch_settings
+
+    amp = torch_settings("amp-fp16")
+    assert (amp.param_dtype, amp.autocast_dtype, amp.grad_scaler) == (
+        torch.float32, torch.float16, True
+    )
+    with amp.autocast("cpu"):
+        assert torch.is_autocast_enabled("cpu")
+    plain = torch_settings("bf16")
+    assert (plain.param_dtype, plain.autocast_dtype, plain.grad_scaler) == (
+        torch.bfloat16, None, False
+    )
+    torch_settings("tf32")
+    assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    torch_settings("fp32")  # turns it off again: cuDNN would otherwise default to TF32
+    assert torch.backends.cuda.matmul.fp32_precision == "ieee"
+    assert not torch.backends.cudnn.allow_tf32

@@ -15,7 +15,8 @@ import torch
 
 from accelbench import distributed
 from accelbench.errors import AccelbenchError
-from accelbench.precision import PRECISIONS
+from accelbench.optim import make_optimizer, make_schedule, to_device
+from accelbench.precision import torch_settings
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
@@ -36,10 +37,9 @@ class TorchEngine:
     """Eager or compiled PyTorch on one device, in any precision of precision.PRECISIONS."""
 
     def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
-        info = PRECISIONS[spec.precision]
-        set_tf32(info.tf32)
+        self.settings = torch_settings(spec.precision)
         self.device = device
-        self.dtype = getattr(torch, info.param_dtype)
+        self.dtype = self.settings.param_dtype
         self.memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
         self.grad_accum = spec.grad_accum
         self.loss_fn = workload.loss
@@ -57,8 +57,7 @@ class TorchEngine:
         self.model: torch.nn.Module = (
             torch.compile(self.replicated) if spec.compile else self.replicated  # type: ignore[assignment]
         )
-        self.scaler = torch.amp.GradScaler(device.type) if info.grad_scaler else None
-        self.autocast_dtype = getattr(torch, info.autocast_dtype) if info.autocast_dtype else None
+        self.scaler = torch.amp.GradScaler(device.type) if self.settings.grad_scaler else None
 
     def step(self, micro_batches: Iterable[Batch]) -> torch.Tensor:
         total: torch.Tensor | None = None
@@ -124,26 +123,7 @@ class TorchEngine:
         return self.replicated.no_sync()  # type: ignore[operator]
 
     def _autocast(self) -> contextlib.AbstractContextManager[object]:
-        if self.autocast_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
-
-
-def to_device(
-    tensor: torch.Tensor,
-    device: torch.device,
-    dtype: torch.dtype,
-    memory_format: torch.memory_format = torch.contiguous_format,
-) -> torch.Tensor:
-    """A host tensor on the device; floating point in the model's dtype and memory format."""
-    tensor = tensor.to(device, non_blocking=True)
-    if not tensor.is_floating_point():
-        return tensor
-    if tensor.dtype != dtype:
-        tensor = tensor.to(dtype)
-    if memory_format is torch.channels_last and tensor.dim() == 4:
-        tensor = tensor.contiguous(memory_format=torch.channels_last)
-    return tensor
+        return self.settings.autocast(self.device.type)
 
 
 def make_engine(workload: Workload, spec: RunSpec, device: torch.device) -> Engine:
@@ -171,37 +151,3 @@ def _recompute(model: torch.nn.Module, name: str) -> None:
         f"{name} has no activation checkpointing (timm and transformers models have): "
         "leave out --recompute"
     )
-
-
-def set_tf32(enabled: bool) -> None:
-    # Set both ways on purpose: cuDNN convolutions default to TF32, so fp32 must turn it off.
-    mode = "tf32" if enabled else "ieee"
-    # The legacy flag first: left at its default it disagrees with the new per-op flags, and
-    # torch then refuses code that still reads it (torch.backends.cudnn.flags(), used by
-    # transformers' CTC loss).
-    torch.backends.cudnn.allow_tf32 = enabled
-    torch.backends.cuda.matmul.fp32_precision = mode
-    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
-    torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
-
-
-def make_schedule(
-    spec: RunSpec, optimizer: torch.optim.Optimizer
-) -> torch.optim.lr_scheduler.LRScheduler | None:
-    """The linear learning-rate warm-up over spec.warmup_steps optimizer steps, if any."""
-    if not spec.warmup_steps:
-        return None
-    return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: min(1.0, (step + 1) / spec.warmup_steps)
-    )
-
-
-def make_optimizer(
-    spec: RunSpec, model: torch.nn.Module, device: torch.device
-) -> torch.optim.Optimizer:
-    # Fused kernels on CUDA also take GradScaler's inf check on the device, which avoids its host
-    # sync per step under amp-fp16.
-    fused = True if device.type == "cuda" else None
-    if spec.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=spec.scaled_lr, fused=fused)
-    return torch.optim.SGD(model.parameters(), lr=spec.scaled_lr, momentum=0.9, fused=fused)

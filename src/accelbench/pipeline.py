@@ -14,9 +14,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench import distributed
-from accelbench.engine import make_optimizer, make_schedule, set_tf32, to_device
 from accelbench.errors import AccelbenchError
-from accelbench.precision import PRECISIONS
+from accelbench.optim import make_optimizer, make_schedule, to_device
+from accelbench.precision import torch_settings
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
@@ -84,14 +84,13 @@ class PipelineEngine:
     def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
         from torch.distributed.pipelining import Schedule1F1B, ScheduleGPipe, SplitPoint, pipeline
 
-        info = PRECISIONS[spec.precision]
-        if info.autocast_dtype or spec.compile or spec.channels_last:
+        settings = torch_settings(spec.precision)
+        if settings.autocast_dtype or spec.compile or spec.channels_last:
             raise AccelbenchError(
                 "pipeline stages run without autocast, torch.compile or channels-last so far: "
                 "use --precision fp32, bf16 or fp16"
             )
-        set_tf32(info.tf32)
-        self.device, self.dtype = device, getattr(torch, info.param_dtype)
+        self.device, self.dtype = device, settings.param_dtype
         rank = distributed.index()
         self.first, self.last = rank == 0, rank == spec.pipeline_stages - 1
         gen = torch.Generator().manual_seed(spec.seed)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from accelbench.errors import AccelbenchError
+
+if TYPE_CHECKING:
+    import torch
 
 Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16", "int8-dynamic"]
 
@@ -95,3 +99,47 @@ def check_supported(
         f"precision {precision} cannot run on this {device_type} device{why}; "
         f"use one of: {', '.join(usable)}"
     )
+
+
+@dataclass(frozen=True)
+class TorchSettings:
+    """A precision as torch takes it (precision.torch_settings)."""
+
+    param_dtype: torch.dtype
+    autocast_dtype: torch.dtype | None
+    grad_scaler: bool
+
+    def autocast(self, device_type: str) -> contextlib.AbstractContextManager[object]:
+        import torch
+
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type, dtype=self.autocast_dtype)
+
+
+def torch_settings(name: Precision) -> TorchSettings:
+    """Apply the precision's global torch setting (TF32 on or off) and return its dtypes: the one
+    place the torch engine, the pipeline engine and the inference forward take a precision from."""
+    import torch
+
+    info = PRECISIONS[name]
+    set_tf32(info.tf32)
+    return TorchSettings(
+        param_dtype=getattr(torch, info.param_dtype),
+        autocast_dtype=getattr(torch, info.autocast_dtype) if info.autocast_dtype else None,
+        grad_scaler=info.grad_scaler,
+    )
+
+
+def set_tf32(enabled: bool) -> None:
+    import torch
+
+    # Set both ways on purpose: cuDNN convolutions default to TF32, so fp32 must turn it off.
+    mode = "tf32" if enabled else "ieee"
+    # The legacy flag first: left at its default it disagrees with the new per-op flags, and
+    # torch then refuses code that still reads it (torch.backends.cudnn.flags(), used by
+    # transformers' CTC loss).
+    torch.backends.cudnn.allow_tf32 = enabled
+    torch.backends.cuda.matmul.fp32_precision = mode
+    torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
+    torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]

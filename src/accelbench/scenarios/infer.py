@@ -10,7 +10,6 @@ compilation and warm-up; the later epochs give the latency percentiles and the t
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import time
 import warnings
@@ -19,8 +18,8 @@ import torch
 
 from accelbench import device as dev
 from accelbench.data import make_loader
-from accelbench.engine import set_tf32, to_device
-from accelbench.precision import PRECISIONS
+from accelbench.optim import to_device
+from accelbench.precision import torch_settings
 from accelbench.result import TrainMetrics
 from accelbench.scenarios.train import Raw, build_metrics, count_flops, measured_epochs
 from accelbench.spec import RunSpec
@@ -34,9 +33,8 @@ class Forward:
     """The model in inference mode on its device, in the spec's precision."""
 
     def __init__(self, workload: Workload, spec: RunSpec, device: torch.device) -> None:
-        info = PRECISIONS[spec.precision]
-        set_tf32(info.tf32)
-        self.device, self.dtype = device, getattr(torch, info.param_dtype)
+        self.settings = torch_settings(spec.precision)
+        self.device, self.dtype = device, self.settings.param_dtype
         self.memory_format = torch.channels_last if spec.channels_last else torch.contiguous_format
         model = workload.build_model().to(device=device, dtype=self.dtype)
         model = model.to(memory_format=self.memory_format).eval()
@@ -45,7 +43,6 @@ class Forward:
             torch.compile(self.eager) if spec.compile else self.eager  # type: ignore[assignment]
         )
         self.loss = workload.loss
-        self.autocast_dtype = getattr(torch, info.autocast_dtype) if info.autocast_dtype else None
 
     def to_device(self, batch: Batch) -> Batch:
         return {
@@ -54,12 +51,7 @@ class Forward:
 
     def __call__(self, batch: Batch, model: torch.nn.Module | None = None) -> torch.Tensor:
         """The workload's output reduced by its loss head, which every workload has."""
-        autocast = (
-            torch.autocast(self.device.type, dtype=self.autocast_dtype)
-            if self.autocast_dtype
-            else contextlib.nullcontext()
-        )
-        with torch.inference_mode(), autocast:
+        with torch.inference_mode(), self.settings.autocast(self.device.type):
             return self.loss(model or self.model, self.to_device(batch))
 
     def count_flops(self, micro_batch: Batch) -> float | None:
