@@ -28,7 +28,7 @@ from accelbench import contention, throughput
 from accelbench.result import Flops, Result, ServerMetrics
 
 NOISY_PCT = 5.0
-"""Without a target, a median known only to within more than +-5% is noisy."""
+"""Without a target, a rate known only to within more than +-5% is noisy."""
 INPUT_BOUND_FRAC = 0.10
 MIN_P99_SAMPLES = 100
 """Latencies below which a p99 is not meaningful: at least one must lie beyond it (MLPerf's
