@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import tuning
+from accelbench import report, tuning
 from accelbench.cli import app
 from accelbench.result import Result
 from accelbench.store import ResultStore
@@ -85,3 +85,18 @@ def test_tune_command_searches_in_fresh_processes_and_stores_every_trial(tmp_pat
     assert re.search(r"fastest micro batch: \d+, [\d.,]+ samples/s", out.output)  # its unit
     again = CliRunner().invoke(app, args)  # run again: every trial is reused, none re-run
     assert again.output.count("stored earlier, skipped") == len(trials)
+
+
+def test_the_replica_curve_is_scaled_like_with_like_only(two_platforms: list[Result]) -> None:
+    one = at(two_platforms[0], "X", 32, 1000.0)
+    two = at(two_platforms[0], "X", 32, 1800.0, replicas=2)
+
+    def threads(r: Result, n: int) -> Result:
+        return r.model_copy(update={"env": r.env.model_copy(update={"torch_num_threads": n})})
+
+    same = tuning.Search(trials={32: threads(one, 1)}, scaling={2: threads(two, 1)})
+    assert "1.80x one replica (90% scaling efficiency)" in "\n".join(report.tune_lines(same, 64))
+    unlike = tuning.Search(trials={32: threads(one, 2)}, scaling={2: threads(two, 1)})
+    lines = "\n".join(report.tune_lines(unlike, 64))
+    assert "no scaling efficiency: 1 torch thread(s) per replica against 2" in lines
+    assert "%" not in lines.split("x2 replicas")[1]  # no efficiency printed for the pair

@@ -233,7 +233,7 @@ def _platform_advice(
     if not options:
         return advice
     advice.confidence = _confidence(options, goal)
-    advice.batch_range = _batch_range(options[0], [r for cell in cells.values() for r in cell])
+    advice.batch_range = batch_range(options[0].result, [r for cell in cells.values() for r in cell])
     advice.not_measured = _not_measured(options[0], runs, objective)
     advice.pareto = _pareto(options)
     return advice
@@ -268,10 +268,10 @@ def _siblings_key(r: Result) -> str:
     return validity.cell_key(r, batch_size=None, grad_accum=None, seed=None)
 
 
-def _batch_range(best: Option, runs: list[Result]) -> list[int]:
+def batch_range(best: Result, runs: Sequence[Result]) -> list[int]:
     """Micro batches whose throughput is within 5% of the best configuration's best, all other
     settings as the best's."""
-    same = _siblings_key(best.result)
+    same = _siblings_key(best)
     rates: dict[int, list[float]] = defaultdict(list)
     for r in runs:
         if r.status == "ok" and r.metrics and _siblings_key(r) == same:

@@ -811,23 +811,27 @@ def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
     fastest = found.fastest
     if fastest is not None:
         best = found.trials[fastest]
-        near = sorted(
-            b for b, r in found.trials.items()
-            if r.status == "ok" and (r.items_per_s or 0) >= advice.BATCH_RANGE_FRAC * (best.items_per_s or 0)
-        )  # fmt: skip
+        near = advice.batch_range(best, list(found.trials.values()))
         unit = best.metrics.item_unit if best.metrics else "items"
         lines.append(
             f"fastest micro batch: {fastest}, {rate_text(best.items_per_s or 0)} {unit}/s "
             f"({validity.verdict_text(best)}); within 5% of it: {', '.join(map(str, near))}"
         )
     for n, r in sorted(found.scaling.items()):
-        if r.metrics and fastest is not None and found.trials[fastest].items_per_s:
-            speedup = r.metrics.items_per_s / (found.trials[fastest].items_per_s or 1)
-            lines.append(
-                f"x{n} replicas at micro batch {fastest}: "
-                f"{rate_text(r.metrics.items_per_s)} {r.metrics.item_unit}/s, "
-                f"{speedup:.2f}x one replica ({100 * speedup / n:.0f}% scaling efficiency)"
-            )
+        if r.metrics and r.items_per_s and fastest is not None:
+            curve = scaling.Scaling(r, found.trials[fastest])
+            text = f"x{n} replicas at micro batch {fastest}: {rate_text(r.items_per_s)} {r.metrics.item_unit}/s"
+            if curve.speedup is None or curve.efficiency is None:
+                text += (
+                    f", no scaling efficiency: {r.env.torch_num_threads} torch thread(s) per "
+                    f"replica against {curve.base.env.torch_num_threads} in the one-replica run"
+                )
+            else:
+                text += (
+                    f", {curve.speedup:.2f}x one replica ({100 * curve.efficiency:.0f}% scaling "
+                    "efficiency)"
+                )
+            lines.append(text)
         else:
             lines.append(f"x{n} replicas at micro batch {fastest}: {r.status}: {r.reason}")
     if found.spent:
