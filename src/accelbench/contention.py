@@ -116,14 +116,13 @@ class HostMonitor:
             return None
         start_s, start_cpu, start_own, load_start = self._start
         window_s = max(time.perf_counter() - start_s, 1e-9)
-        busy, total, steal = _busy(start_cpu, psutil.cpu_times())
-        num_cpus = os.cpu_count() or 1
+        busy_cpus, steal_frac = _busy(start_cpu, psutil.cpu_times())
         return HostActivity(
-            num_cpus=num_cpus,
+            num_cpus=os.cpu_count() or 1,
             cell_cpus=self.cell_cpus,
-            busy_cpus=num_cpus * busy / total if total else 0.0,
+            busy_cpus=busy_cpus,
             own_cpus=(_own_cpu_s() - start_own) / window_s,
-            steal_frac=steal / total if total and steal is not None else None,
+            steal_frac=steal_frac,
             load_avg_start=load_start,
             load_avg_end=os.getloadavg()[0],
             window_s=window_s,
@@ -131,14 +130,18 @@ class HostMonitor:
         )
 
 
-def _busy(before: Any, after: Any) -> tuple[float, float, float | None]:
-    """(busy, total, steal) CPU seconds between two psutil.cpu_times() readings."""
+def _busy(before: Any, after: Any) -> tuple[float, float | None]:
+    """(CPUs kept busy on average, share of CPU time stolen or None where not reported) between
+    two psutil.cpu_times() readings of the whole host."""
     delta = {f: getattr(after, f) - getattr(before, f) for f in after._fields}
     idle = delta.get("idle", 0.0) + delta.get("iowait", 0.0)
     steal = delta.get("steal")
     # guest and guest_nice are already inside user and nice on Linux.
     total = sum(v for f, v in delta.items() if f not in ("guest", "guest_nice"))
-    return total - idle - (steal or 0.0), total, steal
+    if not total:
+        return 0.0, None
+    busy = total - idle - (steal or 0.0)
+    return (os.cpu_count() or 1) * busy / total, None if steal is None else steal / total
 
 
 def _own_cpu_s() -> float:
@@ -219,6 +222,5 @@ def busy_now(seconds: float = 1.0) -> tuple[float, int, float]:
 
     before = psutil.cpu_times()
     time.sleep(seconds)
-    busy, total, _ = _busy(before, psutil.cpu_times())
-    num_cpus = os.cpu_count() or 1
-    return (num_cpus * busy / total if total else 0.0), num_cpus, os.getloadavg()[0]
+    busy_cpus, _ = _busy(before, psutil.cpu_times())
+    return busy_cpus, os.cpu_count() or 1, os.getloadavg()[0]

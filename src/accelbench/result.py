@@ -49,9 +49,9 @@ class Flops(Frozen):
     convolutions and attention; elementwise work is not counted), with fused fast paths that
     the counter cannot see turned off."""
     floor_per_item: float | None = None
-    """The fewest FLOPs the pass can take: 2 per weight of every linear and convolution layer
-    per item (x3 when training), as each weight multiplies each item at least once. A count
-    far below it missed work (validity.IMPLAUSIBLE_BELOW_FLOOR)."""
+    """The fewest FLOPs the pass can take (efficiency.flops_floor): 2 per weight of every
+    linear, convolution, attention and recurrent layer per item, x2 when training (forward and
+    the weights' gradients). A count far below it missed work (validity.IMPLAUSIBLE_BELOW_FLOOR)."""
     peak_per_s: float | None
     """The device's dense peak in the run's precision; None where no peak can be trusted (a
     CPU's depends on its clocks and threads, and one measured per cell varied 3x)."""
@@ -179,8 +179,9 @@ class TrainMetrics(Frozen):
     step and epoch times)."""
     window_items_per_s: Summary
     """Secondary: throughput of consecutive windows of spec.window_steps steady steps, each
-    step with its share of the wall clock. Its median is the typical window, stalls left out,
-    so it can lie above the delivered rate; its quartiles show the spread."""
+    step timed from the previous one's end (epoch boundaries left out). Its median is the
+    typical window, stalls left out, so it can lie above the delivered rate; its quartiles show
+    the spread."""
     ci_met: bool | None = None
     """Whether the delivered rate's 95% interval reached spec.ci_pct (None: no target)."""
     input_wait_ms: list[float] = Field(default_factory=list)
