@@ -22,7 +22,8 @@ demo: install
 	$(BIN)/accelbench run $(DEMO)
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 
 test: lint

@@ -138,9 +138,19 @@ def tables(text: str) -> list[tuple[str, list[str], list[list[str]]]]:
 
 def _is_column(line: str) -> bool:
     return line in {
-        "Division", "Model", "Variant", "Platform", "SDK Version", "Framework", "Dataset",
-        "Batch Size", "Precision", "MLPerf Quality Target", "MLPerf ID", *METRICS,
-    }  # fmt: skip
+        "Division",
+        "Model",
+        "Variant",
+        "Platform",
+        "SDK Version",
+        "Framework",
+        "Dataset",
+        "Batch Size",
+        "Precision",
+        "MLPerf Quality Target",
+        "MLPerf ID",
+        *METRICS,
+    }
 
 
 def references(text: str) -> list[dict[str, str]]:

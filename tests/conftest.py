@@ -175,11 +175,30 @@ def postgres_url() -> Iterator[str]:
     def server(*args: str) -> None:
         subprocess.run([*as_user, *args], check=True, capture_output=True, timeout=120)
 
-    server(str(bin_dir / "initdb"), "-D", str(data), "-A", "trust", "-U", "accelbench",
-           "--no-sync", "-E", "UTF8")  # fmt: skip
+    server(
+        str(bin_dir / "initdb"),
+        "-D",
+        str(data),
+        "-A",
+        "trust",
+        "-U",
+        "accelbench",
+        "--no-sync",
+        "-E",
+        "UTF8",
+    )
     options = f"-k {root} -p {port} -c listen_addresses='' -c fsync=off"
-    server(str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
-           "-w", "start")  # fmt: skip
+    server(
+        str(bin_dir / "pg_ctl"),
+        "-D",
+        str(data),
+        "-o",
+        options,
+        "-l",
+        str(root / "log"),
+        "-w",
+        "start",
+    )
     try:
         yield f"postgresql://accelbench@/postgres?host={root}&port={port}"
     finally:
@@ -209,7 +228,9 @@ def on_platform(result: Result, name: str | None, factor: float, **spec: object)
     assert m is not None
     w, d = m.window_items_per_s, m.delivered
     scaled = {k: v * factor for k, v in w.model_dump().items() if k != "n" and v is not None}
-    rates = {k: getattr(d, k) * factor for k in ("items_per_s", "ci_low", "ci_high") if getattr(d, k)}
+    rates = {
+        k: getattr(d, k) * factor for k in ("items_per_s", "ci_low", "ci_high") if getattr(d, k)
+    }
     delivered = d.model_copy(
         update=rates | {"time_s": d.time_s / factor, "block_s": [b / factor for b in d.block_s]}
     )
@@ -219,8 +240,10 @@ def on_platform(result: Result, name: str | None, factor: float, **spec: object)
     ]
     metrics = m.model_copy(
         update={
-            "window_items_per_s": w.model_copy(update=scaled), "delivered": delivered,
-            "epochs": epochs, "host": None,
+            "window_items_per_s": w.model_copy(update=scaled),
+            "delivered": delivered,
+            "epochs": epochs,
+            "host": None,
         }
     )
     new_spec = result.spec.model_copy(update=spec)

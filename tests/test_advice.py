@@ -102,8 +102,11 @@ def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) 
 
 def test_energy_and_cost_objectives(chips: list[Result], tmp_path: Path) -> None:
     joules = {8: 0.5, 64: 0.2, 256: 0.25, 512: 0.3}
-    gpu = [with_metrics(r, joules_per_item=joules[r.spec.batch_size]) for r in chips
-           if r.env.platform == "Sim GPU" and r.status == "ok"]  # fmt: skip
+    gpu = [
+        with_metrics(r, joules_per_item=joules[r.spec.batch_size])
+        for r in chips
+        if r.env.platform == "Sim GPU" and r.status == "ok"
+    ]
     (a,) = advice.recommend(gpu, "tiny_mlp", "energy")
     assert a.options[0].result.spec.batch_size == 64
     assert a.options[0].value == pytest.approx(0.2)
@@ -132,8 +135,11 @@ def test_energy_and_cost_objectives(chips: list[Result], tmp_path: Path) -> None
 
 def test_constraints_leave_configurations_out(two_platforms: list[Result]) -> None:
     base = two_platforms[0]
-    runs = [at(base, "X", 16, 1000.0), at(base, "X", 16, 3000.0, replicas=4),
-            at(base, "X", 8, 1900.0, replicas=2, grad_accum=2)]  # fmt: skip
+    runs = [
+        at(base, "X", 16, 1000.0),
+        at(base, "X", 16, 3000.0, replicas=4),
+        at(base, "X", 8, 1900.0, replicas=2, grad_accum=2),
+    ]
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(max_devices=2))
     assert a.options[0].result.spec.replicas == 2
     assert a.excluded == ["1 measured configuration(s) left out: more than 2 devices"]
@@ -175,9 +181,15 @@ def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) 
 def test_a_contended_result_is_never_recommended(two_platforms: list[Result]) -> None:
     base = two_platforms[0]
     busy = HostActivity(
-        num_cpus=2, cell_cpus=2.0, busy_cpus=2.0, own_cpus=0.9, steal_frac=0.0,
-        load_avg_start=3.0, load_avg_end=3.0, window_s=5.0,
-    )  # fmt: skip
+        num_cpus=2,
+        cell_cpus=2.0,
+        busy_cpus=2.0,
+        own_cpus=0.9,
+        steal_frac=0.0,
+        load_avg_start=3.0,
+        load_avg_end=3.0,
+        window_s=5.0,
+    )
     quick = at(base, "X", 32, 5000.0)
     runs = [at(base, "X", 16, 1000.0), with_metrics(quick, host=busy)]
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput")

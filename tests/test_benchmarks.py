@@ -17,8 +17,10 @@ BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
 def test_benchmark_quick_mode_prints_its_ratio(script: str) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick", "--device", "cpu"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"ratio [\w/ ]+: \d+\.\d{3}", last), last

@@ -170,9 +170,18 @@ def test_sweep_file_with_a_command_line_override(tmp_path: Path) -> None:
     sweep.write_text('[fixed]\nworkload = "tiny_mlp"\nepochs = 1\n[axes]\nbatch_size = [2, 4]\n')
     path = tmp_path / "results.sqlite"
     code, output = invoke(
-        "run", "--sweep", str(sweep), "--batch-size", "3", "--steps-per-epoch", "2",
-        "--device", "cpu", "--db", str(path),
-    )  # fmt: skip
+        "run",
+        "--sweep",
+        str(sweep),
+        "--batch-size",
+        "3",
+        "--steps-per-epoch",
+        "2",
+        "--device",
+        "cpu",
+        "--db",
+        str(path),
+    )
     assert code == 0, output
     assert db_rows(path) == [("tiny_mlp", 3, "fp32", "ok", 1)]
 
@@ -223,9 +232,20 @@ def test_user_model_on_real_images_reports_input_wait(
 ) -> None:
     data, path = make(tmp_path / "data"), tmp_path / "results.sqlite"
     code, output = invoke(
-        "run", f"{EXAMPLE}:build", "--model-arg", "width=8", "--data", str(data), "--workers", "2",
-        "--batch-size", "4", *QUICK, "--db", str(path),
-    )  # fmt: skip
+        "run",
+        f"{EXAMPLE}:build",
+        "--model-arg",
+        "width=8",
+        "--data",
+        str(data),
+        "--workers",
+        "2",
+        "--batch-size",
+        "4",
+        *QUICK,
+        "--db",
+        str(path),
+    )
     assert code == 0, output
     assert "Input wait (%)" in output and "input wait" in output
     [(_, text)] = stored(path)
@@ -300,8 +320,19 @@ def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Pat
     assert by_replicas["1"]["speedup"] == ""
     # Without --threads, one replica ran torch's default threads and each of two one: where the
     # default is more than one, no efficiency is shown, and the note says how to get one.
-    code, output = invoke("run", "tiny_mlp", *QUICK, "--batch-size", "4", "--replicas", "1,2",
-                          "--global-batch", "16", "--db", str(path))  # fmt: skip
+    code, output = invoke(
+        "run",
+        "tiny_mlp",
+        *QUICK,
+        "--batch-size",
+        "4",
+        "--replicas",
+        "1,2",
+        "--global-batch",
+        "16",
+        "--db",
+        str(path),
+    )
     assert code == 0
     unlike = torch.get_num_threads() > 1
     assert ("no scaling efficiency" in output and "--threads 1" in output) == unlike

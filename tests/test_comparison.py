@@ -18,10 +18,14 @@ from .conftest import SIM_PLATFORM, on_platform, with_rate
 
 def train(results: list[Result], platform_has: str = "") -> list[Result]:
     return [
-        r for r in results
-        if r.spec.scenario == "train" and r.status == "ok" and r.spec.replicas == 1
-        and platform_has in r.env.platform and (platform_has or SIM_PLATFORM not in r.env.platform)
-    ]  # fmt: skip
+        r
+        for r in results
+        if r.spec.scenario == "train"
+        and r.status == "ok"
+        and r.spec.replicas == 1
+        and platform_has in r.env.platform
+        and (platform_has or SIM_PLATFORM not in r.env.platform)
+    ]
 
 
 def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Result]) -> None:
@@ -124,9 +128,15 @@ def test_each_cell_defaults_to_its_own_smallest_value(
 def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None:
     here = with_rate(train(two_platforms)[0], 1000.0, 0.05)
     busy = HostActivity(
-        num_cpus=2, cell_cpus=2.0, busy_cpus=2.0, own_cpus=0.9, steal_frac=0.0,
-        load_avg_start=3.0, load_avg_end=3.0, window_s=5.0,
-    )  # fmt: skip
+        num_cpus=2,
+        cell_cpus=2.0,
+        busy_cpus=2.0,
+        own_cpus=0.9,
+        steal_frac=0.0,
+        load_avg_start=3.0,
+        load_avg_end=3.0,
+        window_s=5.0,
+    )
     fast = on_platform(here, "Sim B", 3.0)
     assert fast.metrics is not None
     shared = fast.model_copy(update={"metrics": fast.metrics.model_copy(update={"host": busy})})

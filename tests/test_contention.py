@@ -66,9 +66,15 @@ def test_the_cell_needs_its_threads_on_a_cpu_and_one_core_per_device_elsewhere()
 
 def reading(**changes: object) -> HostActivity:
     fields: dict[str, object] = {
-        "num_cpus": 8, "cell_cpus": 1.0, "busy_cpus": 1.0, "own_cpus": 1.0, "steal_frac": 0.0,
-        "load_avg_start": 1.0, "load_avg_end": 1.0, "window_s": 5.0,
-    }  # fmt: skip
+        "num_cpus": 8,
+        "cell_cpus": 1.0,
+        "busy_cpus": 1.0,
+        "own_cpus": 1.0,
+        "steal_frac": 0.0,
+        "load_avg_start": 1.0,
+        "load_avg_end": 1.0,
+        "window_s": 5.0,
+    }
     return HostActivity.model_validate(fields | changes)
 
 

@@ -48,10 +48,20 @@ def two_databases(tmp_path: Path, results: list[Result]) -> list[str]:
 def chromium(*args: str) -> str:
     assert CHROMIUM is not None
     done = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-         "--no-first-run", *args],
-        capture_output=True, text=True, timeout=120, check=True,
-    )  # fmt: skip
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--no-first-run",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return done.stdout
 
 

@@ -73,10 +73,15 @@ def test_nvml_energy_counter_over_gpu_work() -> None:
 def test_ranks_add_up_gpu_boards_and_count_a_host_counter_once() -> None:
     def board(joules: float, reasons: list[str]) -> EnergyMetrics:
         return EnergyMetrics(
-            method="nvml-energy-counter", scope="GPU 0 board", joules=joules,
-            avg_power_w=joules / 10, power_limit_w=700.0, sm_clock_mhz_median=1980.0,
-            throttle_reasons=reasons, num_samples=100,
-        )  # fmt: skip
+            method="nvml-energy-counter",
+            scope="GPU 0 board",
+            joules=joules,
+            avg_power_w=joules / 10,
+            power_limit_w=700.0,
+            sm_clock_mhz_median=1980.0,
+            throttle_reasons=reasons,
+            num_samples=100,
+        )
 
     gpus = combine(
         [("a", board(3000, [])), ("a", board(3200, ["sw-thermal"])), ("b", board(3100, []))]

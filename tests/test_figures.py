@@ -21,9 +21,13 @@ def by_name(results: list[Result]) -> dict[str, figures.Plot]:
 def test_each_figure_is_drawn_when_the_results_have_its_axis(two_platforms: list[Result]) -> None:
     plots = by_name(two_platforms)
     assert set(plots) == {
-        "batch-tiny-mlp-train", "batch-tiny-mlp-infer", "scaling-tiny-mlp", "first-vs-steady",
-        "latency-tiny-mlp", "efficiency-tiny-mlp",
-    }  # fmt: skip
+        "batch-tiny-mlp-train",
+        "batch-tiny-mlp-infer",
+        "scaling-tiny-mlp",
+        "first-vs-steady",
+        "latency-tiny-mlp",
+        "efficiency-tiny-mlp",
+    }
     single = [r for r in two_platforms if r.spec.batch_size == 4 and r.spec.scenario == "train"]
     assert "batch-tiny-mlp-train" not in by_name(single)  # one batch size: no line to draw
 
@@ -63,15 +67,33 @@ def test_a_dollar_in_a_name_is_not_mathtext(two_platforms: list[Result]) -> None
 
 def _trained(result: Result, seed: int, seconds: float | None) -> Result:
     assert result.metrics is not None
-    point = EvalPoint(step=10, train_s=seconds or 5.0, num_items=40, data_passes=0.5,
-                      train_loss=0.1, val_loss=0.01 if seconds else 0.5, val_accuracy=None)  # fmt: skip
+    point = EvalPoint(
+        step=10,
+        train_s=seconds or 5.0,
+        num_items=40,
+        data_passes=0.5,
+        train_loss=0.1,
+        val_loss=0.01 if seconds else 0.5,
+        val_accuracy=None,
+    )
     ttt = TimeToTrain(
-        target="val_loss<=0.02", outcome="reached" if seconds else "not-converged", reason="",
-        time_to_target_s=seconds, steps_to_target=10 if seconds else None,
-        items_to_target=40 if seconds else None, passes_to_target=0.5 if seconds else None,
-        train_s=seconds or 5.0, eval_s=0.1, num_train_items=80, num_held_out_items=20, lr=0.01,
-        lr_rule="given", max_loss=1.0, max_loss_step=0, curve=[point],
-    )  # fmt: skip
+        target="val_loss<=0.02",
+        outcome="reached" if seconds else "not-converged",
+        reason="",
+        time_to_target_s=seconds,
+        steps_to_target=10 if seconds else None,
+        items_to_target=40 if seconds else None,
+        passes_to_target=0.5 if seconds else None,
+        train_s=seconds or 5.0,
+        eval_s=0.1,
+        num_train_items=80,
+        num_held_out_items=20,
+        lr=0.01,
+        lr_rule="given",
+        max_loss=1.0,
+        max_loss_step=0,
+        curve=[point],
+    )
     spec = result.spec.model_copy(
         update={"scenario": "time-to-train", "target": "val_loss<=0.02", "seed": seed}
     )
@@ -105,7 +127,9 @@ def test_throughput_points_carry_their_interval(two_platforms: list[Result]) -> 
     assert with_interval and len(bars) == len(with_interval)
 
 
-def test_a_target_never_reached_is_drawn_at_the_top_not_at_zero(two_platforms: list[Result]) -> None:
+def test_a_target_never_reached_is_drawn_at_the_top_not_at_zero(
+    two_platforms: list[Result],
+) -> None:
     train = next(r for r in two_platforms if r.spec.scenario == "train" and r.metrics)
     runs = [_trained(train, s, t) for s, t in ((0, 2.0), (1, 4.0))]
     bigger = train.model_copy(update={"spec": train.spec.model_copy(update={"batch_size": 64})})

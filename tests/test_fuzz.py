@@ -24,9 +24,12 @@ from accelbench.sweep import load_sweep
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 scalars = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(allow_nan=True),
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=True),
     st.text(max_size=20),
-)  # fmt: skip
+)
 values = st.recursive(
     scalars,
     lambda inner: (

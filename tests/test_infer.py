@@ -86,15 +86,19 @@ def test_counted_flops_see_through_the_encoder_fast_path() -> None:
 
     def build() -> torch.nn.Module:
         layer = torch.nn.TransformerEncoderLayer(64, 4, dim_feedforward=128, batch_first=True)
-        return torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False))
+        return torch.nn.Sequential(
+            torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False)
+        )
 
     def sample(gen: torch.Generator) -> dict[str, torch.Tensor]:
         return {"x": torch.randn(16, 64, generator=gen)}
 
     workload = Workload(
-        item_unit="sequences", build_model=build, make_sample=sample,
+        item_unit="sequences",
+        build_model=build,
+        make_sample=sample,
         loss=lambda model, b: model(b["x"]).float().mean(),
-    )  # fmt: skip
+    )
     spec = tiny(scenario="infer", batch_size=4, steps_per_epoch=2)
     m = infer.measure(spec, workload, CPU)
     assert m.flops is not None and m.flops.floor_per_item is not None

@@ -88,9 +88,16 @@ def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     local = launch.command(tiny(replicas=4, numa_binding="node"), cell)
     assert local[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert local[3:] == [
-        "--nproc-per-node", "4", "--numa-binding", "node", "--standalone",
-        "-m", "accelbench.launch", "cell", *cell,
-    ]  # fmt: skip
+        "--nproc-per-node",
+        "4",
+        "--numa-binding",
+        "node",
+        "--standalone",
+        "-m",
+        "accelbench.launch",
+        "cell",
+        *cell,
+    ]
     monkeypatch.setattr(launch.socket, "gethostname", lambda: "node001")
     multi = launch.command(tiny(replicas=8, nodes=2), cell)
     assert multi[:6] == ["srun", "--nodes", "2", "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]

@@ -46,11 +46,28 @@ def test_two_stage_pipeline_through_the_cli(tmp_path: Path) -> None:
     result = CliRunner().invoke(
         app,
         [
-            "run", f"{EXAMPLE}:build", "--model-arg", "width=8", "--batch-size", "4",
-            "--grad-accum", "2", "--pipeline-stages", "1,2", "--epochs", "2",
-            "--steps-per-epoch", "3", "--window-steps", "1", "--device", "cpu", "--db", str(db),
+            "run",
+            f"{EXAMPLE}:build",
+            "--model-arg",
+            "width=8",
+            "--batch-size",
+            "4",
+            "--grad-accum",
+            "2",
+            "--pipeline-stages",
+            "1,2",
+            "--epochs",
+            "2",
+            "--steps-per-epoch",
+            "3",
+            "--window-steps",
+            "1",
+            "--device",
+            "cpu",
+            "--db",
+            str(db),
         ],
-    )  # fmt: skip
+    )
     assert result.exit_code == 0, result.output
     with sqlite3.connect(db) as conn:
         records = [json.loads(r) for (r,) in conn.execute("SELECT record FROM results")]

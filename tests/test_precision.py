@@ -90,13 +90,17 @@ def test_torch_settings_are_the_one_place_a_precision_is_applied() -> None:
 
     amp = torch_settings("amp-fp16")
     assert (amp.param_dtype, amp.autocast_dtype, amp.grad_scaler) == (
-        torch.float32, torch.float16, True
+        torch.float32,
+        torch.float16,
+        True,
     )
     with amp.autocast("cpu"):
         assert torch.is_autocast_enabled("cpu")
     plain = torch_settings("bf16")
     assert (plain.param_dtype, plain.autocast_dtype, plain.grad_scaler) == (
-        torch.bfloat16, None, False
+        torch.bfloat16,
+        None,
+        False,
     )
     torch_settings("tf32")
     assert torch.backends.cuda.matmul.fp32_precision == "tf32"

@@ -110,7 +110,9 @@ def test_scaling_efficiency_only_like_with_like() -> None:
     (found,) = scaling.scaling([one, unlike])
     assert not found.like_with_like and found.speedup is None and found.efficiency is None
     (note,) = report.scaling_notes([one, unlike])
-    assert "no scaling efficiency: each replica ran 1 torch thread(s), the one-replica run 2" in note
+    assert (
+        "no scaling efficiency: each replica ran 1 torch thread(s), the one-replica run 2" in note
+    )
     assert "--threads 1" in note
     like = _replicated(single, 2, 2, 1.8)
     (found,) = scaling.scaling([one, like])
@@ -125,8 +127,13 @@ def test_every_row_says_its_scenario_and_a_server_its_sustained_rate() -> None:
     trained = run(tiny(steps_per_epoch=8))
     assert trained.metrics is not None
     latency = summarize([5.0] * 200)
-    kept = ServerTrial(target_per_s=50.0, achieved_per_s=48.0, latency_ms=[5.0] * 200,
-                       latency=latency, mean_batch=1.5)  # fmt: skip
+    kept = ServerTrial(
+        target_per_s=50.0,
+        achieved_per_s=48.0,
+        latency_ms=[5.0] * 200,
+        latency=latency,
+        mean_batch=1.5,
+    )
     missed = kept.model_copy(update={"latency": summarize([50.0] * 200)})
 
     def server(trials: list[ServerTrial], reported: int | None) -> Result:

@@ -76,10 +76,19 @@ def test_the_batcher_wakes_only_for_arrivals_and_deadlines() -> None:
         sizes.append(len(batch["x"]))
         now[0] += 0.001
 
-    spec = tiny(scenario="server", batch_size=4, rate_per_s=300.0, batch_timeout_ms=2.0,
-                num_queries=300)  # fmt: skip
-    trial = server.serve(forward, torch.device("cpu"), {"x": torch.zeros(4, 3)}, 300.0, spec,
-                         random.Random(0), clock=lambda: now[0], sleep=sleep)  # fmt: skip
+    spec = tiny(
+        scenario="server", batch_size=4, rate_per_s=300.0, batch_timeout_ms=2.0, num_queries=300
+    )
+    trial = server.serve(
+        forward,
+        torch.device("cpu"),
+        {"x": torch.zeros(4, 3)},
+        300.0,
+        spec,
+        random.Random(0),
+        clock=lambda: now[0],
+        sleep=sleep,
+    )
     assert sum(sizes) == 300 and max(sizes) <= 4 and 1 < trial.mean_batch < 4
     # Each sleep ends at an event (an arrival or the oldest query's deadline): no polling.
     assert len(sleeps) <= 2 * 300 and all(s > 0 for s in sleeps)

@@ -25,17 +25,36 @@ def write_script(tmp_path: Path, *args: str) -> tuple[int, str, Path]:
 
 def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> None:
     code, output, out = write_script(
-        tmp_path, "--nodes", "2", "--gpus-per-node", "4", "--time", "02:00:00",
-        "--partition", "gpu", "--account", "proj1", "--", "run", "resnet50",
-        "--replicas", "4,8", "--nodes", "2",
-    )  # fmt: skip
+        tmp_path,
+        "--nodes",
+        "2",
+        "--gpus-per-node",
+        "4",
+        "--time",
+        "02:00:00",
+        "--partition",
+        "gpu",
+        "--account",
+        "proj1",
+        "--",
+        "run",
+        "resnet50",
+        "--replicas",
+        "4,8",
+        "--nodes",
+        "2",
+    )
     assert code == 0, output
     text = out.read_text()
     subprocess.run(["bash", "-n", str(out)], check=True)  # valid shell
     for directive in (
-        "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=4", "--time=02:00:00",
-        "--partition=gpu", "--account=proj1",
-    ):  # fmt: skip
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--gpus-per-node=4",
+        "--time=02:00:00",
+        "--partition=gpu",
+        "--account=proj1",
+    ):
         assert f"#SBATCH {directive}\n" in text
     assert "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1" in text
     assert 'ACCELBENCH_CELL_DIR="${SLURM_SUBMIT_DIR:-$PWD}/.accelbench-cells"' in text
@@ -82,9 +101,23 @@ def test_script_runs_a_two_node_cell_through_srun_and_torchrun(tmp_path: Path) -
     """Two torchrun agents on this machine, started by a local stand-in for srun, meet at the
     c10d rendezvous as two nodes would; the batch step stores the cell."""
     code, output, out = write_script(
-        tmp_path, "--nodes", "2", "--", "run", "tiny_mlp", "--replicas", "2", "--nodes", "2",
-        "--device", "cpu", "--steps-per-epoch", "4", "--window-steps", "1",
-    )  # fmt: skip
+        tmp_path,
+        "--nodes",
+        "2",
+        "--",
+        "run",
+        "tiny_mlp",
+        "--replicas",
+        "2",
+        "--nodes",
+        "2",
+        "--device",
+        "cpu",
+        "--steps-per-epoch",
+        "4",
+        "--window-steps",
+        "1",
+    )
     assert code == 0, output
     env = os.environ | {
         "PATH": f"{FAKE_SLURM}:{os.environ['PATH']}",

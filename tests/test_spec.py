@@ -81,10 +81,22 @@ def test_fields_added_later_keep_earlier_keys() -> None:
     first_release = spec.model_dump(mode="json")
     # Every field of 0.1.0's RunSpec; anything added since must keep today's keys unchanged.
     first_fields = {
-        "workload", "scenario", "device", "batch_size", "grad_accum", "epochs",
-        "steps_per_epoch", "precision", "compile", "channels_last", "optimizer", "lr",
-        "workers", "window_steps", "seed",
-    }  # fmt: skip
+        "workload",
+        "scenario",
+        "device",
+        "batch_size",
+        "grad_accum",
+        "epochs",
+        "steps_per_epoch",
+        "precision",
+        "compile",
+        "channels_last",
+        "optimizer",
+        "lr",
+        "workers",
+        "window_steps",
+        "seed",
+    }
     for field in set(first_release) - first_fields:
         del first_release[field]
     assert spec.identity() == first_release  # a result stored by 0.1.0 is found again

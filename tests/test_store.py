@@ -103,11 +103,23 @@ def test_an_older_database_is_migrated_in_place_with_a_backup(
 ) -> None:
     assert measured.metrics is not None
     reached = TimeToTrain(
-        target="val_loss<=1", outcome="reached", reason="r", time_to_target_s=12.5,
-        steps_to_target=8, items_to_target=32, passes_to_target=1.0, train_s=12.5, eval_s=1.0,
-        num_train_items=32, num_held_out_items=8, lr=0.01, lr_rule="fixed 0.01", max_loss=2.0,
-        max_loss_step=0, curve=[],
-    )  # fmt: skip
+        target="val_loss<=1",
+        outcome="reached",
+        reason="r",
+        time_to_target_s=12.5,
+        steps_to_target=8,
+        items_to_target=32,
+        passes_to_target=1.0,
+        train_s=12.5,
+        eval_s=1.0,
+        num_train_items=32,
+        num_held_out_items=8,
+        lr=0.01,
+        lr_rule="fixed 0.01",
+        max_loss=2.0,
+        max_loss_step=0,
+        curve=[],
+    )
     record = measured.model_copy(
         update={"metrics": measured.metrics.model_copy(update={"time_to_train": reached})}
     )

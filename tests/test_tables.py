@@ -13,8 +13,13 @@ def test_table_1_sets_first_beside_steady_epoch_by_device_count(
     assert grid is not None and "Table 1" in grid.title
     rows = [dict(zip(grid.headers, row, strict=True)) for row in grid.rows]
     assert [(r["Devices"], r["Micro batch"]) for r in rows] == [("1", "16"), ("2", "16")]
-    one, two = (r for r in two_platforms if r.spec.batch_size == 16 and r.spec.scenario == "train"
-                and SIM_PLATFORM not in r.env.platform)  # fmt: skip
+    one, two = (
+        r
+        for r in two_platforms
+        if r.spec.batch_size == 16
+        and r.spec.scenario == "train"
+        and SIM_PLATFORM not in r.env.platform
+    )
     assert one.metrics is not None and two.metrics is not None
     assert rows[0]["1st epoch (items/s)"] == tables.rate_text(one.metrics.epochs[0].items_per_s)
     assert rows[1]["Steady (items/s)"] == tables.rate_text(two.metrics.items_per_s)
@@ -27,8 +32,13 @@ def test_tables_need_their_axes(two_platforms: list[Result]) -> None:
     wider = [*two_platforms, on_platform(two_platforms[0], None, 1.9, replicas=2)]
     grid = tables.seed_table_3(wider)
     assert grid is not None
-    assert [(row[4], row[7]) for row in grid.rows] == [("4", "1"), ("16", "1"), ("64", "1"),
-                                                       ("4", "2"), ("16", "2")]  # fmt: skip
+    assert [(row[4], row[7]) for row in grid.rows] == [
+        ("4", "1"),
+        ("16", "1"),
+        ("64", "1"),
+        ("4", "2"),
+        ("16", "2"),
+    ]
 
 
 def test_html_table_escapes_cells() -> None:

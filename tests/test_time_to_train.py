@@ -25,9 +25,15 @@ DIGITS = "sklearn:digits"
 
 def ttt(**fields: Any) -> RunSpec:
     base: dict[str, Any] = {
-        "workload": "lenet5", "scenario": "time-to-train", "target": "val_accuracy>=0.8",
-        "data": DIGITS, "batch_size": 16, "lr": 0.05, "steps_per_epoch": 10, "device": "cpu",
-    }  # fmt: skip
+        "workload": "lenet5",
+        "scenario": "time-to-train",
+        "target": "val_accuracy>=0.8",
+        "data": DIGITS,
+        "batch_size": 16,
+        "lr": 0.05,
+        "steps_per_epoch": 10,
+        "device": "cpu",
+    }
     return RunSpec(**(base | fields))
 
 
@@ -63,9 +69,15 @@ def test_digits_split_holds_out_every_fifth_record() -> None:
 
 def test_linear_scaling_and_warm_up_set_the_learning_rate() -> None:
     spec = RunSpec(
-        workload="tiny_mlp", batch_size=8, grad_accum=4, lr=0.1, lr_scaling="linear",
-        lr_base_batch=64, warmup_steps=4, device="cpu",
-    )  # fmt: skip
+        workload="tiny_mlp",
+        batch_size=8,
+        grad_accum=4,
+        lr=0.1,
+        lr_scaling="linear",
+        lr_base_batch=64,
+        warmup_steps=4,
+        device="cpu",
+    )
     assert spec.scaled_lr == pytest.approx(0.05)  # 0.1 x 32 / 64
     engine = TorchEngine(get("tiny_mlp"), spec, torch.device("cpu"))
     gen = torch.Generator().manual_seed(0)
@@ -79,9 +91,14 @@ def test_linear_scaling_and_warm_up_set_the_learning_rate() -> None:
 
 def _point(step: int, train_loss: float, val: float = 0.5) -> EvalPoint:
     return EvalPoint(
-        step=step, train_s=float(step), num_items=step, data_passes=1.0, train_loss=train_loss,
-        val_loss=val, val_accuracy=None,
-    )  # fmt: skip
+        step=step,
+        train_s=float(step),
+        num_items=step,
+        data_passes=1.0,
+        train_loss=train_loss,
+        val_loss=val,
+        val_accuracy=None,
+    )
 
 
 def test_outcome_stops_a_runaway_loss_but_not_a_recovered_spike() -> None:
@@ -173,10 +190,29 @@ def test_a_diverging_configuration_is_stopped_and_flagged() -> None:
 def test_seeds_and_side_by_side_table_through_the_cli(tmp_path: Path) -> None:
     path = tmp_path / "ttt.sqlite"
     args = [
-        "run", "lenet5", "--scenario", "time-to-train", "--target", "val_loss<=0.5",
-        "--data", DIGITS, "--batch-size", "32", "--seeds", "2", "--lr", "0.05",
-        "--steps-per-epoch", "5", "--max-steps", "10", "--device", "cpu", "--db", str(path),
-    ]  # fmt: skip
+        "run",
+        "lenet5",
+        "--scenario",
+        "time-to-train",
+        "--target",
+        "val_loss<=0.5",
+        "--data",
+        DIGITS,
+        "--batch-size",
+        "32",
+        "--seeds",
+        "2",
+        "--lr",
+        "0.05",
+        "--steps-per-epoch",
+        "5",
+        "--max-steps",
+        "10",
+        "--device",
+        "cpu",
+        "--db",
+        str(path),
+    ]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     with sqlite3.connect(path) as db:

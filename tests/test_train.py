@@ -153,10 +153,12 @@ def test_compute_rate_is_not_invented_when_no_compute_time_is_left() -> None:
     energy = EnergyMetrics(method="not available", scope="CPU")
 
     def compute(wait_ms: list[float]) -> float | None:
-        raw = train.Raw(epoch_s=[0.03], step_ms=[10.0] * 3, wait_ms=wait_ms,
-                        step_loss=[1.0] * 3, energy=energy)  # fmt: skip
-        m = train.build_metrics(spec, workloads.get("tiny_mlp"), raw, [], timer="wall-clock",
-                                build_s=0.0, flops=None)  # fmt: skip
+        raw = train.Raw(
+            epoch_s=[0.03], step_ms=[10.0] * 3, wait_ms=wait_ms, step_loss=[1.0] * 3, energy=energy
+        )
+        m = train.build_metrics(
+            spec, workloads.get("tiny_mlp"), raw, [], timer="wall-clock", build_s=0.0, flops=None
+        )
         return m.compute_items_per_s
 
     assert compute([0.0, 5.0, 5.0]) == pytest.approx(2 * 10 / 0.010)  # steps 1-2, 10 ms waited
@@ -169,13 +171,21 @@ def test_ranks_combine_to_the_slowest_step_and_the_mean_loss(
     spec = tiny(replicas=2, steps_per_epoch=3, batch_size=4, grad_accum=2)
     energy = EnergyMetrics(method="not available", scope="CPU")
     fast = train.Raw(
-        epoch_s=[1.0, 0.5], step_ms=[100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
-        wait_ms=[1.0] * 6, step_loss=[2.0] * 6, host_rss=1.0, energy=energy,
-    )  # fmt: skip
+        epoch_s=[1.0, 0.5],
+        step_ms=[100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
+        wait_ms=[1.0] * 6,
+        step_loss=[2.0] * 6,
+        host_rss=1.0,
+        energy=energy,
+    )
     slow = train.Raw(
-        epoch_s=[1.2, 0.9], step_ms=[90.0, 30.0, 10.0, 40.0, 20.0, 20.0],
-        wait_ms=[0.0, 5.0, 0.0, 8.0, 2.0, 2.0], step_loss=[4.0] * 6, host_rss=2.0, energy=energy,
-    )  # fmt: skip
+        epoch_s=[1.2, 0.9],
+        step_ms=[90.0, 30.0, 10.0, 40.0, 20.0, 20.0],
+        wait_ms=[0.0, 5.0, 0.0, 8.0, 2.0, 2.0],
+        step_loss=[4.0] * 6,
+        host_rss=2.0,
+        energy=energy,
+    )
     shared = {"hostname": "h", "local_rank": 0, "numa_node": 0}
 
     def gather(mine: dict[str, object]) -> list[dict[str, object]]:

@@ -62,9 +62,28 @@ def test_scaling_curve_at_the_fastest_batch(two_platforms: list[Result]) -> None
 
 def test_tune_command_searches_in_fresh_processes_and_stores_every_trial(tmp_path: Path) -> None:
     db = tmp_path / "tune.sqlite"
-    args = ["tune", f"{MODEL}:build", "--min-batch", "16", "--max-batch", "128", "--device", "cpu",
-            "--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--budget-s", "300", "--resolution", "0.5",
-            "--db", str(db)]  # fmt: skip
+    args = [
+        "tune",
+        f"{MODEL}:build",
+        "--min-batch",
+        "16",
+        "--max-batch",
+        "128",
+        "--device",
+        "cpu",
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "6",
+        "--window-steps",
+        "1",
+        "--budget-s",
+        "300",
+        "--resolution",
+        "0.5",
+        "--db",
+        str(db),
+    ]
     out = CliRunner().invoke(app, args)
     assert out.exit_code == 0, out.output
     with ResultStore(db) as store:

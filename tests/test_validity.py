@@ -97,9 +97,15 @@ def test_table_and_notes_show_verdicts_and_repeat_spread(measured: Result) -> No
 def quiet(**changes: Any) -> HostActivity:
     """A 2-CPU host whose cell needs both CPUs, measured for 5 s with nothing else running."""
     fields: dict[str, Any] = {
-        "num_cpus": 2, "cell_cpus": 2.0, "busy_cpus": 1.9, "own_cpus": 1.85, "steal_frac": 0.0,
-        "load_avg_start": 1.0, "load_avg_end": 2.0, "window_s": 5.0,
-    }  # fmt: skip
+        "num_cpus": 2,
+        "cell_cpus": 2.0,
+        "busy_cpus": 1.9,
+        "own_cpus": 1.85,
+        "steal_frac": 0.0,
+        "load_avg_start": 1.0,
+        "load_avg_end": 2.0,
+        "window_s": 5.0,
+    }
     return HostActivity(**(fields | changes))
 
 
@@ -127,7 +133,9 @@ def test_steal_gpu_neighbours_and_short_windows(measured: Result) -> None:
     # CPU ticks are too coarse for a 0.2 s window: only a load above the CPUs counts there
     short = quiet(window_s=0.2, busy_cpus=2.0, own_cpus=0.1)
     assert why(short) is None
-    assert "1-min load was 13.0 on 2 CPUs" in (why(short.model_copy(update={"load_avg_start": 13.0})) or "")
+    assert "1-min load was 13.0 on 2 CPUs" in (
+        why(short.model_copy(update={"load_avg_start": 13.0})) or ""
+    )
 
 
 def test_mfu_above_100_or_a_count_below_the_floor_is_implausible(measured: Result) -> None:

@@ -129,9 +129,10 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
     first = runs[0]
     if objective == "time-to-train":
         times = sorted(
-            t.time_to_target_s for r in runs
+            t.time_to_target_s
+            for r in runs
             if r.metrics and (t := r.metrics.time_to_train) and t.time_to_target_s is not None
-        )  # fmt: skip
+        )
         if not times:
             return None
         return Option(runs, statistics.median(times), times[0], times[-1])
@@ -180,8 +181,13 @@ def _why_out(r: Result, constraints: Constraints) -> str | None:
     return None
 
 
-def recommend(results: Sequence[Result], workload: str, objective: str,
-              constraints: Constraints = Constraints(), scenario: str | None = None) -> list[Advice]:  # fmt: skip
+def recommend(
+    results: Sequence[Result],
+    workload: str,
+    objective: str,
+    constraints: Constraints = Constraints(),
+    scenario: str | None = None,
+) -> list[Advice]:
     """Advice per platform, the platform with the best answer first; `scenario` (train or
     infer) picks the results throughput, energy and cost are read from."""
     if objective not in GOALS:
@@ -233,7 +239,9 @@ def _platform_advice(
     if not options:
         return advice
     advice.confidence = _confidence(options, goal)
-    advice.batch_range = batch_range(options[0].result, [r for cell in cells.values() for r in cell])
+    advice.batch_range = batch_range(
+        options[0].result, [r for cell in cells.values() for r in cell]
+    )
     advice.not_measured = _not_measured(options[0], runs, objective)
     advice.pareto = _pareto(options)
     return advice
@@ -322,9 +330,13 @@ def _pareto(options: list[Option]) -> list[Option]:
 
     table = [measures(o) for o in options]
     front = [
-        o for o, mine in zip(options, table, strict=True)
-        if not any(all(a <= b for a, b in zip(other, mine, strict=True)) and other != mine for other in table)
-    ]  # fmt: skip
+        o
+        for o, mine in zip(options, table, strict=True)
+        if not any(
+            all(a <= b for a, b in zip(other, mine, strict=True)) and other != mine
+            for other in table
+        )
+    ]
     return front if len(front) > 1 else []
 
 

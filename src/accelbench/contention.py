@@ -203,7 +203,9 @@ def combine(per_rank: list[tuple[str, HostActivity]]) -> HostActivity:
                     "cell_cpus": min(first.num_cpus, sum(a.cell_cpus for a in readings)),
                     "busy_cpus": max(a.busy_cpus for a in readings),
                     "own_cpus": sum(a.own_cpus for a in readings),
-                    "steal_frac": max(steals) if (steals := _known(a.steal_frac for a in readings)) else None,
+                    "steal_frac": max(steals)
+                    if (steals := _known(a.steal_frac for a in readings))
+                    else None,
                     "other_gpu_pids": sorted(pids) if known else None,
                 }
             )

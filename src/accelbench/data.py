@@ -262,12 +262,17 @@ def split_loaders(
     gen = torch.Generator().manual_seed(spec.seed)
     return (
         DataLoader(
-            train, batch_size=spec.batch_size, shuffle=True, generator=gen,
-            num_workers=spec.workers, persistent_workers=spec.workers > 0,
-            pin_memory=pin_memory, drop_last=True,
+            train,
+            batch_size=spec.batch_size,
+            shuffle=True,
+            generator=gen,
+            num_workers=spec.workers,
+            persistent_workers=spec.workers > 0,
+            pin_memory=pin_memory,
+            drop_last=True,
         ),
         DataLoader(held_out, batch_size=max(spec.batch_size, 256), pin_memory=pin_memory),
-    )  # fmt: skip
+    )
 
 
 def _token_windows(path: str, reads: Tokens) -> Reader:

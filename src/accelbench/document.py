@@ -35,9 +35,10 @@ def grids(results: Sequence[Result]) -> list[tables.Grid]:
     """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3 and
     time to train where the results have their axes."""
     optional = [
-        tables.seed_table_1(results), tables.seed_table_3(results),
+        tables.seed_table_1(results),
+        tables.seed_table_3(results),
         report.time_to_train_grid(results),
-    ]  # fmt: skip
+    ]
     main = report.results_grid(results, "Results (seed 003, Table 4 layout)")
     return [main, *(g for g in optional if g is not None)]
 
@@ -50,13 +51,30 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
         first, count = seen.get(key, (r, 0))
         seen[key] = (first, count + 1)
     rows = [
-        (platform, host, r.env.device_type, str(len(r.env.devices)), r.env.cpu_model,
-         r.env.versions.get("torch", ""), r.env.cuda_version or "", r.env.driver_version or "",
-         str(count))
+        (
+            platform,
+            host,
+            r.env.device_type,
+            str(len(r.env.devices)),
+            r.env.cpu_model,
+            r.env.versions.get("torch", ""),
+            r.env.cuda_version or "",
+            r.env.driver_version or "",
+            str(count),
+        )
         for (platform, host), (r, count) in seen.items()
-    ]  # fmt: skip
-    headers = ("Platform", "Host", "Device type", "Devices", "CPU", "torch", "CUDA", "Driver",
-               "Results")  # fmt: skip
+    ]
+    headers = (
+        "Platform",
+        "Host",
+        "Device type",
+        "Devices",
+        "CPU",
+        "torch",
+        "CUDA",
+        "Driver",
+        "Results",
+    )
     return tables.Grid("Platforms", headers, rows, frozenset(range(8)) - {3})
 
 

@@ -50,23 +50,47 @@ class DevicePeak:
 
 # Vendors print tensor-core figures "with sparsity"; the dense figure is half of it.
 PEAKS: tuple[DevicePeak, ...] = (
-    DevicePeak("H100 PCIe", {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756},
-               "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet"),
-    DevicePeak("H100", {"fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
-               "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet (SXM)"),
-    DevicePeak("H200", {"fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
-               "https://www.nvidia.com/en-us/data-center/h200/ (SXM)"),
-    DevicePeak("A100", {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312},
-               "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf"),
-    DevicePeak("L4", {"fp32": 30.3, "tf32": 60, "fp16": 121, "bf16": 121},
-               "https://www.nvidia.com/en-us/data-center/l4/"),
-    DevicePeak("V100", {"fp32": 15.7, "fp16": 125},
-               "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)"),
-    DevicePeak("T4", {"fp32": 8.1, "fp16": 65},
-               "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf"),
-    DevicePeak("MI300X", {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4},
-               "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html"),
-)  # fmt: skip
+    DevicePeak(
+        "H100 PCIe",
+        {"fp32": 51, "tf32": 378, "fp16": 756, "bf16": 756},
+        "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet",
+    ),
+    DevicePeak(
+        "H100",
+        {"fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
+        "https://resources.nvidia.com/en-us-tensor-core/nvidia-tensor-core-gpu-datasheet (SXM)",
+    ),
+    DevicePeak(
+        "H200",
+        {"fp32": 67, "tf32": 494.5, "fp16": 989.5, "bf16": 989.5},
+        "https://www.nvidia.com/en-us/data-center/h200/ (SXM)",
+    ),
+    DevicePeak(
+        "A100",
+        {"fp32": 19.5, "tf32": 156, "fp16": 312, "bf16": 312},
+        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/a100/pdf/nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf",
+    ),
+    DevicePeak(
+        "L4",
+        {"fp32": 30.3, "tf32": 60, "fp16": 121, "bf16": 121},
+        "https://www.nvidia.com/en-us/data-center/l4/",
+    ),
+    DevicePeak(
+        "V100",
+        {"fp32": 15.7, "fp16": 125},
+        "https://images.nvidia.com/content/technologies/volta/pdf/volta-v100-datasheet-update-us-1165301-r5.pdf (SXM2)",
+    ),
+    DevicePeak(
+        "T4",
+        {"fp32": 8.1, "fp16": 65},
+        "https://www.nvidia.com/content/dam/en-zz/Solutions/Data-Center/tesla-t4/t4-tensor-core-datasheet-951643.pdf",
+    ),
+    DevicePeak(
+        "MI300X",
+        {"fp32": 163.4, "tf32": 653.7, "fp16": 1307.4, "bf16": 1307.4},
+        "https://www.amd.com/en/products/accelerators/instinct/mi300/mi300x.html",
+    ),
+)
 
 MATMUL_SIZE = {"cpu": 1024}
 """Side of the square matmul timed for a measured peak; 8192 on accelerators."""
@@ -108,8 +132,12 @@ def measured_peak(
     return 2 * n**3 / best, f"measured: best {n}x{n} {name} matmul on this device"
 
 
-WEIGHTED = (torch.nn.Linear, torch.nn.modules.conv._ConvNd, torch.nn.MultiheadAttention,
-            torch.nn.RNNBase)  # fmt: skip
+WEIGHTED = (
+    torch.nn.Linear,
+    torch.nn.modules.conv._ConvNd,
+    torch.nn.MultiheadAttention,
+    torch.nn.RNNBase,
+)
 
 
 def flops_floor(workload: Workload, training: bool) -> float | None:

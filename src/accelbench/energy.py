@@ -118,9 +118,11 @@ class EnergyMeter:
                     delta += _read_int(domain / "max_energy_range_uj")
                 joules += delta / 1e6
             return EnergyMetrics(
-                method="rapl", scope=f"CPU packages ({len(self._rapl)})", joules=joules,
+                method="rapl",
+                scope=f"CPU packages ({len(self._rapl)})",
+                joules=joules,
                 avg_power_w=joules / seconds,
-            )  # fmt: skip
+            )
         scope = "CPU" if self.device.type == "cpu" else self.device.type
         return EnergyMetrics(method="not available", scope=scope)
 

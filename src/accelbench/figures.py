@@ -61,9 +61,13 @@ class Plot:
 def plots(results: Sequence[Result]) -> list[Plot]:
     """Every figure the results have data for."""
     drawers: list[Callable[[Sequence[Result]], Iterator[Plot]]] = [
-        throughput_vs_batch, scaling, first_vs_steady, latency_vs_throughput, time_to_train,
+        throughput_vs_batch,
+        scaling,
+        first_vs_steady,
+        latency_vs_throughput,
+        time_to_train,
         efficiency,
-    ]  # fmt: skip
+    ]
     with _style():
         return [plot for draw in drawers for plot in draw(results)]
 
@@ -101,8 +105,16 @@ def _series(r: Result, *, devices: bool = True, batch: bool = False) -> str:
     return text + (f" bs={s.batch_size}" if batch else "")
 
 
-def _points(ax: Axes, xs: Sequence[float], ys: Sequence[float], results: Sequence[Result],
-            color: Any, label: str, *, intervals: bool = False) -> None:  # fmt: skip
+def _points(
+    ax: Axes,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    results: Sequence[Result],
+    color: Any,
+    label: str,
+    *,
+    intervals: bool = False,
+) -> None:
     """A line through the points, each marked by its verdict; with `intervals`, the points are
     headline throughputs, drawn with their 95% intervals."""
     ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
@@ -113,8 +125,14 @@ def _points(ax: Axes, xs: Sequence[float], ys: Sequence[float], results: Sequenc
         valid = flags == "valid"
         ax.plot([x], [y], "o", color=color, markerfacecolor=color if valid else "white", ms=6)
         if not valid:
-            ax.annotate(flags, (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7,
-                        color="dimgray")  # fmt: skip
+            ax.annotate(
+                flags,
+                (x, y),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgray",
+            )
 
 
 def _colors() -> Iterator[Any]:
@@ -177,8 +195,16 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
             _points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series, intervals=True)
         ooms = sorted({r.spec.batch_size for r in members if r.status == "oom"})
         if ooms:
-            ax.plot(ooms, [0] * len(ooms), "x", color="crimson", ms=9, mew=2, clip_on=False,
-                    label="out of memory")  # fmt: skip
+            ax.plot(
+                ooms,
+                [0] * len(ooms),
+                "x",
+                color="crimson",
+                ms=9,
+                mew=2,
+                clip_on=False,
+                label="out of memory",
+            )
         unit = ran[0].metrics.item_unit if ran[0].metrics else "items"
         _finish(ax, "micro batch", f"{unit}/s", log_x=True)
         what = "training" if scenario == "train" else "inference"
@@ -193,9 +219,10 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
     training = measured(results, "train")
     for workload, members in _by(training, lambda r: r.spec.workload).items():
         groups = {
-            k: g for k, g in _by(members, lambda r: _series(r, devices=False, batch=True)).items()
+            k: g
+            for k, g in _by(members, lambda r: _series(r, devices=False, batch=True)).items()
             if len({r.num_devices for r in g}) >= 2
-        }  # fmt: skip
+        }
         if not groups:
             continue
         fig, (ax,) = _figure()
@@ -207,8 +234,15 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
             ideal = [ys[0] * x / xs[0] for x in xs]
             ax.plot(xs, ideal, "--", color=color, alpha=0.5, lw=1)
             for x, y, best in zip(xs[1:], ys[1:], ideal[1:], strict=True):
-                ax.annotate(f"{100 * y / best:.0f}%", (x, y), xytext=(0, -12),
-                            textcoords="offset points", fontsize=7, ha="center", color=color)  # fmt: skip
+                ax.annotate(
+                    f"{100 * y / best:.0f}%",
+                    (x, y),
+                    xytext=(0, -12),
+                    textcoords="offset points",
+                    fontsize=7,
+                    ha="center",
+                    color=color,
+                )
         ax.plot([], [], "--", color="gray", label="ideal linear scaling")
         ax.set_xticks(sorted({r.num_devices for g in groups.values() for r in g}))
         unit = members[0].metrics.item_unit if members[0].metrics else "items"
@@ -237,8 +271,14 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     for y, r, value in zip(ys, cells, steady, strict=True):
         flags = validity.verdict_text(r)
         if flags != "valid":
-            ax.annotate(flags, (value, y - 0.2), xytext=(3, -3), textcoords="offset points",
-                        fontsize=7, color="dimgray")  # fmt: skip
+            ax.annotate(
+                flags,
+                (value, y - 0.2),
+                xytext=(3, -3),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgray",
+            )
     ax.set_yticks(list(ys), names, fontsize=7)
     ax.invert_yaxis()
     ax.set_xlabel("items/s")
@@ -268,13 +308,24 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
             p50 = [r.metrics.step_ms_steady.median if r.metrics else 0 for r in line]
             ax.plot(xs, p50, ":", color=color, label=f"{series} p50")
             for x, y, r in zip(xs, p99, line, strict=True):
-                ax.annotate(f"bs={r.spec.batch_size}", (x, y), xytext=(-4, 6),
-                            textcoords="offset points", fontsize=7, ha="right")  # fmt: skip
+                ax.annotate(
+                    f"bs={r.spec.batch_size}",
+                    (x, y),
+                    xytext=(-4, 6),
+                    textcoords="offset points",
+                    fontsize=7,
+                    ha="right",
+                )
         for r in (r for r in server if r.spec.workload == workload):
             assert r.metrics is not None and r.metrics.server is not None
             color, trials = next(colors), r.metrics.server.trials
-            ax.plot([t.achieved_per_s for t in trials], [t.latency.p99 for t in trials], "s--",
-                    color=color, label=f"{_series(r)} server p99 (queries/s)")  # fmt: skip
+            ax.plot(
+                [t.achieved_per_s for t in trials],
+                [t.latency.p99 for t in trials],
+                "s--",
+                color=color,
+                label=f"{_series(r)} server p99 (queries/s)",
+            )
             if r.metrics.server.latency_bound_ms is not None:
                 ax.axhline(r.metrics.server.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
         _finish(ax, "throughput (items or queries/s)", "latency (ms)")
@@ -296,21 +347,45 @@ def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
             ys = [s.median_s or 0 for s in reached]
             low = [y - s.time_to_target_s[0] for y, s in zip(ys, reached, strict=True)]
             high = [s.time_to_target_s[-1] - y for y, s in zip(ys, reached, strict=True)]
-            ax.errorbar(xs, ys, yerr=[low, high], fmt="o-", color=color, capsize=3,
-                        label=f"{series} (reached/seeds beside)")  # fmt: skip
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[low, high],
+                fmt="o-",
+                color=color,
+                capsize=3,
+                label=f"{series} (reached/seeds beside)",
+            )
             for x, y, s in zip(xs, ys, reached, strict=True):
-                ax.annotate(f"{s.num_reached}/{len(s.runs)}", (x, y), xytext=(4, 4),
-                            textcoords="offset points", fontsize=7)  # fmt: skip
+                ax.annotate(
+                    f"{s.num_reached}/{len(s.runs)}",
+                    (x, y),
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                    fontsize=7,
+                )
             missed = [s.runs[0].spec.global_batch for s in members if s.median_s is None]
             if missed:  # at the top (x in data, y in axes units): never reached is no time at all
-                ax.plot(missed, [1.0] * len(missed), "x", color=color, ms=9, mew=2, clip_on=False,
-                        transform=ax.get_xaxis_transform(),
-                        label=f"{series}: target not reached (top)")  # fmt: skip
+                ax.plot(
+                    missed,
+                    [1.0] * len(missed),
+                    "x",
+                    color=color,
+                    ms=9,
+                    mew=2,
+                    clip_on=False,
+                    transform=ax.get_xaxis_transform(),
+                    label=f"{series}: target not reached (top)",
+                )
         _finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
         title = f"{workload}: time to train against batch size"
         ax.set_title(title, fontsize=10)
-        yield Plot(_slug("time-to-train", workload), title,
-                   "Median over seeds; bars span the fastest and slowest seed.", fig)  # fmt: skip
+        yield Plot(
+            _slug("time-to-train", workload),
+            title,
+            "Median over seeds; bars span the fastest and slowest seed.",
+            fig,
+        )
 
 
 def _plausible_mfu_pct(r: Result) -> float | None:
@@ -339,8 +414,14 @@ def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
             have = [r for r in members if value(r) is not None]
             for series, group, color in _colored(_by(have, _series)):
                 line = _median_by_x(group, lambda r: r.spec.batch_size)
-                _points(ax, [r.spec.batch_size for r in line], [value(r) or 0 for r in line],
-                        line, color, series)  # fmt: skip
+                _points(
+                    ax,
+                    [r.spec.batch_size for r in line],
+                    [value(r) or 0 for r in line],
+                    line,
+                    color,
+                    series,
+                )
             _finish(ax, "micro batch", name, log_x=True)
         title = f"{workload}: " + " and ".join(name for name, _ in shown) + " against batch size"
         fig.suptitle(title, fontsize=10)

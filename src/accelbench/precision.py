@@ -36,41 +36,66 @@ _AMPERE = (8, 0)  # bfloat16 and TF32 tensor cores
 PRECISIONS: dict[str, PrecisionInfo] = {
     "fp32": PrecisionInfo(
         "IEEE float32 everywhere (TF32 disabled)",
-        param_dtype="float32", autocast_dtype=None, grad_scaler=False, tf32=False,
+        param_dtype="float32",
+        autocast_dtype=None,
+        grad_scaler=False,
+        tf32=False,
         device_types=_ALL,
     ),
     "tf32": PrecisionInfo(
         "float32 weights, TF32 tensor-core matmuls and convolutions",
-        param_dtype="float32", autocast_dtype=None, grad_scaler=False, tf32=True,
-        device_types=frozenset({"cuda"}), min_cuda_capability=_AMPERE,
+        param_dtype="float32",
+        autocast_dtype=None,
+        grad_scaler=False,
+        tf32=True,
+        device_types=frozenset({"cuda"}),
+        min_cuda_capability=_AMPERE,
     ),
     "amp-fp16": PrecisionInfo(
         "float32 weights, float16 autocast, dynamic loss scaling",
-        param_dtype="float32", autocast_dtype="float16", grad_scaler=True, tf32=False,
+        param_dtype="float32",
+        autocast_dtype="float16",
+        grad_scaler=True,
+        tf32=False,
         device_types=_ALL,
     ),
     "amp-bf16": PrecisionInfo(
         "float32 weights, bfloat16 autocast",
-        param_dtype="float32", autocast_dtype="bfloat16", grad_scaler=False, tf32=False,
-        device_types=frozenset({"cpu", "cuda", "xpu"}), min_cuda_capability=_AMPERE,
+        param_dtype="float32",
+        autocast_dtype="bfloat16",
+        grad_scaler=False,
+        tf32=False,
+        device_types=frozenset({"cpu", "cuda", "xpu"}),
+        min_cuda_capability=_AMPERE,
     ),
     "bf16": PrecisionInfo(
         "bfloat16 weights and activations",
-        param_dtype="bfloat16", autocast_dtype=None, grad_scaler=False, tf32=False,
-        device_types=frozenset({"cpu", "cuda", "xpu"}), min_cuda_capability=_AMPERE,
+        param_dtype="bfloat16",
+        autocast_dtype=None,
+        grad_scaler=False,
+        tf32=False,
+        device_types=frozenset({"cpu", "cuda", "xpu"}),
+        min_cuda_capability=_AMPERE,
     ),
     "fp16": PrecisionInfo(
         "float16 weights and activations, no loss scaling",
-        param_dtype="float16", autocast_dtype=None, grad_scaler=False, tf32=False,
+        param_dtype="float16",
+        autocast_dtype=None,
+        grad_scaler=False,
+        tf32=False,
         device_types=_ALL,
     ),
     "int8-dynamic": PrecisionInfo(
         "int8 weights of Linear and LSTM layers, activations quantised on the fly "
         "(torch.ao dynamic quantisation), the rest float32; inference on the CPU",
-        param_dtype="float32", autocast_dtype=None, grad_scaler=False, tf32=False,
-        device_types=frozenset({"cpu"}), inference_only=True,
+        param_dtype="float32",
+        autocast_dtype=None,
+        grad_scaler=False,
+        tf32=False,
+        device_types=frozenset({"cpu"}),
+        inference_only=True,
     ),
-}  # fmt: skip
+}
 
 
 def runs_on(precision: str, device_type: str, cuda_capability: tuple[int, int] | None) -> bool:

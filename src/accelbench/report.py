@@ -47,26 +47,38 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
         throughput = "" if r.items_per_s is None else rate_text(r.items_per_s)
         if _shown_invalid(r) and throughput:
             throughput = f"({throughput})"
-        rows.append((
-            label(r),
-            r.spec.scenario,
-            r.env.platform,
-            str(r.spec.replicas),
-            str(r.spec.batch_size),
-            r.spec.precision + (" +compile" if r.spec.compile else ""),
-            "" if m is None else f"{m.epochs[-1].time_s:.2f}",
-            throughput,
-            ci_text(r),
-            _speedup_text(speedups.get(id(r))),
-            mfu_text(r),
-            wait_text(r),
-            _verdict_cell(r, validity.siblings(r, groups)),
-        ))  # fmt: skip
+        rows.append(
+            (
+                label(r),
+                r.spec.scenario,
+                r.env.platform,
+                str(r.spec.replicas),
+                str(r.spec.batch_size),
+                r.spec.precision + (" +compile" if r.spec.compile else ""),
+                "" if m is None else f"{m.epochs[-1].time_s:.2f}",
+                throughput,
+                ci_text(r),
+                _speedup_text(speedups.get(id(r))),
+                mfu_text(r),
+                wait_text(r),
+                _verdict_cell(r, validity.siblings(r, groups)),
+            )
+        )
     headers = (
-        "Workload", "Scenario", "Platform", "Replicas", "Micro batch", "Precision",
-        "Last epoch (s)", "Throughput (items/s)", "± CI (%)", "Speed-up (eff.)", "MFU (%)",
-        "Input wait (%)", "Verdict",
-    )  # fmt: skip
+        "Workload",
+        "Scenario",
+        "Platform",
+        "Replicas",
+        "Micro batch",
+        "Precision",
+        "Last epoch (s)",
+        "Throughput (items/s)",
+        "± CI (%)",
+        "Speed-up (eff.)",
+        "MFU (%)",
+        "Input wait (%)",
+        "Verdict",
+    )
     return tables.Grid(title, headers, rows, frozenset({0, 1, 2, 5, 12}))
 
 
@@ -94,7 +106,9 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     for members in groups.values():
         spread = validity.repeat_spread(members)
         if spread is not None:
-            rates = [rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.items_per_s)]
+            rates = [
+                rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.items_per_s)
+            ]
             target = members[0].spec.ci_pct or validity.NOISY_PCT
             lines.append(
                 f"{_cell(members[0])}: {len(members)} repeats, {' '.join(rates)} items/s, "
@@ -372,10 +386,15 @@ def references_table(refs: Sequence[Reference]) -> Table:
     out.add_column("Value", justify="right")
     for r in refs:
         out.add_row(
-            f"{r.source}, {r.table}", r.model, r.platform, str(r.num_devices),
-            "" if r.micro_batch is None else str(r.micro_batch), r.framework, r.metric,
+            f"{r.source}, {r.table}",
+            r.model,
+            r.platform,
+            str(r.num_devices),
+            "" if r.micro_batch is None else str(r.micro_batch),
+            r.framework,
+            r.metric,
             f"{r.value:,g} {r.unit}",
-        )  # fmt: skip
+        )
     return out
 
 
@@ -398,11 +417,17 @@ def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -
         r, ref = m.result, m.reference
         unit = " /device" if m.per_device else ""
         out.add_row(
-            label(r), r.env.platform, str(r.spec.replicas), str(r.spec.batch_size),
-            r.spec.precision, rate_text(m.measured) + unit, rate_text(m.published) + unit,
-            f"{m.ratio:.2f}", m.verdict(tolerance_pct)[0],
+            label(r),
+            r.env.platform,
+            str(r.spec.replicas),
+            str(r.spec.batch_size),
+            r.spec.precision,
+            rate_text(m.measured) + unit,
+            rate_text(m.published) + unit,
+            f"{m.ratio:.2f}",
+            m.verdict(tolerance_pct)[0],
             f"{ref.platform}, {ref.num_devices} dev., {ref.framework}: {ref.source}, {ref.table}",
-        )  # fmt: skip
+        )
     return out
 
 
@@ -553,24 +578,44 @@ def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
     for s in summaries:
         first = s.runs[0]
         reached = [t for r in s.runs if (t := _ttt(r)).time_to_target_s is not None]
-        rows.append((
-            label(first), first.env.platform, str(first.spec.global_batch), first.spec.precision,
-            f"{first.spec.scaled_lr:.4g}", first.spec.target or "",
-            "" if s.items_per_s is None else rate_text(s.items_per_s),
-            "" if s.median_s is None else f"{s.median_s:.2f}",
-            f"{s.time_to_target_s[0]:.2f}-{s.time_to_target_s[-1]:.2f}" if s.num_reached > 1 else "",
-            f"{s.num_reached}/{len(s.runs)}",
-            _median_text([t.steps_to_target for t in reached], "{:.0f}"),
-            _median_text([t.passes_to_target for t in reached], "{:.2f}"),
-        ))  # fmt: skip
+        rows.append(
+            (
+                label(first),
+                first.env.platform,
+                str(first.spec.global_batch),
+                first.spec.precision,
+                f"{first.spec.scaled_lr:.4g}",
+                first.spec.target or "",
+                "" if s.items_per_s is None else rate_text(s.items_per_s),
+                "" if s.median_s is None else f"{s.median_s:.2f}",
+                f"{s.time_to_target_s[0]:.2f}-{s.time_to_target_s[-1]:.2f}"
+                if s.num_reached > 1
+                else "",
+                f"{s.num_reached}/{len(s.runs)}",
+                _median_text([t.steps_to_target for t in reached], "{:.0f}"),
+                _median_text([t.passes_to_target for t in reached], "{:.2f}"),
+            )
+        )
     headers = (
-        "Workload", "Platform", "Global batch", "Precision", "LR", "Target",
-        "Throughput (items/s)", "Time to target (s)", "Range (s)", "Reached", "Steps", "Passes",
-    )  # fmt: skip
+        "Workload",
+        "Platform",
+        "Global batch",
+        "Precision",
+        "LR",
+        "Target",
+        "Throughput (items/s)",
+        "Time to target (s)",
+        "Range (s)",
+        "Reached",
+        "Steps",
+        "Passes",
+    )
     return tables.Grid(
-        "Time to train (training clock; evaluation left out)", headers, rows,
+        "Time to train (training clock; evaluation left out)",
+        headers,
+        rows,
         frozenset({0, 1, 3, 4, 5}),
-    )  # fmt: skip
+    )
 
 
 def _ttt(result: Result) -> TimeToTrain:
@@ -623,9 +668,14 @@ def time_to_train_headlines(results: Sequence[Result]) -> list[str]:
                 f"{s.runs[0].spec.target}{spread}"
             )
         key = validity.cell_key(  # budgets and evaluation cadence aside, as they end runs only
-            s.runs[0], seed=None, batch_size=None, grad_accum=None, max_steps=None,
-            max_measure_s=None, steps_per_epoch=None,
-        )  # fmt: skip
+            s.runs[0],
+            seed=None,
+            batch_size=None,
+            grad_accum=None,
+            max_steps=None,
+            max_measure_s=None,
+            steps_per_epoch=None,
+        )
         groups[key].append(s)
     for summaries in groups.values():
         pair = convergence.quickest_vs_fastest(summaries)
@@ -691,17 +741,26 @@ def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
     rows = [
         (
             _cell(r.cell) + ("" if by == "platform" else f" on {r.cell.env.platform}"),
-            r.value, r.baseline, band_text(r.measured), band_text(r.reference),
+            r.value,
+            r.baseline,
+            band_text(r.measured),
+            band_text(r.reference),
             f"{r.ratio:.2f}x",
             "" if r.interval is None else f"{r.interval[0]:.2f}-{r.interval[1]:.2f}",
             ranking_text(r),
         )
         for r in ratios
-    ]  # fmt: skip
+    ]
     headers = (
-        "Cell (as run at the baseline)", by, "against", "Items/s [95% interval]",
-        "Baseline items/s", "Ratio", "Ratio interval", "Verdict",
-    )  # fmt: skip
+        "Cell (as run at the baseline)",
+        by,
+        "against",
+        "Items/s [95% interval]",
+        "Baseline items/s",
+        "Ratio",
+        "Ratio interval",
+        "Verdict",
+    )
     return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 2, 7})))
 
 
@@ -835,6 +894,8 @@ def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
         else:
             lines.append(f"x{n} replicas at micro batch {fastest}: {r.status}: {r.reason}")
     if found.spent:
-        lines.append("the time budget ran out before the search was done: raise --budget-s to go on "
-                     "(trials measured so far are stored and reused)")  # fmt: skip
+        lines.append(
+            "the time budget ran out before the search was done: raise --budget-s to go on "
+            "(trials measured so far are stored and reused)"
+        )
     return lines

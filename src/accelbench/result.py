@@ -248,7 +248,11 @@ class TrainMetrics(Frozen):
         flops.peak_source); None without a trusted peak."""
         if self.flops is None or self.flops.peak_per_s is None:
             return None
-        return self.flops.per_item * self.items_per_s / (self.flops.peak_per_s * self.flops.num_devices)
+        return (
+            self.flops.per_item
+            * self.items_per_s
+            / (self.flops.peak_per_s * self.flops.num_devices)
+        )
 
 
 class Result(Frozen):
@@ -279,9 +283,15 @@ class Result(Frozen):
     ) -> Result:
         """A result made now, keyed by its spec and platform."""
         return cls(
-            key=result_key(spec, env), spec=spec, env=env, status=status, reason=reason,
-            detail=detail, metrics=metrics, created_at=datetime.now(UTC),
-        )  # fmt: skip
+            key=result_key(spec, env),
+            spec=spec,
+            env=env,
+            status=status,
+            reason=reason,
+            detail=detail,
+            metrics=metrics,
+            created_at=datetime.now(UTC),
+        )
 
     @property
     def overhead_s(self) -> float | None:

@@ -71,7 +71,9 @@ class CompilePayoff:
     def saved_ms(self) -> float:
         """Median steady step time saved per step (negative: compiled is slower)."""
         assert self.compiled.metrics is not None and self.eager.metrics is not None
-        return self.eager.metrics.step_ms_steady.median - self.compiled.metrics.step_ms_steady.median
+        return (
+            self.eager.metrics.step_ms_steady.median - self.compiled.metrics.step_ms_steady.median
+        )
 
     @property
     def break_even_steps(self) -> float | None:

@@ -15,11 +15,31 @@ from accelbench.precision import PRECISIONS, Precision
 
 Scenario = Literal["train", "infer", "server", "time-to-train"]
 _ADDED_LATER = (
-    "model_args", "data", "ci_pct", "max_measure_s", "repeat", "replicas", "nodes", "bn_span",
-    "numa_binding", "recompute", "pipeline_stages", "pipeline_schedule", "inputs_on_device",
-    "rate_per_s", "latency_bound_ms", "batch_timeout_ms", "num_queries", "target", "max_steps",
-    "lr_scaling", "lr_base_batch", "warmup_steps", "diverge_factor", "threads",
-)  # fmt: skip
+    "model_args",
+    "data",
+    "ci_pct",
+    "max_measure_s",
+    "repeat",
+    "replicas",
+    "nodes",
+    "bn_span",
+    "numa_binding",
+    "recompute",
+    "pipeline_stages",
+    "pipeline_schedule",
+    "inputs_on_device",
+    "rate_per_s",
+    "latency_bound_ms",
+    "batch_timeout_ms",
+    "num_queries",
+    "target",
+    "max_steps",
+    "lr_scaling",
+    "lr_base_batch",
+    "warmup_steps",
+    "diverge_factor",
+    "threads",
+)
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]

@@ -33,9 +33,21 @@ log = logging.getLogger(__name__)
 
 REWRITE = "rewrite"
 NETWORK_FILE_SYSTEMS = frozenset(
-    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "glusterfs", "ceph",
-     "fuse.sshfs", "9p"}
-)  # fmt: skip
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "glusterfs",
+        "ceph",
+        "fuse.sshfs",
+        "9p",
+    }
+)
 """Where SQLite's file locks cannot be trusted with several writers (sqlite.org/useovernet)."""
 
 MIGRATIONS = [
@@ -245,8 +257,11 @@ class ResultStore:
             copy.close()
             log.warning(
                 "%s: migrating schema %d to %d; the database as it was is kept in %s",
-                self.where, version, SCHEMA_VERSION, backup,
-            )  # fmt: skip
+                self.where,
+                version,
+                SCHEMA_VERSION,
+                backup,
+            )
         with self._migration_lock(), self._transaction():
             version = self._version()  # another process may have migrated it meanwhile
             if version == SCHEMA_VERSION:
@@ -255,8 +270,12 @@ class ResultStore:
                 self._execute(f"CREATE TABLE results_schema{version}_backup AS TABLE results")
                 log.warning(
                     "%s: migrating schema %d to %d; the results as they were are kept in "
-                    "results_schema%d_backup", self.where, version, SCHEMA_VERSION, version,
-                )  # fmt: skip
+                    "results_schema%d_backup",
+                    self.where,
+                    version,
+                    SCHEMA_VERSION,
+                    version,
+                )
             for migration in range(version, SCHEMA_VERSION):
                 for statement in statements(migration, self.dialect):
                     self._execute(statement)
@@ -277,7 +296,11 @@ class ResultStore:
             try:
                 row = _row(_record(text))
             except AccelbenchError:
-                log.warning("%s: result %s is in a form this accelbench cannot read; left as stored", self.where, key)
+                log.warning(
+                    "%s: result %s is in a form this accelbench cannot read; left as stored",
+                    self.where,
+                    key,
+                )
                 continue
             self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
 
@@ -319,8 +342,9 @@ def _connect_sqlite(path: Path, writable: bool) -> sqlite3.Connection:
             log.warning(
                 "%s is on %s, a network file system, where SQLite's locks are unreliable with "
                 "several writers: keep --db on a local disk, or use a PostgreSQL URL",
-                path, fs,
-            )  # fmt: skip
+                path,
+                fs,
+            )
     elif not path.exists():
         raise AccelbenchError(f"no results database at {path}; run a benchmark first or pass --db")
     try:
@@ -366,9 +390,10 @@ def file_system(path: Path) -> str | None:
 
     folder = str(path.resolve().parent)
     mounts = [
-        p for p in psutil.disk_partitions(all=True)
+        p
+        for p in psutil.disk_partitions(all=True)
         if folder == p.mountpoint or folder.startswith(p.mountpoint.rstrip("/") + "/")
-    ]  # fmt: skip
+    ]
     return max(mounts, key=lambda p: len(p.mountpoint)).fstype if mounts else None
 
 

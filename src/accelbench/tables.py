@@ -78,19 +78,37 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
         for r in sorted(members, key=lambda r: (r.num_devices, r.spec.nodes, r.spec.repeat)):
             m = r.metrics
             assert m is not None
-            rows.append((
-                r.spec.workload, r.env.platform, r.spec.precision, str(r.num_devices),
-                str(r.spec.nodes), str(r.spec.replicas), str(r.spec.batch_size),
-                rate_text(m.epochs[0].items_per_s), rate_text(m.items_per_s),
-            ))  # fmt: skip
+            rows.append(
+                (
+                    r.spec.workload,
+                    r.env.platform,
+                    r.spec.precision,
+                    str(r.num_devices),
+                    str(r.spec.nodes),
+                    str(r.spec.replicas),
+                    str(r.spec.batch_size),
+                    rate_text(m.epochs[0].items_per_s),
+                    rate_text(m.items_per_s),
+                )
+            )
     if not rows:
         return None
     return Grid(
         "Training throughput by device count, first and steady epoch (seed 003, Table 1)",
-        ("Workload", "Platform", "Precision", "Devices", "Nodes", "Replicas", "Micro batch",
-         "1st epoch (items/s)", "Steady (items/s)"),
-        rows, frozenset({0, 1, 2}),
-    )  # fmt: skip
+        (
+            "Workload",
+            "Platform",
+            "Precision",
+            "Devices",
+            "Nodes",
+            "Replicas",
+            "Micro batch",
+            "1st epoch (items/s)",
+            "Steady (items/s)",
+        ),
+        rows,
+        frozenset({0, 1, 2}),
+    )
 
 
 def seed_table_3(results: Sequence[Result]) -> Grid | None:
@@ -110,16 +128,36 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
         for r in sorted(members, key=lambda r: (r.num_devices, r.spec.batch_size, r.spec.repeat)):
             m = r.metrics
             assert m is not None
-            rows.append((
-                r.spec.workload, r.env.platform, r.spec.precision, str(r.spec.bn_span),
-                str(r.spec.batch_size), str(r.spec.grad_accum), str(r.spec.replicas),
-                str(r.num_devices), rate_text(m.items_per_s), f"{m.epochs[-1].time_s:.2f}",
-            ))  # fmt: skip
+            rows.append(
+                (
+                    r.spec.workload,
+                    r.env.platform,
+                    r.spec.precision,
+                    str(r.spec.bn_span),
+                    str(r.spec.batch_size),
+                    str(r.spec.grad_accum),
+                    str(r.spec.replicas),
+                    str(r.num_devices),
+                    rate_text(m.items_per_s),
+                    f"{m.epochs[-1].time_s:.2f}",
+                )
+            )
     if not rows:
         return None
     return Grid(
         "Training scaling by batch size and devices (seed 003, Table 3)",
-        ("Workload", "Platform", "Precision", "BN span", "Micro batch", "Accum", "Replicas",
-         "Devices", "Throughput (items/s)", "Last epoch (s)"),
-        rows, frozenset({0, 1, 2}),
-    )  # fmt: skip
+        (
+            "Workload",
+            "Platform",
+            "Precision",
+            "BN span",
+            "Micro batch",
+            "Accum",
+            "Replicas",
+            "Devices",
+            "Throughput (items/s)",
+            "Last epoch (s)",
+        ),
+        rows,
+        frozenset({0, 1, 2}),
+    )

@@ -26,10 +26,36 @@ MIN_BLOCKS = 6
 """Fewer blocks give an interval too wide to judge anything by."""
 
 T_975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
-    2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
-    2.052, 2.048, 2.045,
-)  # fmt: skip
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+)
 """Student's t 0.975 quantiles for 1 to 29 degrees of freedom (any statistics table)."""
 
 
@@ -55,7 +81,9 @@ class Delivered(Frozen):
         return 100 * (self.ci_high - self.ci_low) / 2 / self.items_per_s
 
 
-def wall_ms(step_ms: Sequence[float], epoch_s: Sequence[float], steps_per_epoch: int) -> list[float]:
+def wall_ms(
+    step_ms: Sequence[float], epoch_s: Sequence[float], steps_per_epoch: int
+) -> list[float]:
     """Each step's share of the wall clock: its own time, and for an epoch's first step also
     whatever of the epoch no step's time covers (the loader's first batch, reading losses back),
     so that an epoch's steps add up to the epoch's time."""

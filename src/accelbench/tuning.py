@@ -65,8 +65,15 @@ class Search:
         return max(ok, key=lambda b: self.trials[b].items_per_s or 0, default=None)
 
 
-def search(measure: Measure, *, start: int = 1, max_batch: int = 4096, budget: Budget,
-           resolution: float = 0.25, replicas: Sequence[int] = ()) -> Search:  # fmt: skip
+def search(
+    measure: Measure,
+    *,
+    start: int = 1,
+    max_batch: int = 4096,
+    budget: Budget,
+    resolution: float = 0.25,
+    replicas: Sequence[int] = (),
+) -> Search:
     """The bounded search above; `resolution` is how close (as a share of the batch) bisection
     brings the largest batch that fits to the first that does not, and refinement the batches
     around the fastest."""

@@ -331,10 +331,12 @@ def recommend(
     if scenario not in (None, "train", "infer"):
         raise AccelbenchError(f"--scenario {scenario!r}: give train or infer")
     constraints = advice.Constraints(
-        global_batch=global_batch, max_devices=max_devices,
-        memory_headroom_pct=percent(memory_headroom), latency_bound_ms=latency_bound_ms,
+        global_batch=global_batch,
+        max_devices=max_devices,
+        memory_headroom_pct=percent(memory_headroom),
+        latency_bound_ms=latency_bound_ms,
         prices=advice.load_prices(prices) if prices else {},
-    )  # fmt: skip
+    )
     found, _ = load(db, workload, None)
     answers = advice.recommend(found, workload, objective, constraints, scenario)
     goal = advice.GOALS[objective]

@@ -81,10 +81,14 @@ def run(
     recompute: Annotated[bool, typer.Option("--recompute", help=spec_help("recompute"))] = False,
     optimizer: Annotated[str, typer.Option(help=spec_help("optimizer"))] = "sgd",
     lr: Annotated[float, typer.Option(help=spec_help("lr"))] = 0.01,
-    workers: Annotated[str, typer.Option(help=spec_help("workers") + " Comma list for a sweep.")] = "0",
+    workers: Annotated[
+        str, typer.Option(help=spec_help("workers") + " Comma list for a sweep.")
+    ] = "0",
     threads: Annotated[int | None, typer.Option(help=spec_help("threads"), min=1)] = None,
     window_steps: Annotated[int, typer.Option(help=spec_help("window_steps"))] = 2,
-    ci: Annotated[str | None, typer.Option(help="Target such as 2%: " + spec_help("ci_pct"))] = None,
+    ci: Annotated[
+        str | None, typer.Option(help="Target such as 2%: " + spec_help("ci_pct"))
+    ] = None,
     max_measure_s: Annotated[float, typer.Option(help=spec_help("max_measure_s"))] = 600.0,
     repeats: Annotated[
         int,
@@ -134,19 +138,38 @@ def run(
         "workers": split(workers),
     }
     fixed = {
-        "epochs": epochs, "steps_per_epoch": steps_per_epoch, "compile": compile,
-        "channels_last": channels_last, "recompute": recompute, "optimizer": optimizer, "lr": lr,
-        "window_steps": window_steps, "device": device,
-        "model_args": key_values(model_args or []), "data": data, "ci_pct": percent(ci),
-        "max_measure_s": max_measure_s, "nodes": nodes, "bn_span": bn_span,
-        "numa_binding": numa_binding, "pipeline_schedule": pipeline_schedule,
-        "scenario": scenario, "inputs_on_device": inputs_on_device, "rate_per_s": rate_per_s,
-        "batch_timeout_ms": batch_timeout_ms, "num_queries": num_queries, "target": target,
-        "max_steps": max_steps, "lr_scaling": lr_scaling, "lr_base_batch": lr_base_batch,
-        "warmup_steps": warmup_steps, "diverge_factor": diverge_factor, "threads": threads,
+        "epochs": epochs,
+        "steps_per_epoch": steps_per_epoch,
+        "compile": compile,
+        "channels_last": channels_last,
+        "recompute": recompute,
+        "optimizer": optimizer,
+        "lr": lr,
+        "window_steps": window_steps,
+        "device": device,
+        "model_args": key_values(model_args or []),
+        "data": data,
+        "ci_pct": percent(ci),
+        "max_measure_s": max_measure_s,
+        "nodes": nodes,
+        "bn_span": bn_span,
+        "numa_binding": numa_binding,
+        "pipeline_schedule": pipeline_schedule,
+        "scenario": scenario,
+        "inputs_on_device": inputs_on_device,
+        "rate_per_s": rate_per_s,
+        "batch_timeout_ms": batch_timeout_ms,
+        "num_queries": num_queries,
+        "target": target,
+        "max_steps": max_steps,
+        "lr_scaling": lr_scaling,
+        "lr_base_batch": lr_base_batch,
+        "warmup_steps": warmup_steps,
+        "diverge_factor": diverge_factor,
+        "threads": threads,
         # The bound is a setting of the server scenario; elsewhere it only picks a headline.
         "latency_bound_ms": latency_bound_ms if scenario == "server" else None,
-    }  # fmt: skip
+    }
     if global_batch is not None:
         if _from_command_line(ctx, "grad_accum"):
             raise AccelbenchError("give --global-batch or --grad-accum, not both")
@@ -254,9 +277,13 @@ def slurm(
             "raise --nodes of the job"
         )
     job = slurm_job.JobSpec(
-        nodes=nodes, gpus_per_node=gpus_per_node, cpus_per_node=cpus_per_node, time=time,
-        partition=partition, account=account,
-    )  # fmt: skip
+        nodes=nodes,
+        gpus_per_node=gpus_per_node,
+        cpus_per_node=cpus_per_node,
+        time=time,
+        partition=partition,
+        account=account,
+    )
     out.write_text(slurm_job.script(job, run_args, db or default_path()))
     out.chmod(0o755)
     console.print(f"wrote {out}")
@@ -300,12 +327,22 @@ def tune(
 
     if min_batch > max_batch:
         raise AccelbenchError(f"--min-batch {min_batch} is above --max-batch {max_batch}")
-    base = RunSpec.model_validate({
-        "workload": workload, "scenario": scenario, "batch_size": min_batch,
-        "precision": precision, "compile": compile, "epochs": epochs,
-        "steps_per_epoch": steps_per_epoch, "window_steps": window_steps, "workers": workers,
-        "device": device, "model_args": key_values(model_args or []), "data": data,
-    })  # fmt: skip
+    base = RunSpec.model_validate(
+        {
+            "workload": workload,
+            "scenario": scenario,
+            "batch_size": min_batch,
+            "precision": precision,
+            "compile": compile,
+            "epochs": epochs,
+            "steps_per_epoch": steps_per_epoch,
+            "window_steps": window_steps,
+            "workers": workers,
+            "device": device,
+            "model_args": key_values(model_args or []),
+            "data": data,
+        }
+    )
     counts = sorted({int(n) for n in split(replicas)})
     if scenario != "train" and counts != [1]:
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
@@ -318,15 +355,22 @@ def tune(
                 base.model_dump() | {"batch_size": batch, "replicas": num_replicas}
             )
             (result,) = run_sweep(
-                [spec], store, timeout_s=timeout_s, envs=envs,
+                [spec],
+                store,
+                timeout_s=timeout_s,
+                envs=envs,
                 on_result=lambda r, skipped: console.print(report.cell_line(r, skipped)),
-            )  # fmt: skip
+            )
             return result
 
         found = tuning.search(
-            measure, start=min_batch, max_batch=max_batch, budget=tuning.Budget(budget_s),
-            resolution=resolution, replicas=counts,
-        )  # fmt: skip
+            measure,
+            start=min_batch,
+            max_batch=max_batch,
+            budget=tuning.Budget(budget_s),
+            resolution=resolution,
+            replicas=counts,
+        )
     for line in report.tune_lines(found, max_batch):
         console.print(line)
     console.print(

@@ -69,11 +69,15 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         recent = raw.step_loss[-spec.steps_per_epoch :]
         curve.append(
             EvalPoint(
-                step=steps, train_s=sum(raw.epoch_s), num_items=items,
-                data_passes=items / num_train, train_loss=statistics.median(recent),
-                val_loss=val_loss, val_accuracy=val_accuracy,
+                step=steps,
+                train_s=sum(raw.epoch_s),
+                num_items=items,
+                data_passes=items / num_train,
+                train_loss=statistics.median(recent),
+                val_loss=val_loss,
+                val_accuracy=val_accuracy,
             )
-        )  # fmt: skip
+        )
         outcome = _outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
         if outcome is not None:
             break
@@ -84,9 +88,15 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     flops = count_flops(spec, workload, engine, next(iter(train_loader)), device)
     raw.host_rss = dev.host_peak_rss_gib()
     metrics = build_metrics(
-        spec, workload, raw, [], timer=timer.method, build_s=build_s, flops=flops,
+        spec,
+        workload,
+        raw,
+        [],
+        timer=timer.method,
+        build_s=build_s,
+        flops=flops,
         metered_from_epoch=0,
-    )  # fmt: skip
+    )
     kind, reason = outcome
     reached = curve[-1] if kind == "reached" else None
     finite = [(loss, step) for step, loss in enumerate(raw.step_loss) if math.isfinite(loss)]

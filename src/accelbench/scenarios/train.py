@@ -136,7 +136,10 @@ def _across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
         return raw, []
     mine = {
         "raw": dataclasses.asdict(raw)
-        | {"energy": raw.energy and raw.energy.model_dump(), "host": raw.host and raw.host.model_dump()},
+        | {
+            "energy": raw.energy and raw.energy.model_dump(),
+            "host": raw.host and raw.host.model_dump(),
+        },
         "hostname": socket.gethostname(),
         "local_rank": distributed.local_index(),
         "numa_node": distributed.numa_node(),
@@ -245,9 +248,12 @@ class FlopCounter(Protocol):
 
 
 def count_flops(
-    spec: RunSpec, workload: Workload, engine: FlopCounter, micro_batch: Batch,
+    spec: RunSpec,
+    workload: Workload,
+    engine: FlopCounter,
+    micro_batch: Batch,
     device: torch.device,
-) -> Flops | None:  # fmt: skip
+) -> Flops | None:
     if efficiency.PEAK_CLASS[spec.precision] == "int8":
         return None  # no int8 peak to divide by: an fp32 one would flatter int8 runs
     try:
@@ -266,7 +272,9 @@ def count_flops(
         peak = found or efficiency.measured_peak(device, spec.precision)
     return Flops(
         per_item=per_micro_batch / spec.batch_size,
-        floor_per_item=efficiency.flops_floor(workload, training=spec.scenario in ("train", "time-to-train")),
+        floor_per_item=efficiency.flops_floor(
+            workload, training=spec.scenario in ("train", "time-to-train")
+        ),
         peak_per_s=peak[0],
         peak_source=peak[1],
         num_devices=spec.num_processes,
@@ -324,7 +332,9 @@ def build_metrics(
         input_wait_ms=wait_ms,
         input_wait_frac=min(1.0, wait_s / rate.time_s),
         # None when the host clock says it waited all the time: nothing left to estimate from.
-        compute_items_per_s=rate.num_items / (rate.time_s - wait_s) if rate.time_s > wait_s else None,
+        compute_items_per_s=rate.num_items / (rate.time_s - wait_s)
+        if rate.time_s > wait_s
+        else None,
         first_step_ms=step_ms[0],
         diverged_at_step=diverged,
         peak_mem_allocated_gib=raw.peak_allocated,

@@ -160,10 +160,13 @@ def _bert_config(num_layers: int, hidden: int, heads: int, seq_len: int) -> Any:
     from transformers import BertConfig
 
     return BertConfig(
-        vocab_size=BERT_VOCAB, hidden_size=hidden, num_hidden_layers=num_layers,
-        num_attention_heads=heads, intermediate_size=4 * hidden,
+        vocab_size=BERT_VOCAB,
+        hidden_size=hidden,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
         max_position_embeddings=max(512, seq_len),
-    )  # fmt: skip
+    )
 
 
 def _segments(seq_len: int) -> Batch:

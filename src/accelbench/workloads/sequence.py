@@ -54,11 +54,19 @@ def conformer_medium(seconds: float = 5.0, label_len: int = 16) -> Workload:
         from transformers import Wav2Vec2ConformerConfig, Wav2Vec2ConformerForCTC
 
         config = Wav2Vec2ConformerConfig(
-            hidden_size=256, num_hidden_layers=12, num_attention_heads=4, intermediate_size=2048,
-            conv_depthwise_kernel_size=15, position_embeddings_type="relative", vocab_size=vocab,
-            conv_dim=(256,) * 7, conv_stride=(5, 4, 2, 2, 2, 2, 2), conv_kernel=(10, 4, 3, 3, 3, 2, 2),
-            pad_token_id=0, ctc_loss_reduction="mean",
-        )  # fmt: skip
+            hidden_size=256,
+            num_hidden_layers=12,
+            num_attention_heads=4,
+            intermediate_size=2048,
+            conv_depthwise_kernel_size=15,
+            position_embeddings_type="relative",
+            vocab_size=vocab,
+            conv_dim=(256,) * 7,
+            conv_stride=(5, 4, 2, 2, 2, 2, 2),
+            conv_kernel=(10, 4, 3, 3, 3, 2, 2),
+            pad_token_id=0,
+            ctc_loss_reduction="mean",
+        )
         return Wav2Vec2ConformerForCTC(config)
 
     def make_sample(gen: torch.Generator) -> Batch:

@@ -94,13 +94,19 @@ def lenet5(num_classes: int = 10) -> Workload:
 
     def build_model() -> torch.nn.Module:
         return nn.Sequential(
-            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),  # 28 -> 14
-            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2),  # 14 -> 10 -> 5
+            nn.Conv2d(1, 6, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),  # 28 -> 14
+            nn.Conv2d(6, 16, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),  # 14 -> 10 -> 5
             nn.Flatten(),
-            nn.Linear(16 * 5 * 5, 120), nn.ReLU(),
-            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(16 * 5 * 5, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
             nn.Linear(84, num_classes),
-        )  # fmt: skip
+        )
 
     return classifier(Images(1, 28, num_classes, recipe="plain"), build_model)
 
@@ -115,9 +121,11 @@ def unet_medical(image_size: int = 512, num_classes: int = 2) -> Workload:
 
         # The channel widths of Ronneberger et al.'s UNet, with same-size convolutions.
         return BasicUNet(
-            spatial_dims=2, in_channels=1, out_channels=num_classes,
+            spatial_dims=2,
+            in_channels=1,
+            out_channels=num_classes,
             features=(64, 128, 256, 512, 1024, 64),
-        )  # fmt: skip
+        )
 
     def make_sample(gen: torch.Generator) -> Batch:
         return {
@@ -149,9 +157,14 @@ def _efficientdet(variant: str, image_size: int, num_boxes: int, num_classes: in
 
         # The train bench computes focal and box losses; its labeler matches boxes to anchors.
         return create_model(
-            variant, bench_task="train", bench_labeler=True, pretrained=False,
-            pretrained_backbone=False, num_classes=num_classes, image_size=(image_size, image_size),
-        )  # fmt: skip
+            variant,
+            bench_task="train",
+            bench_labeler=True,
+            pretrained=False,
+            pretrained_backbone=False,
+            num_classes=num_classes,
+            image_size=(image_size, image_size),
+        )
 
     def make_sample(gen: torch.Generator) -> Batch:
         corner = torch.rand(num_boxes, 2, generator=gen) * image_size * 0.75
