@@ -22,7 +22,7 @@ from typing import Literal, get_args
 from accelbench import references, validity
 from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
+from accelbench.result import Result, cell_key
 
 Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost"]
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
@@ -225,7 +225,7 @@ def _platform_advice(
             continue
         why = _why_out(r, constraints)
         if why is None:
-            cells[validity.cell_key(r, seed=None)].append(r)
+            cells[cell_key(r, ignore=("seed",))].append(r)
         else:
             reasons[why] += 1
     advice.excluded = [
@@ -271,18 +271,17 @@ def clears(best: Option, other: Option, lower_is_better: bool) -> bool | None:
     return other.low > best.high if lower_is_better else other.high < best.low
 
 
-def _siblings_key(r: Result) -> str:
-    """The same configuration at any micro batch (and accumulation, and seed)."""
-    return validity.cell_key(r, batch_size=None, grad_accum=None, seed=None)
+ANY_BATCH = ("batch_size", "grad_accum", "seed")
+"""cell_key's fields for the same configuration at any micro batch (and accumulation, and seed)."""
 
 
 def batch_range(best: Result, runs: Sequence[Result]) -> list[int]:
     """Micro batches whose throughput is within 5% of the best configuration's best, all other
     settings as the best's."""
-    same = _siblings_key(best)
+    same = cell_key(best, ignore=ANY_BATCH)
     rates: dict[int, list[float]] = defaultdict(list)
     for r in runs:
-        if r.status == "ok" and r.metrics and _siblings_key(r) == same:
+        if r.status == "ok" and r.metrics and cell_key(r, ignore=ANY_BATCH) == same:
             rates[r.spec.batch_size].append(r.metrics.items_per_s)
     medians = {b: statistics.median(v) for b, v in rates.items()}
     top = max(medians.values())
@@ -293,7 +292,9 @@ def _not_measured(best: Option, runs: list[Result], objective: str) -> list[str]
     """What the answer cannot see: batches beyond those tried, the memory boundary, energy
     and memory where they were not measured."""
     batch, m = best.result.spec.batch_size, best.result.metrics
-    same = [r for r in runs if _siblings_key(r) == _siblings_key(best.result)]
+    same = [
+        r for r in runs if cell_key(r, ignore=ANY_BATCH) == cell_key(best.result, ignore=ANY_BATCH)
+    ]
     fits = sorted({r.spec.batch_size for r in same if r.metrics})
     ooms = sorted({r.spec.batch_size for r in same if r.status == "oom"})
     notes = []

@@ -11,7 +11,6 @@ work shared its host (contended) is never ranked.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import statistics
@@ -22,7 +21,7 @@ from enum import StrEnum
 
 from accelbench import validity
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
+from accelbench.result import Result, cell_key
 from accelbench.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -116,10 +115,7 @@ def value_of(result: Result, by: str) -> str:
 
 def _matched(result: Result, by: str) -> str:
     """The conditions that must agree: everything but `by` (and repeat and seed)."""
-    if by == "platform":
-        spec = result.spec.model_dump(mode="json")
-        return json.dumps({k: v for k, v in spec.items() if k not in NOT_MATCHED}, sort_keys=True)
-    return validity.cell_key(result, **dict.fromkeys((by, *NOT_MATCHED)))
+    return cell_key(result, ignore=(by, *NOT_MATCHED), platform=by != "platform")
 
 
 def _order(value: str) -> tuple[int, float, str]:

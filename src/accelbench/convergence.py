@@ -12,8 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelbench import validity
-from accelbench.result import Result
+from accelbench.result import Result, cell_key
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,7 @@ def by_seed(results: Sequence[Result]) -> list[SeedSummary]:
     groups: dict[str, list[Result]] = {}
     for r in results:
         if r.spec.scenario == "time-to-train" and r.metrics and r.metrics.time_to_train:
-            groups.setdefault(validity.cell_key(r, seed=None), []).append(r)
+            groups.setdefault(cell_key(r, ignore=("seed",)), []).append(r)
     out = []
     for runs in groups.values():
         times = sorted(

@@ -23,8 +23,9 @@ from accelbench import (
     tuning,
     validity,
 )
+from accelbench.advice import ANY_BATCH
 from accelbench.references import Reference
-from accelbench.result import MEASURED, Result, TimeToTrain
+from accelbench.result import MEASURED, Result, TimeToTrain, cell_key
 from accelbench.tables import rate_text
 
 INFERENCE = ("infer", "server")
@@ -528,7 +529,7 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
     groups: dict[str, list[Result]] = defaultdict(list)
     for r in results:
         if r.spec.scenario == "infer" and r.status == "ok" and r.metrics:
-            groups[validity.cell_key(r, batch_size=None)].append(r)
+            groups[cell_key(r, ignore=("batch_size",))].append(r)
     lines = []
     for members in groups.values():
         fastest = min(members, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
@@ -667,14 +668,9 @@ def time_to_train_headlines(results: Sequence[Result]) -> list[str]:
                 f"{_cell(s.runs[0])}: {len(s.runs)} seeds, {s.num_reached} reached "
                 f"{s.runs[0].spec.target}{spread}"
             )
-        key = validity.cell_key(  # budgets and evaluation cadence aside, as they end runs only
-            s.runs[0],
-            seed=None,
-            batch_size=None,
-            grad_accum=None,
-            max_steps=None,
-            max_measure_s=None,
-            steps_per_epoch=None,
+        # budgets and evaluation cadence aside, as they only end runs
+        key = cell_key(
+            s.runs[0], ignore=(*ANY_BATCH, "max_steps", "max_measure_s", "steps_per_epoch")
         )
         groups[key].append(s)
     for summaries in groups.values():

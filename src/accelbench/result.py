@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -350,4 +351,17 @@ def measured(results: Sequence[Result], *scenarios: str) -> list[Result]:
 
 
 def result_key(spec: RunSpec, env: Environment) -> str:
+    """The stored record's key: one per cell, repeat and environment."""
     return stable_hash(spec.identity(), env.fingerprint())
+
+
+def cell_key(
+    result: Result, *, ignore: Iterable[str] = (), platform: bool = True, **fields: object
+) -> str:
+    """Which cell a result measured, the one grouping key: its spec without the repeat index
+    and the `ignore`d fields, with `fields` replaced, and with `platform`, its environment.
+    Repeats of a cell share it; so do a batch sweep's cells with `ignore=("batch_size",)`, and
+    a multi-replica cell and its one-replica base with `replicas=1`."""
+    cell = result.spec.model_dump(mode="json") | dict.fromkeys(ignore) | fields
+    del cell["repeat"]
+    return json.dumps([cell, result.env.fingerprint() if platform else None], sort_keys=True)

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelbench import validity
-from accelbench.result import Result
+from accelbench.result import Result, cell_key
 
 
 @dataclass(frozen=True)
@@ -42,13 +41,13 @@ class Scaling:
 def scaling(results: Sequence[Result]) -> list[Scaling]:
     """Every multi-replica result with a measured one-replica run of its cell."""
     single = {
-        validity.cell_key(r, grad_accum=None): r
+        cell_key(r, ignore=("grad_accum",)): r
         for r in results
         if r.spec.replicas == 1 and r.items_per_s and r.status == "ok"
     }
     found = []
     for r in results:
-        base = single.get(validity.cell_key(r, replicas=1, nodes=1, grad_accum=None))
+        base = single.get(cell_key(r, ignore=("grad_accum",), replicas=1, nodes=1))
         if r.spec.replicas > 1 and r.items_per_s and base is not None:
             found.append(Scaling(r, base))
     return found
@@ -83,6 +82,6 @@ class CompilePayoff:
 
 def compile_payoffs(results: Sequence[Result]) -> list[CompilePayoff]:
     """(compiled, eager) pairs of the same cell on the same platform, both measured."""
-    eager = {validity.cell_key(r): r for r in results if not r.spec.compile and r.metrics}
-    pairs = [(r, eager.get(validity.cell_key(r, compile=False))) for r in results]
+    eager = {cell_key(r): r for r in results if not r.spec.compile and r.metrics}
+    pairs = [(r, eager.get(cell_key(r, compile=False))) for r in results]
     return [CompilePayoff(c, e) for c, e in pairs if c.spec.compile and c.metrics and e is not None]

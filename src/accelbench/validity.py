@@ -19,13 +19,12 @@ Rules, each with its reason (a result may break several):
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
 
 from accelbench import contention, throughput
-from accelbench.result import Flops, Result, ServerMetrics
+from accelbench.result import Flops, Result, ServerMetrics, cell_key
 
 NOISY_PCT = 5.0
 """Without a target, a rate known only to within more than +-5% is noisy."""
@@ -140,14 +139,6 @@ def verdict_text(result: Result, repeats: Sequence[Result] = ()) -> str:
     """ "valid", or the flags that apply, comma separated."""
     flags = dict.fromkeys(flag for flag, _ in verdict(result, repeats))
     return ", ".join(flags) if flags else "valid"
-
-
-def cell_key(result: Result, **fields: object) -> str:
-    """The result's cell and platform, without its repeat index and with `fields` replaced: the
-    same key for every repeat of a cell, and for cells that differ only in `fields`."""
-    cell = result.spec.model_dump(mode="json") | fields
-    del cell["repeat"]
-    return json.dumps([cell, result.env.fingerprint()], sort_keys=True)
 
 
 def repeat_groups(results: Sequence[Result]) -> dict[str, list[Result]]:
