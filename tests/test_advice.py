@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import advice
+from accelbench import advice, validity
 from accelbench.cli import app
 from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
@@ -54,10 +54,12 @@ def test_each_platform_gets_its_own_optimum(chips: list[Result]) -> None:
     assert (ipu.platform, ipu.options[0].result.spec.batch_size) == ("Sim IPU", 8)
     assert ipu.batch_range == [8, 16]  # 2,050 is within 5% of 2,100; 1,500 is not
     assert gpu.batch_range == [512]
-    assert "largest micro batch that fit: 512; out of memory at 1024" in gpu.not_measured
-    assert gpu.confidence.startswith("high: its interval clears the runner-up's (micro batch 256")
-    assert ipu.confidence.startswith("low: the runner-up (micro batch 16, fp32)")  # 2,100 vs 2,050
-    assert not any("above" in gap for gap in ipu.not_measured)  # 32 was tried and is slower
+    assert gpu.gaps is not None and (gpu.gaps.largest_fit, gpu.gaps.first_oom) == (512, 1024)
+    assert gpu.confidence is not None and gpu.confidence.level is advice.Level.HIGH
+    assert gpu.confidence.runner_up and gpu.confidence.runner_up.result.spec.batch_size == 256
+    assert ipu.confidence is not None and ipu.confidence.level is advice.Level.LOW  # 2,100 vs 2,050
+    assert ipu.confidence.runner_up and ipu.confidence.runner_up.result.spec.batch_size == 16
+    assert ipu.gaps is not None and not ipu.gaps.larger_untried  # 32 was tried and is slower
 
 
 def test_a_best_at_the_edge_says_what_was_not_tried(chips: list[Result]) -> None:
@@ -65,7 +67,7 @@ def test_a_best_at_the_edge_says_what_was_not_tried(chips: list[Result]) -> None
     (gpu,) = advice.recommend(
         [r for r in no_oom if r.env.platform == "Sim GPU"], "tiny_mlp", "throughput"
     )
-    assert any(gap.startswith("micro batches above 512 were not tried") for gap in gpu.not_measured)
+    assert gpu.gaps is not None and gpu.gaps.larger_untried and gpu.gaps.first_oom is None
 
 
 def test_overlapping_runner_up_is_low_confidence(two_platforms: list[Result]) -> None:
@@ -77,9 +79,7 @@ def test_overlapping_runner_up_is_low_confidence(two_platforms: list[Result]) ->
         [with_metrics(small, step_ms_steady=quick), large], "tiny_mlp", "throughput"
     )
     assert a.options[0].result.spec.batch_size == 16
-    assert a.confidence.startswith(
-        "low: the runner-up (micro batch 8, fp32) is within its interval"
-    )
+    assert a.confidence == advice.Confidence(advice.Level.LOW, a.options[1])
     assert a.pareto == []  # training: a shorter step is no trade-off; 16 simply beats 8
 
 
@@ -89,13 +89,23 @@ def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) 
     for batch, rate, p99 in ((1, 500.0, 2.0), (8, 3000.0, 6.0), (32, 6000.0, 20.0)):
         r = at(base, "Sim GPU", batch, rate)
         assert r.metrics is not None
+        known = {"p99": p99, "n": validity.MIN_P99_SAMPLES}  # a p99 with enough batches
         runs.append(
-            with_metrics(r, step_ms_steady=r.metrics.step_ms_steady.model_copy(update={"p99": p99}))
+            with_metrics(r, step_ms_steady=r.metrics.step_ms_steady.model_copy(update=known))
         )
     (a,) = advice.recommend(runs, "tiny_mlp", "latency", advice.Constraints(latency_bound_ms=10))
     assert a.options[0].result.spec.batch_size == 8
-    assert a.excluded == ["1 measured configuration(s) left out: p99 latency above 10 ms"]
+    assert a.excluded == {advice.Out.LATENCY: 1}
     assert [o.result.spec.batch_size for o in a.pareto] == [8, 1]  # faster vs lower latency
+    few = [
+        with_metrics(r, step_ms_steady=r.metrics.step_ms_steady.model_copy(update={"n": 99}))
+        for r in runs
+        if r.metrics
+    ]
+    (unknown,) = advice.recommend(
+        few, "tiny_mlp", "latency", advice.Constraints(latency_bound_ms=10)
+    )
+    assert unknown.options == [] and unknown.excluded == {advice.Out.LATENCY: 3}  # p99 not known
     with pytest.raises(AccelbenchError, match="needs --latency-bound-ms"):
         advice.recommend(runs, "tiny_mlp", "latency")
 
@@ -123,9 +133,7 @@ def test_energy_and_cost_objectives(chips: list[Result], tmp_path: Path) -> None
     ipu = next(
         a for a in advice.recommend(chips, "tiny_mlp", "cost", only_gpu) if a.platform == "Sim IPU"
     )
-    assert ipu.options == [] and ipu.excluded == [
-        "no price for Sim IPU in the prices file: add one"
-    ]
+    assert ipu.options == [] and ipu.excluded == {advice.Out.NO_PRICE: 5}
     prices.write_text('[prices]\n"GPU" = "cheap"\n')
     with pytest.raises(AccelbenchError, match="price of 'GPU' must be a positive number"):
         advice.load_prices(prices)
@@ -142,7 +150,7 @@ def test_constraints_leave_configurations_out(two_platforms: list[Result]) -> No
     ]
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(max_devices=2))
     assert a.options[0].result.spec.replicas == 2
-    assert a.excluded == ["1 measured configuration(s) left out: more than 2 devices"]
+    assert a.excluded == {advice.Out.DEVICES: 1}
     (b,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(global_batch=16))
     assert [o.result.spec.replicas for o in b.options] == [1]
     assert len(a.pareto) == 2  # one device vs more throughput on two
@@ -155,7 +163,7 @@ def test_time_to_train_uses_the_median_over_seeds(two_platforms: list[Result]) -
     (a,) = advice.recommend([*quick, *slow], "tiny_mlp", "time-to-train")
     best = a.options[0]
     assert (best.result.spec.batch_size, best.value, best.low, best.high) == (16, 4.0, 3.0, 5.0)
-    assert a.confidence.startswith("high")  # 3-5 s against the larger batch's 9 s
+    assert a.confidence and a.confidence.level is advice.Level.HIGH  # 3-5 s against 9 s
 
 
 def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) -> None:
@@ -167,8 +175,10 @@ def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) 
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert lines[1].startswith(
-        "1. Sim GPU: micro batch 512, fp32: 8,600 items/s [8,428 items/s to 8,772 items/s]; from 1 run(s): "
+        "1. Sim GPU: bs=512 fp32: 8,600 items/s [8,428 items/s to 8,772 items/s]; from 1 run(s): "
     )
+    assert "   confidence: high: its interval clears the runner-up's (bs=256 fp32)" in lines
+    assert "   not measured: largest micro batch that fit: 512; out of memory at 1024" in lines
     assert "   effective batch range (within 5% of its best throughput): 8, 16" in lines
     assert "across platforms: Sim GPU is best; its interval clears Sim IPU's" in lines
     assert lines[-1] == "no published throughput for this workload"
@@ -194,7 +204,4 @@ def test_a_contended_result_is_never_recommended(two_platforms: list[Result]) ->
     runs = [at(base, "X", 16, 1000.0), with_metrics(quick, host=busy)]
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput")
     assert [o.result.spec.batch_size for o in a.options] == [16]
-    assert a.excluded == [
-        "1 measured configuration(s) left out: contended: measured while other work shared the "
-        "platform"
-    ]
+    assert a.excluded == {advice.Out.CONTENDED: 1}

@@ -5,11 +5,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import comparison, report
+from accelbench import comparison
 from accelbench.cli import app
 from accelbench.comparison import Ranking
 from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
+from accelbench.report import compare as compare_text
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
@@ -37,11 +38,11 @@ def test_ratio_of_clearly_separated_platforms_is_ranked(two_platforms: list[Resu
     for r in found:
         assert r.ratio == pytest.approx(3.0)
         assert r.interval is not None and r.interval[0] > 1  # 3x is outside any overlap here
-        assert r.ranking is Ranking.FASTER and report.ranking_text(r) == "Sim B faster"
+        assert r.ranking is Ranking.FASTER and compare_text.ranking_text(r) == "Sim B faster"
     (summary,) = comparison.summary(found)
     assert (summary.num_matched, summary.num_faster, summary.num_slower) == (3, 3, 0)
     assert summary.geomean == pytest.approx(3.0)
-    (line,) = report.ratio_summary_lines([summary])
+    (line,) = compare_text.ratio_summary_lines([summary])
     assert line.startswith(f"Sim B against {here[0].env.platform}: 3.00x throughput")
 
 
@@ -53,7 +54,7 @@ def test_overlapping_intervals_are_not_ranked(two_platforms: list[Result]) -> No
     (r,) = comparison.ratios([here[0], close], "platform", baseline=here[0].env.platform)
     assert r.interval is not None and r.interval[0] < 1 < r.interval[1]
     assert r.ranking is Ranking.OVERLAP
-    assert report.ranking_text(r) == "not ranked: intervals overlap"
+    assert compare_text.ranking_text(r) == "not ranked: intervals overlap"
 
 
 def test_no_interval_is_never_ranked(two_platforms: list[Result]) -> None:
@@ -144,4 +145,4 @@ def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None
     assert clear.ranking is Ranking.FASTER
     (r,) = comparison.ratios([here, shared], "platform", baseline=here.env.platform)
     assert r.ranking is Ranking.CONTENDED and not r.ranking.ranked
-    assert report.ranking_text(r).startswith("not ranked: contended")
+    assert compare_text.ranking_text(r).startswith("not ranked: contended")

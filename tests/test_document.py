@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import document, figures, tables
 from accelbench.cli import app
+from accelbench.report import document, figures, tables
 from accelbench.result import Result
 from accelbench.store import ResultStore
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from accelbench import figures
+from accelbench.report import figures
 from accelbench.result import EvalPoint, Result, TimeToTrain
 
 from .conftest import SIM_PLATFORM, on_platform, rate

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from accelbench import report, workloads
+from accelbench import workloads
+from accelbench.report import results as results_text
 from accelbench.result import Result
 from accelbench.runner import run
 from accelbench.scenarios import infer
@@ -51,19 +52,19 @@ def sweep() -> list[Result]:
 def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
     long_enough = sweep[0]
     assert long_enough.metrics and long_enough.metrics.step_ms_steady.n >= 100
-    assert "p99" in report.latency_line(long_enough) and "not shown" not in report.latency_line(
+    assert "p99" in results_text.latency_line(
         long_enough
-    )
+    ) and "not shown" not in results_text.latency_line(long_enough)
     short = run(tiny(scenario="infer", steps_per_epoch=20))
-    assert "p99 not shown (needs 100)" in report.latency_line(short)
-    assert any("p99 latency needs 100" in line for line in report.notes([short]))
+    assert "p99 not shown (needs 100)" in results_text.latency_line(short)
+    assert any("p99 latency needs 100" in line for line in results_text.notes([short]))
 
 
 def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     small, large = (r.metrics for r in sweep)
     assert small and large
     bound = (small.step_ms_steady.p99 + large.step_ms_steady.p99) / 2
-    lines = report.inference_headlines(sweep, latency_bound_ms=1e9)
+    lines = results_text.inference_headlines(sweep, latency_bound_ms=1e9)
     fastest = min(sweep, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
     assert (
         f"lowest latency (p50 {fastest.metrics.step_ms_steady.median:.2f} ms) at batch {fastest.spec.batch_size}"  # type: ignore[union-attr]
@@ -72,10 +73,10 @@ def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     best = max(sweep, key=lambda r: r.metrics.items_per_s)  # type: ignore[union-attr]
     assert f"infer bs={best.spec.batch_size} fp32: highest throughput with p99 within" in lines[1]
     # A bound only the lower-latency batch meets picks that batch, checked on the raw p99s.
-    tight = report.inference_headlines(sweep, latency_bound_ms=bound)
+    tight = results_text.inference_headlines(sweep, latency_bound_ms=bound)
     within = [r for r in sweep if r.metrics and r.metrics.step_ms_steady.p99 <= bound]
     assert len(within) == 1 and f"bs={within[0].spec.batch_size} fp32: highest" in tight[1]
-    nothing = report.inference_headlines(sweep, latency_bound_ms=0.0)
+    nothing = results_text.inference_headlines(sweep, latency_bound_ms=0.0)
     assert "no batch size has a p99 latency known to be within 0 ms" in nothing[1]
 
 

@@ -11,10 +11,11 @@ from typing import get_args
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import references, report, workloads
+from accelbench import references, workloads
 from accelbench.cli import app
 from accelbench.environment import DeviceInfo
 from accelbench.precision import Precision
+from accelbench.report import compare as compare_text
 from accelbench.result import Result
 from accelbench.runner import run
 from accelbench.store import ResultStore
@@ -142,7 +143,7 @@ def test_published_precisions_map_to_accelbench_ones() -> None:
 
 
 def test_table_4_comparison_from_the_references_alone() -> None:
-    lines = report.head_to_head(references.query(workload="autoencoder", table="Table 4"))
+    lines = compare_text.head_to_head(references.query(workload="autoencoder", table="Table 4"))
     assert lines == [
         "Table 4, autoencoder, 2 device(s), micro batch 10: Mk2 IPU 5,185 (micro batch 10) vs "
         "A100 274 (micro batch 10) images/s: Mk2 IPU 18.92x faster (derived)",

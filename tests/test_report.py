@@ -5,7 +5,9 @@ import io
 import pytest
 from rich.console import Console
 
-from accelbench import report, scaling
+from accelbench import exchange, scaling
+from accelbench.report import cells
+from accelbench.report import results as results_text
 from accelbench.result import Result, ServerMetrics, ServerTrial
 from accelbench.runner import run
 from accelbench.stats import summarize
@@ -15,7 +17,7 @@ from .conftest import tiny, with_rate
 
 def render(results: list[Result]) -> str:
     console = Console(file=io.StringIO(), width=200)
-    console.print(report.table(results))
+    console.print(results_text.table(results))
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 
@@ -23,27 +25,27 @@ def test_invalid_throughput_is_never_shown_as_a_plain_number() -> None:
     ok, diverged = run(tiny()), run(tiny(lr=1e9, steps_per_epoch=5))
     assert ok.metrics and diverged.metrics
     text = render([ok, diverged])
-    assert report.rate_text(ok.metrics.items_per_s) in text
-    assert f"({report.rate_text(diverged.metrics.items_per_s)})" in text
-    lines = report.notes([ok, diverged])
+    assert cells.rate_text(ok.metrics.items_per_s) in text
+    assert f"({cells.rate_text(diverged.metrics.items_per_s)})" in text
+    lines = results_text.notes([ok, diverged])
     assert any(
         f"bs={diverged.spec.batch_size} fp32: diverged: loss became" in line for line in lines
     )
-    assert lines[-1] == report.NOT_VALID_NOTE
+    assert lines[-1] == results_text.NOT_VALID_NOTE
 
 
 def test_rate_text_keeps_three_digits_for_slow_rates() -> None:
-    assert report.rate_text(24.44) == "24.4"
-    assert report.rate_text(5833.2) == "5,833"
+    assert cells.rate_text(24.44) == "24.4"
+    assert cells.rate_text(5833.2) == "5,833"
 
 
 def test_flat_row_holds_spec_and_headline_metrics() -> None:
     result = run(tiny(grad_accum=2))
-    row = report.flat(result)
+    row = exchange.flat(result)
     assert (row["micro_batch"], row["grad_accum"], row["global_batch"]) == (4, 2, 8)
     assert row["items_per_s"] == result.items_per_s
     assert row["num_steady_steps"] == 8 - result.metrics.steady_from_step  # type: ignore[union-attr]
-    header = report.to_csv([result]).splitlines()[0].split(",")
+    header = exchange.to_csv([result]).splitlines()[0].split(",")
     assert header[:3] == ["key", "created_at", "workload"]
 
 
@@ -64,7 +66,7 @@ def test_compile_payoff_in_steps() -> None:
             ),
         }
     )
-    line = next(n for n in report.notes([eager, compiled]) if "torch.compile" in n)
+    line = next(n for n in results_text.notes([eager, compiled]) if "torch.compile" in n)
     assert (
         "costs 1.0 s more in the first step and saves 0.50 ms per step: it pays off after 2,000 steps"
         in line
@@ -74,7 +76,7 @@ def test_compile_payoff_in_steps() -> None:
     )
     (payoff,) = scaling.compile_payoffs([eager, slower])
     assert payoff.break_even_steps is None
-    assert report.compile_payoff(payoff).endswith("it never pays off here")
+    assert results_text.compile_payoff(payoff).endswith("it never pays off here")
 
 
 def test_mfu_above_a_hundred_percent_is_called_meaningless() -> None:
@@ -86,8 +88,8 @@ def test_mfu_above_a_hundred_percent_is_called_meaningless() -> None:
     inflated = result.model_copy(
         update={"metrics": result.metrics.model_copy(update={"flops": low_peak})}
     )
-    assert not any("above 100%" in line for line in report.notes([result]))
-    (line,) = [line for line in report.notes([inflated]) if "above 100%" in line]
+    assert not any("above 100%" in line for line in results_text.notes([result]))
+    (line,) = [line for line in results_text.notes([inflated]) if "above 100%" in line]
     assert "the peak (measured: x) is below what the model reached" in line
 
 
@@ -109,7 +111,7 @@ def test_scaling_efficiency_only_like_with_like() -> None:
     unlike = _replicated(single, 2, 1, 3.14)
     (found,) = scaling.scaling([one, unlike])
     assert not found.like_with_like and found.speedup is None and found.efficiency is None
-    (note,) = report.scaling_notes([one, unlike])
+    (note,) = results_text.scaling_notes([one, unlike])
     assert (
         "no scaling efficiency: each replica ran 1 torch thread(s), the one-replica run 2" in note
     )
@@ -117,9 +119,9 @@ def test_scaling_efficiency_only_like_with_like() -> None:
     like = _replicated(single, 2, 2, 1.8)
     (found,) = scaling.scaling([one, like])
     assert (found.speedup, found.efficiency) == (pytest.approx(1.8), pytest.approx(0.9))
-    assert report.scaling_notes([one, like]) == []
+    assert results_text.scaling_notes([one, like]) == []
     above = _replicated(single, 2, 2, 2.2)
-    (note,) = report.scaling_notes([one, above])
+    (note,) = results_text.scaling_notes([one, above])
     assert "scaling efficiency 110% is above 100%: likely" in note
 
 
@@ -145,11 +147,11 @@ def test_every_row_says_its_scenario_and_a_server_its_sustained_rate() -> None:
 
     sustained, too_slow = server([kept, missed], 0), server([missed], None)
     assert sustained.items_per_s == 48.0 and too_slow.items_per_s is None
-    grid = report.results_grid([trained, sustained, too_slow])
+    grid = results_text.results_grid([trained, sustained, too_slow])
     assert grid.headers[1] == "Scenario"
     column = grid.headers.index("Throughput (items/s)")
     assert [row[1] for row in grid.rows] == ["train", "server", "server"]
-    capacity = report.rate_text(trained.metrics.items_per_s)
+    capacity = cells.rate_text(trained.metrics.items_per_s)
     assert grid.rows[1][column] == "48" and grid.rows[2][column] == ""  # never the capacity
     assert capacity not in (grid.rows[1][column], grid.rows[2][column])
     assert "too-slow" in grid.rows[2][-1]

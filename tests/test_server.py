@@ -6,7 +6,8 @@ import statistics
 import pytest
 import torch
 
-from accelbench import report, validity
+from accelbench import validity
+from accelbench.report import results as results_text
 from accelbench.runner import run
 from accelbench.scenarios import server
 
@@ -32,7 +33,7 @@ def test_a_given_rate_is_sent_as_poisson_arrivals_and_batched() -> None:
     assert 1 <= trial.mean_batch <= 8
     # Batches wait at most the timeout for more queries: no query waits much longer than it.
     assert trial.latency.median < 5.0 + 50 * result.metrics.step_ms_steady.median
-    assert "server rate: 400 queries/s sent" in report.server_line(result)
+    assert "server rate: 400 queries/s sent" in results_text.server_line(result)
 
 
 def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> None:
@@ -48,7 +49,7 @@ def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> No
     # Every faster rate tried broke the bound or did not keep up.
     for faster in (t for t in found.trials if t.target_per_s > best.target_per_s):
         assert not server.kept_within(faster, bound_ms)
-    assert "highest rate with p99 within 20 ms" in report.server_line(result)
+    assert "highest rate with p99 within 20 ms" in results_text.server_line(result)
 
 
 def test_a_bound_no_rate_keeps_is_flagged() -> None:

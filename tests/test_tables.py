@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from accelbench import tables
+from accelbench.report import tables
 from accelbench.result import Result
 
 from .conftest import SIM_PLATFORM, on_platform

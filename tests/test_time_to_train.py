@@ -15,6 +15,7 @@ from accelbench import runner
 from accelbench.cli import app
 from accelbench.data import HELD_OUT_EVERY, split_loaders
 from accelbench.engine import TorchEngine
+from accelbench.report import time_to_train as ttt_text
 from accelbench.result import EvalPoint, Result
 from accelbench.scenarios.time_to_train import _outcome
 from accelbench.spec import RunSpec, parse_target
@@ -152,10 +153,9 @@ def test_a_batch_sweep_reaches_the_target_at_one_batch_and_not_the_other(
 
 
 def test_results_say_whether_the_fastest_batch_is_the_quickest(sweep: dict[int, Result]) -> None:
-    from accelbench import report
 
     reached, missed = sweep[16], sweep[256]
-    (line,) = report.time_to_train_headlines([reached, missed])
+    (line,) = ttt_text.time_to_train_headlines([reached, missed])
     rates = {bs: r.items_per_s or 0 for bs, r in sweep.items()}
     if rates[256] > rates[16]:  # the usual case: the larger batch runs faster but never got there
         assert "the highest throughput, global batch 256" in line
@@ -163,7 +163,7 @@ def test_results_say_whether_the_fastest_batch_is_the_quickest(sweep: dict[int, 
         assert "it reached the target in 0 of 1 seeds" in line
     else:
         assert "global batch 16" in line and "is also the quickest to train" in line
-    table = report.time_to_train_table([reached, missed])
+    table = ttt_text.time_to_train_table([reached, missed])
     assert table is not None and table.row_count == 2
 
 

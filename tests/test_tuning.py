@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import report, tuning
+from accelbench import tuning
 from accelbench.cli import app
+from accelbench.report import advice as advice_text
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
@@ -114,8 +115,10 @@ def test_the_replica_curve_is_scaled_like_with_like_only(two_platforms: list[Res
         return r.model_copy(update={"env": r.env.model_copy(update={"torch_num_threads": n})})
 
     same = tuning.Search(trials={32: threads(one, 1)}, scaling={2: threads(two, 1)})
-    assert "1.80x one replica (90% scaling efficiency)" in "\n".join(report.tune_lines(same, 64))
+    assert "1.80x one replica (90% scaling efficiency)" in "\n".join(
+        advice_text.tune_lines(same, 64)
+    )
     unlike = tuning.Search(trials={32: threads(one, 2)}, scaling={2: threads(two, 1)})
-    lines = "\n".join(report.tune_lines(unlike, 64))
+    lines = "\n".join(advice_text.tune_lines(unlike, 64))
     assert "no scaling efficiency: 1 torch thread(s) per replica against 2" in lines
     assert "%" not in lines.split("x2 replicas")[1]  # no efficiency printed for the pair

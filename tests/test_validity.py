@@ -4,9 +4,10 @@ from typing import Any
 
 import pytest
 
-from accelbench import report, validity
+from accelbench import exchange, validity
 from accelbench.contention import HostActivity
 from accelbench.energy import EnergyMetrics
+from accelbench.report import results as results_text
 from accelbench.result import Flops, Result
 from accelbench.runner import run
 
@@ -87,11 +88,11 @@ def test_diverged_is_a_verdict_too(measured: Result) -> None:
 
 def test_table_and_notes_show_verdicts_and_repeat_spread(measured: Result) -> None:
     a, b = two_repeats(measured)
-    lines = report.notes([a, b])
+    lines = results_text.notes([a, b])
     assert any(
         "2 repeats, 100 120 items/s, spread 18.2%: noisy, target 5%" in line for line in lines
     )
-    assert report.flat(a)["verdict"] == "valid"
+    assert exchange.flat(a)["verdict"] == "valid"
 
 
 def quiet(**changes: Any) -> HostActivity:

@@ -16,13 +16,14 @@ import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal, get_args
 
 from accelbench import references, validity
 from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result, cell_key
+from accelbench.result import ANY_BATCH, Result, cell_key
 
 Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost"]
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
@@ -40,15 +41,6 @@ class Constraints:
     latency_bound_ms: float | None = None
     prices: dict[str, float] = field(default_factory=dict)
     """$ per device-hour by a part of the platform name (for the cost objective)."""
-
-    def text(self) -> str:
-        parts = [
-            f"global batch {self.global_batch}" if self.global_batch else "",
-            f"at most {self.max_devices} devices" if self.max_devices else "",
-            f"{self.memory_headroom_pct:g}% memory free" if self.memory_headroom_pct else "",
-            f"p99 within {self.latency_bound_ms:g} ms" if self.latency_bound_ms is not None else "",
-        ]
-        return ", ".join(p for p in parts if p)
 
 
 @dataclass(frozen=True)
@@ -82,15 +74,61 @@ GOALS: dict[str, Goal] = {
 }
 
 
+class Level(StrEnum):
+    """How sure the answer is against the runner-up."""
+
+    HIGH = "high"
+    """The best's interval clears the runner-up's."""
+    LOW = "low"
+    """The runner-up lies within the best's interval: either will do."""
+    ALONE = "alone"
+    """One configuration measured: nothing to set it against."""
+    NO_INTERVAL = "no-interval"
+    """The best has no interval (too few steady steps or seeds)."""
+    NO_RUNNER_UP_INTERVAL = "no-runner-up-interval"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    level: Level
+    runner_up: Option | None = None
+
+
+class Out(StrEnum):
+    """Why a measured configuration is left out of the answer."""
+
+    CONTENDED = "contended"
+    GLOBAL_BATCH = "global-batch"
+    DEVICES = "devices"
+    LATENCY = "latency"
+    MEMORY = "memory"
+    NO_PRICE = "no-price"
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """What the answer cannot see, around the best configuration."""
+
+    batch: int
+    largest_fit: int | None = None
+    """With first_oom: the largest micro batch below it that ran."""
+    first_oom: int | None = None
+    larger_untried: bool = False
+    """The best is the largest micro batch tried and none ran out of memory."""
+    smaller_untried: bool = False
+    no_energy: bool = False
+    no_memory: bool = False
+
+
 @dataclass
 class Advice:
     platform: str
     options: list[Option]
     """Every admissible configuration, best first."""
-    excluded: list[str] = field(default_factory=list)
-    """Why measured configurations were left out."""
-    not_measured: list[str] = field(default_factory=list)
-    confidence: str = ""
+    excluded: dict[Out, int] = field(default_factory=dict)
+    """How many measured runs each reason left out."""
+    gaps: Gaps | None = None
+    confidence: Confidence | None = None
     batch_range: list[int] = field(default_factory=list)
     pareto: list[Option] = field(default_factory=list)
     """Configurations no other beats on throughput, devices, p99 latency and energy together,
@@ -152,22 +190,27 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
     return Option(runs, rate.median, rate.low, rate.high)
 
 
-def _why_out(r: Result, constraints: Constraints) -> str | None:
+def within_latency(r: Result, bound_ms: float) -> bool:
+    """Whether an inference result's p99 latency is known to be within the bound: only p99s
+    with enough batches behind them count."""
+    s = r.metrics.step_ms_steady if r.metrics else None
+    return s is not None and s.n >= validity.MIN_P99_SAMPLES and s.p99 <= bound_ms
+
+
+def _why_out(r: Result, constraints: Constraints) -> Out | None:
     c, m = constraints, r.metrics
     if any(flag == "contended" for flag, _ in validity.verdict(r)):
-        return "contended: measured while other work shared the platform"
+        return Out.CONTENDED
     if c.global_batch is not None and r.spec.global_batch != c.global_batch:
-        return f"global batch is not {c.global_batch}"
+        return Out.GLOBAL_BATCH
     if c.max_devices is not None and r.num_devices > c.max_devices:
-        return f"more than {c.max_devices} devices"
-    bounded = c.latency_bound_ms is not None and r.spec.scenario == "infer"
+        return Out.DEVICES
     if (
-        bounded
-        and m
-        and c.latency_bound_ms is not None
-        and m.step_ms_steady.p99 > c.latency_bound_ms
+        c.latency_bound_ms is not None
+        and r.spec.scenario == "infer"
+        and not within_latency(r, c.latency_bound_ms)
     ):
-        return f"p99 latency above {c.latency_bound_ms:g} ms"
+        return Out.LATENCY
     memory = r.env.devices[0].memory_gib if r.env.devices else None
     peak = m.peak_mem_allocated_gib if m else None
     headroom = c.memory_headroom_pct
@@ -177,7 +220,7 @@ def _why_out(r: Result, constraints: Constraints) -> str | None:
         and memory
         and peak > memory * (1 - headroom / 100)
     ):
-        return f"peak memory {peak:.1f} of {memory:.0f} GiB leaves under {headroom:g}% free"
+        return Out.MEMORY
     return None
 
 
@@ -219,7 +262,7 @@ def _platform_advice(
     goal = GOALS[objective]
     advice = Advice(platform, [])
     cells: dict[str, list[Result]] = defaultdict(list)
-    reasons: dict[str, int] = defaultdict(int)
+    reasons: dict[Out, int] = defaultdict(int)
     for r in runs:
         if r.status not in ("ok", "not-converged") or not r.metrics:
             continue
@@ -228,39 +271,34 @@ def _platform_advice(
             cells[cell_key(r, ignore=("seed",))].append(r)
         else:
             reasons[why] += 1
-    advice.excluded = [
-        f"{n} measured configuration(s) left out: {why}" for why, n in reasons.items()
-    ]
+    advice.excluded = dict(reasons)
     options = [o for cell in cells.values() if (o := _option(cell, objective, constraints))]
     options.sort(key=lambda o: o.value, reverse=not goal.lower_is_better)
     advice.options = options
     if objective == "cost" and cells and not options:
-        advice.excluded.append(f"no price for {platform} in the prices file: add one")
+        advice.excluded[Out.NO_PRICE] = sum(map(len, cells.values()))
     if not options:
         return advice
     advice.confidence = _confidence(options, goal)
     advice.batch_range = batch_range(
         options[0].result, [r for cell in cells.values() for r in cell]
     )
-    advice.not_measured = _not_measured(options[0], runs, objective)
+    advice.gaps = _gaps(options[0], runs, objective)
     advice.pareto = _pareto(options)
     return advice
 
 
-def _confidence(options: list[Option], goal: Goal) -> str:
+def _confidence(options: list[Option], goal: Goal) -> Confidence:
     best = options[0]
     if best.low is None or best.high is None:
-        return "unknown: the best has no interval (too few steady steps or seeds); run more steps"
+        return Confidence(Level.NO_INTERVAL)
     if len(options) == 1:
-        return "one configuration measured: nothing to set it against"
+        return Confidence(Level.ALONE)
     second = options[1]
     clear = clears(best, second, goal.lower_is_better)
     if clear is None:
-        return "unknown: the runner-up has no interval to set against"
-    what = describe(second.result)
-    if clear:
-        return f"high: its interval clears the runner-up's ({what})"
-    return f"low: the runner-up ({what}) is within its interval; either will do, or run --repeats 3"
+        return Confidence(Level.NO_RUNNER_UP_INTERVAL, second)
+    return Confidence(Level.HIGH if clear else Level.LOW, second)
 
 
 def clears(best: Option, other: Option, lower_is_better: bool) -> bool | None:
@@ -269,10 +307,6 @@ def clears(best: Option, other: Option, lower_is_better: bool) -> bool | None:
     if best.low is None or best.high is None or other.low is None or other.high is None:
         return None
     return other.low > best.high if lower_is_better else other.high < best.low
-
-
-ANY_BATCH = ("batch_size", "grad_accum", "seed")
-"""cell_key's fields for the same configuration at any micro batch (and accumulation, and seed)."""
 
 
 def batch_range(best: Result, runs: Sequence[Result]) -> list[int]:
@@ -288,7 +322,7 @@ def batch_range(best: Result, runs: Sequence[Result]) -> list[int]:
     return sorted(b for b, v in medians.items() if v >= BATCH_RANGE_FRAC * top)
 
 
-def _not_measured(best: Option, runs: list[Result], objective: str) -> list[str]:
+def _gaps(best: Option, runs: list[Result], objective: str) -> Gaps:
     """What the answer cannot see: batches beyond those tried, the memory boundary, energy
     and memory where they were not measured."""
     batch, m = best.result.spec.batch_size, best.result.metrics
@@ -297,23 +331,16 @@ def _not_measured(best: Option, runs: list[Result], objective: str) -> list[str]
     ]
     fits = sorted({r.spec.batch_size for r in same if r.metrics})
     ooms = sorted({r.spec.batch_size for r in same if r.status == "oom"})
-    notes = []
-    if ooms:
-        below = [b for b in fits if b < ooms[0]]
-        largest = below[-1] if below else "none"
-        notes.append(f"largest micro batch that fit: {largest}; out of memory at {ooms[0]}")
-    if batch == fits[-1] and not ooms:
-        notes.append(
-            f"micro batches above {batch} were not tried and none ran out of memory: the best "
-            "may be larger (`accelbench tune` searches them)"
-        )
-    if batch == fits[0] and batch > 1:
-        notes.append(f"micro batches below {batch} were not tried")
-    if objective != "time-to-train" and m and m.joules_per_item is None:
-        notes.append("energy was not measured on this platform")
-    if m and m.peak_mem_allocated_gib is None:
-        notes.append("device memory was not measured here, so memory headroom is not checked")
-    return notes
+    below = [b for b in fits if ooms and b < ooms[0]]
+    return Gaps(
+        batch,
+        largest_fit=below[-1] if below else None,
+        first_oom=ooms[0] if ooms else None,
+        larger_untried=batch == fits[-1] and not ooms,
+        smaller_untried=batch == fits[0] and batch > 1,
+        no_energy=objective != "time-to-train" and m is not None and m.joules_per_item is None,
+        no_memory=m is not None and m.peak_mem_allocated_gib is None,
+    )
 
 
 def _pareto(options: list[Option]) -> list[Option]:
@@ -341,16 +368,7 @@ def _pareto(options: list[Option]) -> list[Option]:
     return front if len(front) > 1 else []
 
 
-def describe(r: Result) -> str:
-    """A configuration in a few words: micro batch, accumulation, devices, precision."""
-    s = r.spec
-    text = f"micro batch {s.batch_size}"
-    text += f" x accumulation {s.grad_accum}" if s.grad_accum > 1 else ""
-    text += f" on {s.num_processes} devices ({s.replicas} replicas)" if s.num_processes > 1 else ""
-    return text + f", {s.precision}" + (" +compile" if s.compile else "")
-
-
-def published(workload: str, platforms_seen: Sequence[str]) -> list[str]:
+def published(workload: str, platforms_seen: Sequence[str]) -> list[references.Reference]:
     """Best published throughput per other platform and device count, labelled as published."""
     from accelbench.references import THROUGHPUT_METRICS
 
@@ -363,8 +381,40 @@ def published(workload: str, platforms_seen: Sequence[str]) -> list[str]:
             best[key] = ref
     seen = {references.family(p) for p in platforms_seen} - {None}
     return [
-        f"published, not measured here: {ref.platform} x{ref.num_devices}: {ref.value:,.0f} "
-        f"{ref.unit} at micro batch {ref.micro_batch} ({ref.source}, {ref.table})"
+        ref
         for (platform, _), ref in sorted(best.items())
         if references.family(platform) not in seen or references.family(platform) is None
     ]
+
+
+def ranked_apart(found: Sequence[Advice], objective: str) -> bool | None:
+    """Whether the best platform's interval clears the second's (None: fewer than two
+    platforms with an answer, or an interval missing)."""
+    ranked = [a for a in found if a.options]
+    if len(ranked) < 2:
+        return None
+    lower_is_better = GOALS[objective].lower_is_better
+    return clears(ranked[0].options[0], ranked[1].options[0], lower_is_better)
+
+
+@dataclass(frozen=True)
+class LatencyChoice:
+    """From a batch-size sweep of one inference configuration: the batch with the lowest
+    median latency, and the highest throughput whose p99 is known to be within a bound."""
+
+    lowest: Result
+    best_within: Result | None
+
+
+def latency_choices(results: Sequence[Result], bound_ms: float | None) -> list[LatencyChoice]:
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        if r.spec.scenario == "infer" and r.status == "ok" and r.metrics:
+            groups[cell_key(r, ignore=("batch_size",))].append(r)
+    choices = []
+    for members in groups.values():
+        lowest = min(members, key=lambda r: r.metrics.step_ms_steady.median if r.metrics else 0)
+        within = [] if bound_ms is None else [r for r in members if within_latency(r, bound_ms)]
+        best = max(within, key=lambda r: r.items_per_s or 0) if within else None
+        choices.append(LatencyChoice(lowest, best))
+    return choices

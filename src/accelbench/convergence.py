@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from accelbench.result import Result, cell_key
+from accelbench.result import ANY_BATCH, Result, cell_key
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,18 @@ def quickest_vs_fastest(
     fastest = max(summaries, key=lambda s: s.items_per_s or 0)
     ranked = [s for s in summaries if s.median_s is not None and 2 * s.num_reached >= len(s.runs)]
     return fastest, min(ranked, key=lambda s: s.median_s or 0, default=None)
+
+
+def batch_choices(
+    results: Sequence[Result],
+) -> list[tuple[SeedSummary, SeedSummary | None]]:
+    """quickest_vs_fastest over each workload and target's cells that differ only in batch
+    (and seed, and the budgets and evaluation cadence, which only end runs)."""
+    groups: dict[str, list[SeedSummary]] = {}
+    for s in by_seed(results):
+        ignore = (*ANY_BATCH, "max_steps", "max_measure_s", "steps_per_epoch")
+        groups.setdefault(cell_key(s.runs[0], ignore=ignore), []).append(s)
+    return [pair for summaries in groups.values() if (pair := quickest_vs_fastest(summaries))]
 
 
 @dataclass(frozen=True)

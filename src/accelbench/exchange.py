@@ -1,5 +1,6 @@
-"""Results moved between machines: `accelbench export` writes them as JSON, and `accelbench
-import` reads such a file, or another accelbench SQLite database, into the store.
+"""Every machine format of results: `accelbench export` writes them as JSON, `accelbench
+import` reads such a file, or another accelbench SQLite database, into the store; and the flat
+CSV schema of `results --format csv` and `report --format csv`.
 
 A file to import is read whole and every record validated (the same model the store uses) before
 anything is written, and then written in one transaction: a malformed or hostile file changes
@@ -9,6 +10,8 @@ skipped, never overwritten.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import sqlite3
 import tempfile
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from accelbench import scaling, validity
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.result import Result
 
@@ -111,3 +115,113 @@ def _from_sqlite(path: Path) -> list[Result]:
                 return store.query()
         except AccelbenchError as exc:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
+
+
+def flat(result: Result) -> dict[str, object]:
+    """One row of plain values: the spec, the platform and the headline metrics."""
+    spec, m = result.spec, result.metrics
+    row: dict[str, object] = {
+        "key": result.key,
+        "created_at": result.created_at.isoformat(),
+        "workload": spec.workload,
+        "model_args": json.dumps(spec.model_args) if spec.model_args else None,
+        "data": spec.data,
+        "scenario": spec.scenario,
+        "platform": result.env.platform,
+        "device_type": result.env.device_type,
+        "hostname": result.env.hostname,
+        "replicas": spec.replicas,
+        "nodes": spec.nodes,
+        "micro_batch": spec.batch_size,
+        "grad_accum": spec.grad_accum,
+        "global_batch": spec.global_batch,
+        "precision": spec.precision,
+        "compile": spec.compile,
+        "channels_last": spec.channels_last,
+        "workers": spec.workers,
+        "repeat": spec.repeat,
+        "status": result.status,
+        "reason": result.reason,
+        "wall_s": result.wall_s,
+        "overhead_s": result.overhead_s,
+    }
+    if m is not None:
+        w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci
+        row |= {
+            "item_unit": m.item_unit,
+            "items_per_s": result.items_per_s,
+            "items_per_s_ci_low": ci[0] if ci else None,
+            "items_per_s_ci_high": ci[1] if ci else None,
+            "steady_items": m.delivered.num_items,
+            "steady_s": m.delivered.time_s,
+            "window_items_per_s_median": w.median,
+            "window_items_per_s_p25": w.p25,
+            "window_items_per_s_p75": w.p75,
+            "num_windows": w.n,
+            "others_cpus": m.host.others_cpus if m.host else None,
+            "load_avg_start": m.host.load_avg_start if m.host else None,
+            "ci_met": m.ci_met,
+            "verdict": validity.verdict_text(result),
+            "flops_per_item": m.flops.per_item if m.flops else None,
+            "mfu": m.mfu,
+            "mfu_peak_source": m.flops.peak_source if m.flops else None,
+            "energy_method": m.energy.method if m.energy else None,
+            "joules_per_item": m.joules_per_item,
+            "avg_power_w": m.energy.avg_power_w if m.energy else None,
+            "compute_items_per_s": m.compute_items_per_s,
+            "input_wait_frac": m.input_wait_frac,
+            "step_ms_median": s.median,
+            "step_ms_p90": s.p90,
+            "step_ms_p99": s.p99,
+            "num_steady_steps": s.n,
+            "first_step_ms": m.first_step_ms,
+            "first_epoch_s": m.epochs[0].time_s,
+            "last_epoch_s": m.epochs[-1].time_s,
+            "loss_last": m.epochs[-1].loss_last,
+            "diverged_at_step": m.diverged_at_step,
+            "peak_mem_allocated_gib": m.peak_mem_allocated_gib,
+            "host_peak_rss_gib": m.host_peak_rss_gib,
+            "timer": m.timer,
+        }
+    if m is not None and (t := m.time_to_train) is not None:
+        row |= {
+            "target": t.target,
+            "outcome": t.outcome,
+            "time_to_target_s": t.time_to_target_s,
+            "steps_to_target": t.steps_to_target,
+            "passes_to_target": t.passes_to_target,
+            "train_s": t.train_s,
+            "eval_s": t.eval_s,
+            "lr": t.lr,
+        }
+    return row
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    speedups = scaling.speedups(results)
+    rows = []
+    for r in results:
+        found = speedups.get(id(r))
+        rows.append(
+            flat(r)
+            | {
+                "speedup": found.speedup if found else None,
+                "scaling_efficiency": found.efficiency if found else None,
+            }
+        )
+    return rows_csv(rows)
+
+
+def rows_csv(rows: Sequence[dict[str, object]]) -> str:
+    """CSV of plain rows, with every column any row has."""
+    columns = list(dict.fromkeys(c for row in rows for c in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def to_json(results: Sequence[Result]) -> str:
+    """The full stored records, as a JSON list (NaN and infinity written as strings)."""
+    return "[\n" + ",\n".join(r.model_dump_json(indent=2) for r in results) + "\n]\n"

@@ -15,6 +15,7 @@ import io
 import json
 import math
 import re
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -214,3 +215,52 @@ def _differences(ref: Reference, spec: RunSpec) -> list[str]:
     elif published != run:
         out.append(f"{name} {run} against {published} published")
     return out
+
+
+@dataclass(frozen=True)
+class HeadToHead:
+    """Two device families' published throughputs in one source table, at one device count:
+    at the same micro batch, or (micro_batch None) each at its own best. Derived, not
+    published: the ratio is computed here."""
+
+    table: str
+    workload: str
+    num_devices: int
+    micro_batch: int | None
+    fast: Reference
+    slow: Reference
+
+    @property
+    def ratio(self) -> float:
+        return self.fast.value / self.slow.value
+
+
+def head_to_head(refs: Sequence[Reference]) -> list[HeadToHead]:
+    """Family against family from published throughputs alone, at the same device count: at
+    each micro batch both publish, and each at its own best micro batch (the paper's Table 4
+    point: IPUs win at batch 10, GPUs at 512)."""
+    groups: dict[tuple[str, str, str | None, int], list[Reference]] = defaultdict(list)
+    for r in refs:
+        if r.metric in THROUGHPUT_METRICS and family(r.platform):
+            groups[(r.source, r.table, r.workload, r.num_devices)].append(r)
+    found = []
+    for (_, table, workload, devices), rows in groups.items():
+        by_family: dict[str, list[Reference]] = defaultdict(list)
+        for r in rows:
+            by_family[family(r.platform) or ""].append(r)
+        if len(by_family) < 2:
+            continue
+        (_, a_rows), (_, b_rows) = sorted(by_family.items())[:2]
+        a_at = {r.micro_batch: r for r in reversed(a_rows)}  # the first row of each batch
+        b_at = {r.micro_batch: r for r in reversed(b_rows)}
+        pairs: list[tuple[int | None, Reference, Reference]] = [
+            (batch, a_at[batch], b_at[batch])
+            for batch in sorted(b for b in a_at.keys() & b_at.keys() if b is not None)
+        ]
+        best = (max(a_rows, key=lambda r: r.value), max(b_rows, key=lambda r: r.value))
+        if best not in [(x, y) for _, x, y in pairs]:
+            pairs.append((None, *best))
+        for batch, x, y in pairs:
+            fast, slow = sorted((x, y), key=lambda r: -r.value)
+            found.append(HeadToHead(table, workload or rows[0].model, devices, batch, fast, slow))
+    return found

@@ -355,6 +355,11 @@ def result_key(spec: RunSpec, env: Environment) -> str:
     return stable_hash(spec.identity(), env.fingerprint())
 
 
+ANY_BATCH = ("batch_size", "grad_accum", "seed")
+"""cell_key's `ignore` for the same configuration at any micro batch (and accumulation, and
+seed): the cells of a batch sweep."""
+
+
 def cell_key(
     result: Result, *, ignore: Iterable[str] = (), platform: bool = True, **fields: object
 ) -> str:

@@ -1,6 +1,6 @@
 """The command line's frame: the Typer app, how errors become exit codes, the options and
 helpers that several commands share. The commands are in run.py (commands that run cells) and
-results.py (commands that read results); only this package and report.py touch the terminal."""
+results.py (commands that read results); only this package prints; report/ writes the words."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from pydantic import ValidationError
 from rich.console import Console
 from typer.core import TyperGroup
 
-from accelbench import launch, report, workloads
+from accelbench import launch, workloads
 from accelbench.errors import AccelbenchError
+from accelbench.report.results import notes, table
+from accelbench.report.time_to_train import time_to_train_table
 from accelbench.result import Result
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
@@ -191,11 +193,11 @@ def key_values(pairs: list[str]) -> dict[str, Any]:
 
 
 def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
-    console.print(report.table(results))
-    time_to_train = report.time_to_train_table(results)
+    console.print(table(results))
+    time_to_train = time_to_train_table(results)
     if time_to_train is not None:
         console.print(time_to_train)
-    for line in report.notes(results, latency_bound_ms):
+    for line in notes(results, latency_bound_ms):
         console.print(line)
 
 

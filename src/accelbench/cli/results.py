@@ -10,7 +10,7 @@ from typing import Annotated, get_args
 
 import typer
 
-from accelbench import comparison, environment, references, report, workloads
+from accelbench import comparison, environment, exchange, references, workloads
 from accelbench.cli.app import (
     DbOption,
     DbsOption,
@@ -28,6 +28,9 @@ from accelbench.cli.app import (
     spec_help,
 )
 from accelbench.errors import AccelbenchError
+from accelbench.report import compare as compare_text
+from accelbench.report.advice import advice_lines, constraints_text, published_lines
+from accelbench.report.results import projection_lines
 from accelbench.spec import DeviceType
 from accelbench.store import ResultStore
 
@@ -93,13 +96,13 @@ def results(
     with ResultStore(db, writable=False) as store:
         found = store.query(workload=workload, platform=platform, status=status, limit=limit)
     if fmt is Format.json:
-        print(report.to_json(found), end="")
+        print(exchange.to_json(found), end="")
     elif fmt is Format.csv:
-        print(report.to_csv(found), end="")
+        print(exchange.to_csv(found), end="")
     elif found:
         show(found, latency_bound_ms)
         if project_epochs is not None and epoch_items is not None:
-            for line in report.projection_lines(found, project_epochs, epoch_items):
+            for line in projection_lines(found, project_epochs, epoch_items):
                 console.print(line)
     else:
         console.print("no stored results match")
@@ -122,13 +125,13 @@ def list_references(
         workloads.check_name(workload)
     found = references.query(workload=workload, platform=platform, table=table)
     if fmt is Format.table:
-        console.print(report.references_table(found))
-        for line in report.head_to_head(found):
+        console.print(compare_text.references_table(found))
+        for line in compare_text.head_to_head(found):
             console.print(line)
     elif fmt is Format.json:
         print(json.dumps([r.model_dump() for r in found], indent=2))
     else:
-        print(report.rows_csv([r.model_dump() for r in found]), end="")
+        print(exchange.rows_csv([r.model_dump() for r in found]), end="")
 
 
 @app.command()
@@ -172,14 +175,14 @@ def compare(
         if not found_ratios:
             console.print(f"no cell was run at two values of {by}: nothing to compare")
             return
-        console.print(report.ratio_table(found_ratios, by))
-        for line in report.ratio_summary_lines(comparison.summary(found_ratios)):
+        console.print(compare_text.ratio_table(found_ratios, by))
+        for line in compare_text.ratio_summary_lines(comparison.summary(found_ratios)):
             console.print(line)
         return
     matches = [m for m in map(references.match, found) if m is not None]
     if matches:
-        console.print(report.reference_table(matches, tolerance))
-        for line in report.reference_notes(matches, tolerance):
+        console.print(compare_text.reference_table(matches, tolerance))
+        for line in compare_text.reference_notes(matches, tolerance):
             console.print(line)
     unmatched = sorted(
         {(r.spec.workload, r.env.platform) for r in found}
@@ -220,7 +223,7 @@ def make_report(
 ) -> None:
     """The stored runs as a report: figures (throughput against batch size, scaling, first
     against steady epoch, latency, time to train, energy and MFU) and the seed paper's tables."""
-    from accelbench import document, figures
+    from accelbench.report import document, figures
 
     found, sources = load(db, workload, platform, status)
     if not found:
@@ -231,7 +234,7 @@ def make_report(
     elif fmt is ReportFormat.md:
         text = document.markdown(found)
     else:
-        text = report.to_json(found) if fmt is ReportFormat.json else report.to_csv(found)
+        text = exchange.to_json(found) if fmt is ReportFormat.json else exchange.to_csv(found)
     emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
     if figures_dir is not None:
         figures_dir.mkdir(parents=True, exist_ok=True)
@@ -250,7 +253,6 @@ def export(
     db: DbsOption = None,
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine."""
-    from accelbench import exchange
 
     found, _ = load(db, workload, platform, status)
     emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
@@ -266,7 +268,6 @@ def import_results(
 ) -> None:
     """Merge results from other machines into the database. Every file is checked whole first:
     a malformed one changes nothing. Results stored already (same key) are kept as they are."""
-    from accelbench import exchange
 
     found = [r for path in files for r in exchange.load(path)]
     with ResultStore(db) as store:
@@ -343,17 +344,20 @@ def recommend(
     console.print(
         f"{workload}, objective {objective} ({goal.unit}), "
         f"{scenario or goal.scenario} results"
-        + (f"; constraints: {constraints.text()}" if constraints.text() else "")
+        + (
+            f"; constraints: {constraints_text(constraints)}"
+            if constraints_text(constraints)
+            else ""
+        )
     )
     if not answers:
         console.print(
             f"no stored {scenario or goal.scenario} results of {workload}: measure some with "
             f"`accelbench tune {workload}` or `accelbench run`"
         )
-    for line in report.advice_lines(answers, objective):
+    for line in advice_lines(answers, objective, constraints):
         console.print(line)
     if reference:
-        for line in advice.published(workload, [a.platform for a in answers]) or [
-            "no published throughput for this workload"
-        ]:
+        refs = advice.published(workload, [a.platform for a in answers])
+        for line in published_lines(refs) or ["no published throughput for this workload"]:
             console.print(line)

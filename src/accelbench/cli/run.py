@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.progress import Progress
 
-from accelbench import contention, environment, report
+from accelbench import contention, environment
 from accelbench.cli.app import (
     OPTION_NAMES,
     DbOption,
@@ -23,6 +23,9 @@ from accelbench.cli.app import (
     split,
 )
 from accelbench.errors import AccelbenchError
+from accelbench.report.advice import tune_lines
+from accelbench.report.cells import describe
+from accelbench.report.results import cell_line
 from accelbench.result import Result
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
@@ -191,13 +194,10 @@ def run(
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:
-            replicas = f" x{spec.num_processes}" if spec.num_processes > 1 else ""
-            progress.update(
-                task, description=f"{spec.workload} bs={spec.batch_size}{replicas} {spec.precision}"
-            )
+            progress.update(task, description=describe(spec))
 
         def finished(result: Result, skipped: bool) -> None:
-            progress.console.print(report.cell_line(result, skipped))
+            progress.console.print(cell_line(result, skipped))
             progress.advance(task)
 
         results = run_sweep(
@@ -359,7 +359,7 @@ def tune(
                 store,
                 timeout_s=timeout_s,
                 envs=envs,
-                on_result=lambda r, skipped: console.print(report.cell_line(r, skipped)),
+                on_result=lambda r, skipped: console.print(cell_line(r, skipped)),
             )
             return result
 
@@ -371,7 +371,7 @@ def tune(
             resolution=resolution,
             replicas=counts,
         )
-    for line in report.tune_lines(found, max_batch):
+    for line in tune_lines(found, max_batch):
         console.print(line)
     console.print(
         f"next: `accelbench recommend {workload}` answers from these and every stored run"

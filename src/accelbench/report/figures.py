@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench import convergence, validity
+from accelbench.report.cells import configuration, describe
 from accelbench.result import Result, measured
 
 if TYPE_CHECKING:
@@ -99,10 +100,8 @@ def _by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
 
 
 def _series(r: Result, *, devices: bool = True, batch: bool = False) -> str:
-    s = r.spec
-    text = f"{r.env.platform} {s.precision}" + (" +compile" if s.compile else "")
-    text += f" x{r.num_devices} devices" if devices and r.num_devices > 1 else ""
-    return text + (f" bs={s.batch_size}" if batch else "")
+    """A line's name: the platform and the configuration, less what the x axis shows."""
+    return f"{r.env.platform} {configuration(r.spec, batch=batch, devices=devices)}"
 
 
 def _points(
@@ -262,7 +261,7 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     cells = cells[-MAX_EPOCH_BARS:]
     fig, (ax,) = _figure()
     fig.set_figheight(1.2 + 0.28 * len(cells))
-    names = [f"{r.spec.workload} {_series(r)} bs={r.spec.batch_size}" for r in cells]
+    names = [f"{r.env.platform} {describe(r.spec)}" for r in cells]
     ys = range(len(cells))
     first = [r.metrics.epochs[0].items_per_s if r.metrics else 0 for r in cells]
     steady = [r.items_per_s or 0 for r in cells]

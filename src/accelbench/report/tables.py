@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
+from accelbench.report.cells import rate_text
 from accelbench.result import Result, measured
 
 
@@ -56,11 +57,6 @@ def to_html(grid: Grid) -> str:
     body = "".join(f"<tr>{cells('td', row)}</tr>" for row in grid.rows)
     caption = f"<caption>{html.escape(grid.title)}</caption>" if grid.title else ""
     return f"<table>{caption}<thead><tr>{cells('th', grid.headers)}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def rate_text(items_per_s: float) -> str:
-    """Whole numbers with thousands separators; three significant digits below 100."""
-    return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
 def seed_table_1(results: Sequence[Result]) -> Grid | None:

@@ -13,7 +13,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from accelbench import figures, report, tables
+from accelbench.report import figures, tables
+from accelbench.report import results as results_text
+from accelbench.report.time_to_train import time_to_train_grid
 from accelbench.result import Result
 
 CSS = """
@@ -37,9 +39,9 @@ def grids(results: Sequence[Result]) -> list[tables.Grid]:
     optional = [
         tables.seed_table_1(results),
         tables.seed_table_3(results),
-        report.time_to_train_grid(results),
+        time_to_train_grid(results),
     ]
-    main = report.results_grid(results, "Results (seed 003, Table 4 layout)")
+    main = results_text.results_grid(results, "Results (seed 003, Table 4 layout)")
     return [main, *(g for g in optional if g is not None)]
 
 
@@ -80,7 +82,7 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
 
 def markdown(results: Sequence[Result]) -> str:
     parts = [tables.markdown(g) for g in [*grids(results), platforms_grid(results)]]
-    notes = report.notes(results)
+    notes = results_text.notes(results)
     if notes:
         items = (f"- {html.escape(line, quote=False)}" for line in notes)
         parts.append("**Notes**\n\n" + "\n".join(items) + "\n")
@@ -110,7 +112,7 @@ def page(results: Sequence[Result], plots: Sequence[figures.Plot], sources: Sequ
     body.append("<h2>Tables</h2>")
     body += [tables.to_html(g) for g in grids(results)]
     body.append(tables.to_html(platforms_grid(results)))
-    notes = report.notes(results)
+    notes = results_text.notes(results)
     if notes:
         body.append("<h2>Verdicts and notes</h2><ul>")
         body += [f"<li>{e(line)}</li>" for line in notes]

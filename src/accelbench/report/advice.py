@@ -1,0 +1,193 @@
+"""Advice and tuning in words."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from accelbench import advice, scaling, tuning, validity
+from accelbench.advice import Level, Out
+from accelbench.references import Reference
+from accelbench.report.cells import configuration, rate_text
+
+
+def _objective_text(value: float, objective: str) -> str:
+    if objective == "time-to-train":
+        return f"{value:.2f} s to target"
+    if objective == "energy":
+        return f"{value:.3g} J per item"
+    if objective == "cost":
+        return f"${value:.3g} per million items"
+    return f"{rate_text(value)} items/s"
+
+
+def _out_text(why: Out, c: advice.Constraints, platform: str) -> str:
+    return {
+        Out.CONTENDED: "contended: measured while other work shared the platform",
+        Out.GLOBAL_BATCH: f"global batch is not {c.global_batch}",
+        Out.DEVICES: f"more than {c.max_devices} devices",
+        Out.LATENCY: f"p99 latency not known to be within {c.latency_bound_ms:g} ms",
+        Out.MEMORY: f"peak memory leaves under {c.memory_headroom_pct:g}% of the device free",
+        Out.NO_PRICE: f"no price for {platform} in the prices file: add one",
+    }[why]
+
+
+def _confidence_text(confidence: advice.Confidence) -> str:
+    level, runner_up = confidence.level, confidence.runner_up
+    other = "" if runner_up is None else configuration(runner_up.result.spec)
+    return {
+        Level.HIGH: f"high: its interval clears the runner-up's ({other})",
+        Level.LOW: f"low: the runner-up ({other}) is within its interval; either will do, or "
+        "run --repeats 3",
+        Level.ALONE: "one configuration measured: nothing to set it against",
+        Level.NO_INTERVAL: "unknown: the best has no interval (too few steady steps or seeds); "
+        "run more steps",
+        Level.NO_RUNNER_UP_INTERVAL: "unknown: the runner-up has no interval to set against",
+    }[level]
+
+
+def _gap_lines(g: advice.Gaps) -> list[str]:
+    lines = []
+    if g.first_oom is not None:
+        largest = "none" if g.largest_fit is None else g.largest_fit
+        lines.append(f"largest micro batch that fit: {largest}; out of memory at {g.first_oom}")
+    if g.larger_untried:
+        lines.append(
+            f"micro batches above {g.batch} were not tried and none ran out of memory: the best "
+            "may be larger (`accelbench tune` searches them)"
+        )
+    if g.smaller_untried:
+        lines.append(f"micro batches below {g.batch} were not tried")
+    if g.no_energy:
+        lines.append("energy was not measured on this platform")
+    if g.no_memory:
+        lines.append("device memory was not measured here, so memory headroom is not checked")
+    return lines
+
+
+def constraints_text(c: advice.Constraints) -> str:
+    parts = [
+        f"global batch {c.global_batch}" if c.global_batch else "",
+        f"at most {c.max_devices} devices" if c.max_devices else "",
+        f"{c.memory_headroom_pct:g}% memory free" if c.memory_headroom_pct else "",
+        f"p99 within {c.latency_bound_ms:g} ms" if c.latency_bound_ms is not None else "",
+    ]
+    return ", ".join(p for p in parts if p)
+
+
+def advice_lines(
+    found: Sequence[advice.Advice], objective: str, constraints: advice.Constraints
+) -> list[str]:
+    """Each platform's answer with its evidence, confidence and gaps; then the platforms set
+    against each other where their intervals allow."""
+    lines = []
+    for i, a in enumerate(found, 1):
+        excluded = [
+            f"{n} measured run(s): {_out_text(why, constraints, a.platform)}"
+            for why, n in a.excluded.items()
+        ]
+        if not a.options:
+            lines.append(f"{i}. {a.platform}: no configuration meets the objective and constraints")
+            lines += [f"   left out: {why}" for why in excluded]
+            continue
+        best = a.options[0]
+        interval = ""
+        if best.low is not None and best.high is not None:
+            low, high = (_objective_text(v, objective) for v in (best.low, best.high))
+            interval = f" [{low} to {high}]"
+        keys = ", ".join(r.key[:8] for r in best.runs)
+        lines.append(
+            f"{i}. {a.platform}: {configuration(best.result.spec)}: "
+            f"{_objective_text(best.value, objective)}{interval}; from {len(best.runs)} run(s): "
+            f"{keys}"
+        )
+        if objective == "time-to-train":
+            reached = sum(1 for r in best.runs if r.status == "ok")
+            lines.append(f"   seeds that reached the target: {reached}/{len(best.runs)}")
+        if a.confidence is not None:
+            lines.append(f"   confidence: {_confidence_text(a.confidence)}")
+        if a.batch_range:
+            span = ", ".join(map(str, a.batch_range))
+            lines.append(f"   effective batch range (within 5% of its best throughput): {span}")
+        spec = best.result.spec
+        if spec.grad_accum > 1 or spec.replicas > 1:
+            lines.append(
+                f"   global batch {spec.global_batch} = micro batch {spec.batch_size} x "
+                f"accumulation {spec.grad_accum} x {spec.replicas} replicas"
+            )
+        if a.pareto:
+            front = "; ".join(
+                f"{configuration(o.result.spec)} ({rate_text(o.result.items_per_s or 0)} items/s)"
+                for o in a.pareto
+            )
+            lines.append(
+                "   trade-offs (throughput, devices, p99 latency, energy; none beats another on "
+                f"all): {front}"
+            )
+        lines += [f"   left out: {why}" for why in excluded]
+        lines += [f"   not measured: {gap}" for gap in (_gap_lines(a.gaps) if a.gaps else [])]
+    ranked = [a.platform for a in found if a.options]
+    apart = advice.ranked_apart(found, objective)
+    if len(ranked) > 1:
+        if apart is None:
+            verdict = "not ranked: an interval is missing"
+        elif apart:
+            verdict = f"{ranked[0]} is best; its interval clears {ranked[1]}'s"
+        else:
+            verdict = f"{ranked[0]} and {ranked[1]} overlap: not ranked"
+        lines.append(f"across platforms: {verdict}")
+    return lines
+
+
+def published_lines(refs: Sequence[Reference]) -> list[str]:
+    """advice.published's figures, labelled as published."""
+    return [
+        f"published, not measured here: {ref.platform} x{ref.num_devices}: {ref.value:,.0f} "
+        f"{ref.unit} at micro batch {ref.micro_batch} ({ref.source}, {ref.table})"
+        for ref in refs
+    ]
+
+
+def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
+    """What the search found, and what it did not reach."""
+    lines = []
+    largest, oom = found.largest_fit, found.first_oom
+    if largest is None:
+        lines.append("no micro batch fitted: even the first ran out of memory or failed")
+    elif oom is not None:
+        lines.append(f"largest micro batch that fits: {largest} (out of memory at {oom})")
+    else:
+        lines.append(
+            f"largest micro batch tried: {largest}; none ran out of memory up to {max_batch}"
+        )
+    fastest = found.fastest
+    if fastest is not None:
+        best = found.trials[fastest]
+        near = advice.batch_range(best, list(found.trials.values()))
+        unit = best.metrics.item_unit if best.metrics else "items"
+        lines.append(
+            f"fastest micro batch: {fastest}, {rate_text(best.items_per_s or 0)} {unit}/s "
+            f"({validity.verdict_text(best)}); within 5% of it: {', '.join(map(str, near))}"
+        )
+    for n, r in sorted(found.scaling.items()):
+        if r.metrics and r.items_per_s and fastest is not None:
+            curve = scaling.Scaling(r, found.trials[fastest])
+            text = f"x{n} replicas at micro batch {fastest}: {rate_text(r.items_per_s)} {r.metrics.item_unit}/s"
+            if curve.speedup is None or curve.efficiency is None:
+                text += (
+                    f", no scaling efficiency: {r.env.torch_num_threads} torch thread(s) per "
+                    f"replica against {curve.base.env.torch_num_threads} in the one-replica run"
+                )
+            else:
+                text += (
+                    f", {curve.speedup:.2f}x one replica ({100 * curve.efficiency:.0f}% scaling "
+                    "efficiency)"
+                )
+            lines.append(text)
+        else:
+            lines.append(f"x{n} replicas at micro batch {fastest}: {r.status}: {r.reason}")
+    if found.spent:
+        lines.append(
+            "the time budget ran out before the search was done: raise --budget-s to go on "
+            "(trials measured so far are stored and reused)"
+        )
+    return lines

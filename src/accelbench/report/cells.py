@@ -1,0 +1,74 @@
+"""The one way to name a cell in words, and the value formats every report shares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from accelbench.result import Result
+from accelbench.spec import RunSpec
+
+
+def label(spec: RunSpec) -> str:
+    """The workload with its model args, the data set's name if not synthetic, the loader
+    workers, seed and repeat if any."""
+    args = ",".join(f"{k}={v}" for k, v in spec.model_args.items())
+    text = spec.workload + (f"({args})" if args else "")
+    text += f" on {Path(spec.data).name}" if spec.data else ""
+    text += f", {spec.workers} workers" if spec.workers else ""
+    text += f", seed {spec.seed}" if spec.seed else ""
+    return text + (f", repeat {spec.repeat}" if spec.repeat else "")
+
+
+def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) -> str:
+    """How the workload ran: micro batch, accumulation, devices, precision, compile; without
+    the batch or the devices where a figure's axis shows them."""
+    parts = [f"bs={spec.batch_size}"] if batch else []
+    parts += [f"accum={spec.grad_accum}"] if spec.grad_accum > 1 else []
+    if devices:
+        parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 else []
+        parts += [f"in {spec.pipeline_stages} stages"] if spec.pipeline_stages > 1 else []
+        parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 else []
+    return " ".join([*parts, spec.precision, *(["+compile"] if spec.compile else [])])
+
+
+def describe(spec: RunSpec) -> str:
+    """The cell in a few words: its label, scenario unless training, and configuration."""
+    scenario = "" if spec.scenario == "train" else f" {spec.scenario}"
+    return f"{label(spec)}{scenario} {configuration(spec)}"
+
+
+def rate_text(items_per_s: float) -> str:
+    """Whole numbers with thousands separators; three significant digits below 100."""
+    return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
+
+
+def ci_text(result: Result) -> str:
+    """Half-width of the headline's 95% interval, percent; blank where there is none."""
+    ci = result.items_per_s_ci
+    if ci is None or not result.items_per_s:
+        return ""
+    return f"{100 * (ci[1] - ci[0]) / 2 / result.items_per_s:.1f}"
+
+
+def mfu_text(result: Result) -> str:
+    mfu = result.metrics.mfu if result.metrics else None
+    return "" if mfu is None else f"{100 * mfu:.1f}"
+
+
+def iqr_text(result: Result) -> str:
+    """The spread of window throughputs; blank below 4 windows, where quartiles mean little."""
+    if result.metrics is None or result.metrics.window_items_per_s.n < 4:
+        return ""
+    return f"{result.metrics.window_items_per_s.iqr_pct:.1f}"
+
+
+def wait_text(result: Result) -> str:
+    """The share of step time spent waiting for input, in percent; blank if not measured."""
+    m = result.metrics
+    if m is None or m.input_wait_frac is None:
+        return ""
+    return f"{100 * m.input_wait_frac:.0f}" if m.input_wait_frac >= 0.01 else "<1"
+
+
+def shown_invalid(result: Result) -> bool:
+    return result.metrics is not None and result.status != "ok"

@@ -1,0 +1,153 @@
+"""Comparisons in words: ratios between matched cells, runs against published figures, and
+published platforms against each other."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from accelbench import comparison, references
+from accelbench.references import Reference
+from accelbench.report import tables
+from accelbench.report.cells import describe, label, rate_text
+
+
+def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
+    """Each value's throughput against the baseline's in one matched cell, with the ratio's
+    interval and whether the two can be ranked."""
+
+    def band_text(b: comparison.Band) -> str:
+        text = rate_text(b.median)
+        if b.low is not None and b.high is not None:
+            text += f" [{rate_text(b.low)}-{rate_text(b.high)}]"
+        return text + (f" ({b.num_runs} runs)" if b.num_runs > 1 else "")
+
+    rows = [
+        (
+            describe(r.cell.spec) + ("" if by == "platform" else f" on {r.cell.env.platform}"),
+            r.value,
+            r.baseline,
+            band_text(r.measured),
+            band_text(r.reference),
+            f"{r.ratio:.2f}x",
+            "" if r.interval is None else f"{r.interval[0]:.2f}-{r.interval[1]:.2f}",
+            ranking_text(r),
+        )
+        for r in ratios
+    ]
+    headers = (
+        "Cell (as run at the baseline)",
+        by,
+        "against",
+        "Items/s [95% interval]",
+        "Baseline items/s",
+        "Ratio",
+        "Ratio interval",
+        "Verdict",
+    )
+    return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 2, 7})))
+
+
+RANKING_TEXT = {
+    comparison.Ranking.OVERLAP: "not ranked: intervals overlap",
+    comparison.Ranking.NO_INTERVAL: "not ranked: no interval (too few steady steps; run more steps)",
+    comparison.Ranking.CONTENDED: "not ranked: contended (other work shared the platform; run again)",
+}
+
+
+def ranking_text(r: comparison.Ratio) -> str:
+    if r.ranking is comparison.Ranking.FASTER:
+        return f"{r.value} faster"
+    if r.ranking is comparison.Ranking.SLOWER:
+        return f"{r.baseline} faster"
+    return RANKING_TEXT[r.ranking]
+
+
+def ratio_summary_lines(found: Sequence[comparison.Summary]) -> list[str]:
+    """One line per value against its baseline."""
+    return [
+        f"{s.value} against {s.baseline}: {s.geomean:.2f}x throughput (geometric mean of "
+        f"{s.num_matched} matched cell{'s' if s.num_matched > 1 else ''}); ranked in "
+        f"{s.num_ranked}: {s.value} faster in {s.num_faster}, {s.baseline} faster in "
+        f"{s.num_slower}"
+        for s in found
+    ]
+
+
+def references_table(refs: Sequence[Reference]) -> Table:
+    """Published figures with their conditions and source table."""
+    out = Table()
+    for name in ("Source", "Model", "Platform", "Devices", "Micro batch", "Framework", "Metric"):
+        out.add_column(name, justify="right" if name in ("Devices", "Micro batch") else "left")
+    out.add_column("Value", justify="right")
+    for r in refs:
+        out.add_row(
+            f"{r.source}, {r.table}",
+            r.model,
+            r.platform,
+            str(r.num_devices),
+            "" if r.micro_batch is None else str(r.micro_batch),
+            r.framework,
+            r.metric,
+            f"{r.value:,g} {r.unit}",
+        )
+    return out
+
+
+def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -> Table:
+    """Each run against its closest published figure: measured / published, within the band
+    or not."""
+    out = Table()
+    for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
+        out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
+    for name in ("Measured", "Published", "Ratio", f"Verdict (±{tolerance_pct:g}%)", "Reference"):
+        out.add_column(
+            name, justify="right" if name in ("Measured", "Published", "Ratio") else "left"
+        )
+    for m in matches:
+        r, ref = m.result, m.reference
+        unit = " /device" if m.per_device else ""
+        out.add_row(
+            label(r.spec),
+            r.env.platform,
+            str(r.spec.replicas),
+            str(r.spec.batch_size),
+            r.spec.precision,
+            rate_text(m.measured) + unit,
+            rate_text(m.published) + unit,
+            f"{m.ratio:.2f}",
+            m.verdict(tolerance_pct)[0],
+            f"{ref.platform}, {ref.num_devices} dev., {ref.framework}: {ref.source}, {ref.table}",
+        )
+    return out
+
+
+def reference_notes(matches: Sequence[references.Match], tolerance_pct: float) -> list[str]:
+    """Why each run outside the band may be there, and what differs from the published run."""
+    lines = []
+    for m in matches:
+        verdict, causes = m.verdict(tolerance_pct)
+        if causes or m.differences:
+            because = "; ".join(dict.fromkeys([*causes, *m.differences]))
+            lines.append(f"{describe(m.result.spec)}: {verdict}: {because}")
+    if any(m.per_device for m in matches):
+        lines.append("/device: throughput divided by the device count (derived).")
+    return lines
+
+
+def head_to_head(refs: Sequence[Reference]) -> list[str]:
+    """Published platform families against each other (references.head_to_head), each ratio
+    marked as derived."""
+    lines = []
+    for h in references.head_to_head(refs):
+        fast, slow = h.fast, h.slow
+        what = "each at its best" if h.micro_batch is None else f"micro batch {h.micro_batch}"
+        p, q = references.family(fast.platform), references.family(slow.platform)
+        lines.append(
+            f"{h.table}, {h.workload}, {h.num_devices} device(s), {what}: {p} "
+            f"{rate_text(fast.value)} (micro batch {fast.micro_batch}) vs {q} "
+            f"{rate_text(slow.value)} (micro batch {slow.micro_batch}) {fast.unit}: {p} "
+            f"{h.ratio:.2f}x faster (derived)"
+        )
+    return lines

@@ -1,0 +1,294 @@
+"""The results table and the lines under it: what each result is, how sure, and why not."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from accelbench import advice, convergence, scaling, validity
+from accelbench.report import tables
+from accelbench.report.cells import (
+    ci_text,
+    describe,
+    iqr_text,
+    label,
+    mfu_text,
+    rate_text,
+    shown_invalid,
+    wait_text,
+)
+from accelbench.report.time_to_train import time_to_train_headlines, time_to_train_line
+from accelbench.result import MEASURED, Result
+
+INFERENCE = ("infer", "server")
+
+
+NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
+
+
+def table(results: Sequence[Result], title: str | None = None) -> Table:
+    return tables.rich(results_grid(results, title or ""))
+
+
+def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
+    """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
+    epoch and throughput, with how precisely it is known, MFU, input wait and the verdict; and
+    the scenario, which tells a training row from an inference or server row."""
+    groups = validity.repeat_groups(results)
+    speedups = scaling.speedups(results)
+    rows = []
+    for r in results:
+        m = r.metrics
+        throughput = "" if r.items_per_s is None else rate_text(r.items_per_s)
+        if shown_invalid(r) and throughput:
+            throughput = f"({throughput})"
+        rows.append(
+            (
+                label(r.spec),
+                r.spec.scenario,
+                r.env.platform,
+                str(r.spec.replicas),
+                str(r.spec.batch_size),
+                r.spec.precision + (" +compile" if r.spec.compile else ""),
+                "" if m is None else f"{m.epochs[-1].time_s:.2f}",
+                throughput,
+                ci_text(r),
+                _speedup_text(speedups.get(id(r))),
+                mfu_text(r),
+                wait_text(r),
+                _verdict_cell(r, validity.siblings(r, groups)),
+            )
+        )
+    headers = (
+        "Workload",
+        "Scenario",
+        "Platform",
+        "Replicas",
+        "Micro batch",
+        "Precision",
+        "Last epoch (s)",
+        "Throughput (items/s)",
+        "± CI (%)",
+        "Speed-up (eff.)",
+        "MFU (%)",
+        "Input wait (%)",
+        "Verdict",
+    )
+    return tables.Grid(title, headers, rows, frozenset({0, 1, 2, 5, 12}))
+
+
+def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> list[str]:
+    """Lines printed under the table: why each result is not ok or not valid, the spread of
+    repeats, and how MFU's peaks were obtained. Results from several platforms get their lines
+    platform by platform, each line led by the platform's name."""
+    platforms = list(dict.fromkeys(r.env.platform for r in results))
+    if len(platforms) > 1:
+        lines = [
+            f"{platform}: {line}"
+            for platform in platforms
+            for line in notes([r for r in results if r.env.platform == platform], latency_bound_ms)
+            if line != NOT_VALID_NOTE
+        ]
+        return lines + ([NOT_VALID_NOTE] if any(shown_invalid(r) for r in results) else [])
+    groups = validity.repeat_groups(results)
+    lines = []
+    for r in results:
+        if r.status not in MEASURED:
+            lines.append(f"{describe(r.spec)}: {r.status}: {r.reason}")
+            continue
+        for flag, reason in validity.verdict(r):  # the repeats' spread is one line below
+            lines.append(f"{describe(r.spec)}: {flag}: {reason}")
+    for members in groups.values():
+        spread = validity.repeat_spread(members)
+        if spread is not None:
+            rates = [
+                rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.items_per_s)
+            ]
+            target = members[0].spec.ci_pct or validity.NOISY_PCT
+            lines.append(
+                f"{describe(members[0].spec)}: {len(members)} repeats, {' '.join(rates)} items/s, "
+                f"spread {spread:.1f}%"
+                + (f": noisy, target {target:g}%" if spread > target else "")
+            )
+    lines += [compile_payoff(p) for p in scaling.compile_payoffs(results)]
+    lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
+    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
+    lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
+    lines += inference_headlines(results, latency_bound_ms)
+    lines += [time_to_train_line(r) for r in results if r.metrics and r.metrics.time_to_train]
+    lines += time_to_train_headlines(results)
+    lines += scaling_notes(results)
+    peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
+    lines += [f"MFU peak: {source}" for source in sorted(peaks)]
+    if any(shown_invalid(r) for r in results):
+        lines.append(NOT_VALID_NOTE)
+    return lines
+
+
+def scaling_notes(results: Sequence[Result]) -> list[str]:
+    """Why an efficiency is not shown, and what an efficiency above 100% likely means."""
+    lines = []
+    for found in scaling.scaling(results):
+        r, base = found.result, found.base
+        if found.efficiency is None:
+            lines.append(
+                f"{describe(r.spec)}: no scaling efficiency: each replica ran {r.env.torch_num_threads} "
+                f"torch thread(s), the one-replica run {base.env.torch_num_threads}; run both "
+                f"with --threads {r.env.torch_num_threads} to compare like with like"
+            )
+        elif found.efficiency > 1:
+            lines.append(
+                f"{describe(r.spec)}: scaling efficiency {100 * found.efficiency:.0f}% is above 100%: "
+                "likely the one-replica run was held back (its verdict, other load) or each "
+                "replica's smaller share fits a cache better; it is not a property of the platform"
+            )
+    return lines
+
+
+def _speedup_text(found: scaling.Scaling | None) -> str:
+    if found is None or found.speedup is None or found.efficiency is None:
+        return ""
+    return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
+
+
+def rank_line(result: Result) -> str:
+    """Each replica's own throughput and where it ran, for a data-parallel result."""
+    assert result.metrics is not None
+    ranks = result.metrics.ranks
+    slowest = min(ranks, key=lambda k: k.items_per_s)
+    places = ", ".join(
+        f"{k.hostname}/NUMA {'several' if k.numa_node is None else k.numa_node}" for k in ranks
+    )
+    return (
+        f"{describe(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
+        f"{result.metrics.item_unit}/s (slowest: rank {slowest.rank}); placed on {places}"
+    )
+
+
+def compile_payoff(payoff: scaling.CompilePayoff) -> str:
+    """How many steps it takes torch.compile's first-step cost to pay for itself, in words."""
+    saved = payoff.saved_ms
+    text = (
+        f"{describe(payoff.compiled.spec)}: torch.compile costs {payoff.cost_ms / 1e3:.1f} s more in the "
+        f"first step and {'saves' if saved > 0 else 'adds'} {abs(saved):.2f} ms per step"
+    )
+    if payoff.break_even_steps is None:
+        return text + ": it never pays off here"
+    return text + f": it pays off after {payoff.break_even_steps:,.0f} steps"
+
+
+def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
+    return validity.verdict_text(r, repeats) if r.status in MEASURED else r.status
+
+
+def latency_line(result: Result) -> str:
+    """An inference result's latency percentiles, each with the batches behind it."""
+    assert result.metrics is not None
+    s = result.metrics.step_ms_steady
+    p99 = (
+        f"p99 {s.p99:.2f} ms"
+        if s.n >= validity.MIN_P99_SAMPLES
+        else f"p99 not shown (needs {validity.MIN_P99_SAMPLES})"
+    )
+    return (
+        f"{describe(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, {p99}, "
+        f"over {s.n} steady batches"
+    )
+
+
+def server_line(result: Result) -> str:
+    """The server scenario's reported rate and its latencies, and how the rate was chosen."""
+    assert result.metrics is not None and result.metrics.server is not None
+    server = result.metrics.server
+    if server.reported is None:
+        return (
+            f"{describe(result.spec)}: no rate kept p99 within {server.latency_bound_ms:g} ms "
+            f"({server.search})"
+        )
+    t = server.trials[server.reported]
+    what = (
+        f"highest rate with p99 within {server.latency_bound_ms:g} ms"
+        if result.spec.rate_per_s is None
+        else "rate"
+    )
+    return (
+        f"{describe(result.spec)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
+        f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, p99 "
+        f"{t.latency.p99:.2f} ms over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
+        f"({server.search})"
+    )
+
+
+def inference_headlines(results: Sequence[Result], latency_bound_ms: float | None) -> list[str]:
+    """From a batch-size sweep of inference runs: the throughput at the lowest latency, and the
+    highest throughput whose p99 latency is known to be within the bound (advice's rule)."""
+    lines = []
+    for choice in advice.latency_choices(results, latency_bound_ms):
+        low, m = choice.lowest, choice.lowest.metrics
+        assert m is not None
+        lines.append(
+            f"{describe(low.spec)}: lowest latency (p50 {m.step_ms_steady.median:.2f} ms) at "
+            f"batch {low.spec.batch_size}, {rate_text(low.items_per_s or 0)} {m.item_unit}/s"
+        )
+        if latency_bound_ms is None:
+            continue
+        best = choice.best_within
+        if best is None or best.metrics is None:
+            lines.append(
+                f"{label(low.spec)}: no batch size has a p99 latency known to be within "
+                f"{latency_bound_ms:g} ms"
+            )
+            continue
+        lines.append(
+            f"{describe(best.spec)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
+            f"{rate_text(best.items_per_s or 0)} {best.metrics.item_unit}/s "
+            f"(p99 {best.metrics.step_ms_steady.p99:.2f} ms)"
+        )
+    return lines
+
+
+def projection_lines(results: Sequence[Result], epochs: float, epoch_items: int) -> list[str]:
+    """Projected time to train `epochs` epochs of `epoch_items` items at each training result's
+    steady throughput: projected, not measured."""
+    lines = []
+    for r in results:
+        if r.spec.scenario != "train" or (p := convergence.project(r, epochs, epoch_items)) is None:
+            continue
+        interval = (
+            f" (95% interval {p.low_hours:.3g}-{p.high_hours:.3g} h)"
+            if p.low_hours and p.high_hours
+            else " (no interval: too few windows)"
+        )
+        lines.append(
+            f"{describe(r.spec)}: projected {epochs:g} epochs x {epoch_items:,} items = {p.hours:.3g} h"
+            f"{interval} at {rate_text(r.items_per_s or 0)} items/s: projected from throughput, "
+            "not measured; assumes this batch converges in that many epochs"
+        )
+    return lines
+
+
+def cell_line(result: Result, skipped: bool) -> str:
+    """The line printed as a sweep cell finishes."""
+    m = result.metrics
+    cell = describe(result.spec)
+    if skipped:
+        return f"= {cell}: stored earlier, skipped (--force re-runs it)"
+    if m is None:
+        return f"✗ {cell}: {result.status}: {result.reason}"
+    iqr = iqr_text(result)
+    rate = m.delivered
+    text = (
+        (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
+        + (f" ±{ci_text(result)}%" if ci_text(result) else "")
+        + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
+        + (f", window IQR {iqr}%" if iqr else "")
+        + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
+        + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
+        + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
+        + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
+    )
+    if result.status != "ok":
+        return f"✗ {cell}: ({text}): {result.status}: {result.reason}"
+    flags = validity.verdict_text(result)
+    return f"✓ {cell}: {text}" if flags == "valid" else f"! {cell}: {text}: {flags}"

@@ -1,0 +1,144 @@
+"""Time to train: throughput and time to target side by side, over seeds."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+from rich.table import Table
+
+from accelbench import convergence
+from accelbench.report import tables
+from accelbench.report.cells import describe, label, rate_text
+from accelbench.result import Result, TimeToTrain
+
+
+def time_to_train_table(results: Sequence[Result]) -> Table | None:
+    grid = time_to_train_grid(results)
+    return None if grid is None else tables.rich(grid)
+
+
+def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
+    """Throughput and time to target side by side, one row per cell over its seeds; None
+    without time-to-train results."""
+    summaries = convergence.by_seed(results)
+    if not summaries:
+        return None
+    rows = []
+    for s in summaries:
+        first = s.runs[0]
+        reached = [t for r in s.runs if (t := _ttt(r)).time_to_target_s is not None]
+        rows.append(
+            (
+                label(first.spec),
+                first.env.platform,
+                str(first.spec.global_batch),
+                first.spec.precision,
+                f"{first.spec.scaled_lr:.4g}",
+                first.spec.target or "",
+                "" if s.items_per_s is None else rate_text(s.items_per_s),
+                "" if s.median_s is None else f"{s.median_s:.2f}",
+                f"{s.time_to_target_s[0]:.2f}-{s.time_to_target_s[-1]:.2f}"
+                if s.num_reached > 1
+                else "",
+                f"{s.num_reached}/{len(s.runs)}",
+                _median_text([t.steps_to_target for t in reached], "{:.0f}"),
+                _median_text([t.passes_to_target for t in reached], "{:.2f}"),
+            )
+        )
+    headers = (
+        "Workload",
+        "Platform",
+        "Global batch",
+        "Precision",
+        "LR",
+        "Target",
+        "Throughput (items/s)",
+        "Time to target (s)",
+        "Range (s)",
+        "Reached",
+        "Steps",
+        "Passes",
+    )
+    return tables.Grid(
+        "Time to train (training clock; evaluation left out)",
+        headers,
+        rows,
+        frozenset({0, 1, 3, 4, 5}),
+    )
+
+
+def _ttt(result: Result) -> TimeToTrain:
+    assert result.metrics is not None and result.metrics.time_to_train is not None
+    return result.metrics.time_to_train
+
+
+def _median_text(values: Sequence[float | None], form: str) -> str:
+    known = [v for v in values if v is not None]
+    return form.format(statistics.median(known)) if known else ""
+
+
+def time_to_train_line(result: Result) -> str:
+    """A time-to-train run: what ended it, at what cost, and any loss spike it recovered from."""
+    t, m = _ttt(result), result.metrics
+    assert m is not None
+    if t.time_to_target_s is not None:
+        text = (
+            f"reached {t.target} in {t.time_to_target_s:.2f} s of training ({t.reason}): "
+            f"{t.steps_to_target} steps, {t.items_to_target:,} {m.item_unit}, "
+            f"{t.passes_to_target:.2f} passes over {t.num_train_items:,}"
+        )
+    else:
+        text = f"{t.outcome}: {t.reason}"
+    text += f"; +{t.eval_s:.2f} s evaluating {t.num_held_out_items:,} held out; lr {t.lr_rule}"
+    first = m.loss[0]
+    if math.isfinite(t.max_loss) and t.max_loss > result.spec.diverge_factor * first:
+        text += (
+            f"; loss peaked at {t.max_loss:.4g} at step {t.max_loss_step} "
+            f"({t.max_loss / first:.3g}x the first step's)"
+        )
+    return f"{describe(result.spec)}: {text}"
+
+
+def time_to_train_headlines(results: Sequence[Result]) -> list[str]:
+    """Per workload and target: the seeds' spread of each cell, and whether the batch with the
+    highest throughput is also the quickest to the target."""
+    lines = []
+    for s in convergence.by_seed(results):
+        if len(s.runs) > 1:
+            spread = (
+                f", median {s.median_s:.2f} s, range {s.time_to_target_s[0]:.2f}-"
+                f"{s.time_to_target_s[-1]:.2f} s"
+                if s.num_reached > 1
+                else ""
+            )
+            lines.append(
+                f"{describe(s.runs[0].spec)}: {len(s.runs)} seeds, {s.num_reached} reached "
+                f"{s.runs[0].spec.target}{spread}"
+            )
+    for fastest, quickest in convergence.batch_choices(results):
+        f = fastest.runs[0]
+        unit = f.metrics.item_unit if f.metrics else "items"
+        head = (
+            f"{label(f.spec)} {f.spec.target}: the highest throughput, global batch "
+            f"{f.spec.global_batch} ({rate_text(fastest.items_per_s or 0)} {unit}/s)"
+        )
+        if quickest is None:
+            lines.append(f"{head}: no global batch reached the target in half its seeds or more")
+        elif fastest is quickest:
+            lines.append(f"{head}, is also the quickest to train ({quickest.median_s:.2f} s)")
+        else:
+            q = quickest.runs[0]
+            lines.append(
+                f"{head}, is not the quickest to train: global batch {q.spec.global_batch} reaches "
+                f"it in {quickest.median_s:.2f} s at {rate_text(quickest.items_per_s or 0)} "
+                f"{unit}/s"
+                + (
+                    f", against {fastest.median_s:.2f} s"
+                    if fastest.median_s is not None
+                    else f"; it reached the target in {fastest.num_reached} of "
+                    f"{len(fastest.runs)} seeds"
+                )
+            )
+    return lines
