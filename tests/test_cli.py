@@ -6,13 +6,18 @@ import json
 import sqlite3
 from collections.abc import Callable
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import torch
+import typer
+from pydantic import Field
 from typer.testing import CliRunner
 
 from accelbench import workloads
 from accelbench.cli import app
+from accelbench.cli.app import OPTION_NAMES, with_fields
+from accelbench.spec import RunSpec
 
 from .conftest import make_image_folder, make_shards
 
@@ -360,3 +365,32 @@ def test_server_rate_search_through_the_cli(tmp_path: Path) -> None:
     )
     assert rows == [("server", 50.0, 6)]
     assert "server highest rate with p99 within 50 ms" in output
+
+
+def test_every_spec_field_is_an_option_of_run() -> None:
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    params = {p.name for p in command.params}
+    missing = [f for f in RunSpec.model_fields if OPTION_NAMES.get(f, f) not in params]
+    assert missing == []
+
+
+def test_a_new_spec_field_needs_no_cli_edit() -> None:
+    class Extended(RunSpec):
+        kernel: Literal["flash", "math"] = Field(default="math", description="Attention kernel.")
+        budget_gib: float | None = Field(default=None, description="Memory budget, GiB.")
+
+    seen: dict[str, object] = {}
+
+    @with_fields(("kernel", "budget_gib", "epochs"), Extended)
+    def command(**knobs: object) -> None:
+        seen.update(knobs)
+
+    one = typer.Typer()
+    one.command()(command)
+    result = runner.invoke(one, ["--kernel", "flash", "--budget-gib", "1.5"])
+    assert result.exit_code == 0, result.output
+    assert seen == {"kernel": "flash", "budget_gib": 1.5, "epochs": 2}  # epochs: RunSpec's default
+    assert type(seen["kernel"]) is str  # a choice arrives as its plain value
+    assert "Attention kernel." in runner.invoke(one, ["--help"]).output
+    bad = runner.invoke(one, ["--kernel", "fast"])
+    assert bad.exit_code == 2 and "'fast'" in bad.output

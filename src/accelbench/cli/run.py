@@ -21,6 +21,7 @@ from accelbench.cli.app import (
     show,
     spec_help,
     split,
+    with_fields,
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report.advice import tune_lines
@@ -31,76 +32,49 @@ from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, load_sweep, run_sweep
 
+AXES = ("batch_size", "precision", "grad_accum", "replicas", "pipeline_stages", "workers")
+"""Spec fields that take a comma list on the command line, each value a cell of the grid."""
+OWN = ("workload", "repeat", "seed", "model_args", "ci_pct", "latency_bound_ms")
+"""Spec fields with an option of their own form (--repeats N, --seeds N, --model-arg K=V, --ci 2%,
+--latency-bound-ms also naming inference headlines)."""
+KNOBS = tuple(name for name in RunSpec.model_fields if name not in (*AXES, *OWN))
+"""Every other spec field: an option derived from the spec (cli.app.field_options)."""
+
+
+def _axis(name: str, what: str = "a sweep") -> Any:
+    field = RunSpec.model_fields[name]
+    return typer.Option(help=f"{field.description} Comma list for {what}.")
+
 
 @app.command()
+@with_fields(KNOBS)
 def run(
     ctx: typer.Context,
     workload: Annotated[
         str | None,
         typer.Argument(help="Workload name(s), comma separated; see `accelbench list`."),
     ] = None,
-    batch_size: Annotated[
-        str, typer.Option(help=spec_help("batch_size") + " Comma list for a sweep.")
-    ] = "8",
-    precision: Annotated[
-        str, typer.Option(help=spec_help("precision") + " Comma list for a sweep.")
-    ] = "fp32",
-    grad_accum: Annotated[
-        str, typer.Option(help=spec_help("grad_accum") + " Comma list for a sweep.")
-    ] = "1",
-    replicas: Annotated[
-        str, typer.Option(help=spec_help("replicas") + " Comma list for a scaling sweep.")
-    ] = "1",
+    batch_size: Annotated[str, _axis("batch_size")] = "8",
+    precision: Annotated[str, _axis("precision")] = "fp32",
+    grad_accum: Annotated[str, _axis("grad_accum")] = "1",
+    replicas: Annotated[str, _axis("replicas", "a scaling sweep")] = "1",
+    pipeline_stages: Annotated[str, _axis("pipeline_stages")] = "1",
+    workers: Annotated[str, _axis("workers")] = "0",
     global_batch: Annotated[
         int | None,
         typer.Option(help=SweepFile.model_fields["global_batch"].description or "", min=1),
     ] = None,
-    pipeline_stages: Annotated[
-        str, typer.Option(help=spec_help("pipeline_stages") + " Comma list for a sweep.")
-    ] = "1",
-    pipeline_schedule: Annotated[str, typer.Option(help=spec_help("pipeline_schedule"))] = "gpipe",
-    nodes: Annotated[int, typer.Option(help=spec_help("nodes"), min=1)] = 1,
-    bn_span: Annotated[int, typer.Option(help=spec_help("bn_span"), min=1)] = 1,
-    numa_binding: Annotated[str | None, typer.Option(help=spec_help("numa_binding"))] = None,
-    scenario: Annotated[str, typer.Option(help=spec_help("scenario"))] = "train",
-    rate_per_s: Annotated[float | None, typer.Option(help=spec_help("rate_per_s"))] = None,
-    batch_timeout_ms: Annotated[float, typer.Option(help=spec_help("batch_timeout_ms"))] = 2.0,
-    num_queries: Annotated[int, typer.Option(help=spec_help("num_queries"))] = 500,
-    target: Annotated[str | None, typer.Option(help=spec_help("target"))] = None,
-    max_steps: Annotated[int | None, typer.Option(help=spec_help("max_steps"))] = None,
-    lr_scaling: Annotated[str, typer.Option(help=spec_help("lr_scaling"))] = "fixed",
-    lr_base_batch: Annotated[int, typer.Option(help=spec_help("lr_base_batch"))] = 256,
-    warmup_steps: Annotated[int, typer.Option(help=spec_help("warmup_steps"))] = 0,
-    diverge_factor: Annotated[float, typer.Option(help=spec_help("diverge_factor"))] = 10.0,
-    inputs_on_device: Annotated[
-        bool, typer.Option("--inputs-on-device", help=spec_help("inputs_on_device"))
-    ] = False,
-    epochs: Annotated[int, typer.Option(help=spec_help("epochs"))] = 2,
-    steps_per_epoch: Annotated[int, typer.Option(help=spec_help("steps_per_epoch"))] = 20,
-    compile: Annotated[bool, typer.Option("--compile", help=spec_help("compile"))] = False,
-    channels_last: Annotated[
-        bool, typer.Option("--channels-last", help=spec_help("channels_last"))
-    ] = False,
-    recompute: Annotated[bool, typer.Option("--recompute", help=spec_help("recompute"))] = False,
-    optimizer: Annotated[str, typer.Option(help=spec_help("optimizer"))] = "sgd",
-    lr: Annotated[float, typer.Option(help=spec_help("lr"))] = 0.01,
-    workers: Annotated[
-        str, typer.Option(help=spec_help("workers") + " Comma list for a sweep.")
-    ] = "0",
-    threads: Annotated[int | None, typer.Option(help=spec_help("threads"), min=1)] = None,
-    window_steps: Annotated[int, typer.Option(help=spec_help("window_steps"))] = 2,
     ci: Annotated[
         str | None, typer.Option(help="Target such as 2%: " + spec_help("ci_pct"))
     ] = None,
-    max_measure_s: Annotated[float, typer.Option(help=spec_help("max_measure_s"))] = 600.0,
     repeats: Annotated[
         int,
         typer.Option(
-            help="Run each cell this many times, each in a fresh process, interleaved; the spread is reported.",
+            help="Run each cell this many times, each in a fresh process, interleaved; the "
+            "spread is reported.",
             min=1,
         ),
     ] = 1,
-    device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",
     seed: Annotated[int, typer.Option(help=spec_help("seed"))] = 0,
     seeds: Annotated[
         int,
@@ -114,7 +88,6 @@ def run(
         list[str] | None,
         typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + spec_help("model_args")),
     ] = None,
-    data: Annotated[str | None, typer.Option(help=spec_help("data"))] = None,
     sweep: Annotated[
         Path | None,
         typer.Option(help="TOML file of fixed settings and axes; options given here override it."),
@@ -127,6 +100,7 @@ def run(
     ] = False,
     latency_bound_ms: LatencyBoundOption = None,
     db: DbOption = None,
+    **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     axes: dict[str, list[Any]] = {
@@ -140,38 +114,11 @@ def run(
         "pipeline_stages": split(pipeline_stages),
         "workers": split(workers),
     }
-    fixed = {
-        "epochs": epochs,
-        "steps_per_epoch": steps_per_epoch,
-        "compile": compile,
-        "channels_last": channels_last,
-        "recompute": recompute,
-        "optimizer": optimizer,
-        "lr": lr,
-        "window_steps": window_steps,
-        "device": device,
+    fixed = knobs | {
         "model_args": key_values(model_args or []),
-        "data": data,
         "ci_pct": percent(ci),
-        "max_measure_s": max_measure_s,
-        "nodes": nodes,
-        "bn_span": bn_span,
-        "numa_binding": numa_binding,
-        "pipeline_schedule": pipeline_schedule,
-        "scenario": scenario,
-        "inputs_on_device": inputs_on_device,
-        "rate_per_s": rate_per_s,
-        "batch_timeout_ms": batch_timeout_ms,
-        "num_queries": num_queries,
-        "target": target,
-        "max_steps": max_steps,
-        "lr_scaling": lr_scaling,
-        "lr_base_batch": lr_base_batch,
-        "warmup_steps": warmup_steps,
-        "diverge_factor": diverge_factor,
-        "threads": threads,
         # The bound is a setting of the server scenario; elsewhere it only picks a headline.
-        "latency_bound_ms": latency_bound_ms if scenario == "server" else None,
+        "latency_bound_ms": latency_bound_ms if knobs["scenario"] == "server" else None,
     }
     if global_batch is not None:
         if _from_command_line(ctx, "grad_accum"):
@@ -291,7 +238,21 @@ def slurm(
         console.print(slurm_job.submit(out))
 
 
+TUNE_KNOBS = (
+    "precision",
+    "compile",
+    "epochs",
+    "steps_per_epoch",
+    "window_steps",
+    "workers",
+    "device",
+    "data",
+)
+"""Spec fields a tuning search holds fixed over its trials."""
+
+
 @app.command()
+@with_fields(TUNE_KNOBS)
 def tune(
     workload: Annotated[str, typer.Argument(help="The workload to tune.")],
     budget_s: Annotated[
@@ -306,20 +267,13 @@ def tune(
         str, typer.Option(help="Then the fastest batch at these replica counts, comma list.")
     ] = "1",
     scenario: Annotated[str, typer.Option(help="train or infer.")] = "train",
-    precision: Annotated[str, typer.Option(help=spec_help("precision"))] = "fp32",
-    compile: Annotated[bool, typer.Option("--compile", help=spec_help("compile"))] = False,
-    epochs: Annotated[int, typer.Option(help=spec_help("epochs"))] = 2,
-    steps_per_epoch: Annotated[int, typer.Option(help=spec_help("steps_per_epoch"))] = 20,
-    window_steps: Annotated[int, typer.Option(help=spec_help("window_steps"))] = 2,
-    workers: Annotated[int, typer.Option(help=spec_help("workers"))] = 0,
-    device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",
     model_args: Annotated[
         list[str] | None,
         typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + spec_help("model_args")),
     ] = None,
-    data: Annotated[str | None, typer.Option(help=spec_help("data"))] = None,
     timeout_s: Annotated[float, typer.Option(help="Time limit of each trial, seconds.")] = 900.0,
     db: DbOption = None,
+    **knobs: Any,
 ) -> None:
     """Find the largest micro batch that fits and the fastest one, then the device-count curve,
     within a time budget; every trial runs in a fresh process and is stored like any run."""
@@ -328,19 +282,12 @@ def tune(
     if min_batch > max_batch:
         raise AccelbenchError(f"--min-batch {min_batch} is above --max-batch {max_batch}")
     base = RunSpec.model_validate(
-        {
+        knobs
+        | {
             "workload": workload,
             "scenario": scenario,
             "batch_size": min_batch,
-            "precision": precision,
-            "compile": compile,
-            "epochs": epochs,
-            "steps_per_epoch": steps_per_epoch,
-            "window_steps": window_steps,
-            "workers": workers,
-            "device": device,
             "model_args": key_values(model_args or []),
-            "data": data,
         }
     )
     counts = sorted({int(n) for n in split(replicas)})
