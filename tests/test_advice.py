@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import advice, validity
+from accelbench import advice, objectives, validity
 from accelbench.cli import app
 from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
@@ -93,7 +93,9 @@ def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) 
         runs.append(
             with_metrics(r, step_ms_steady=r.metrics.step_ms_steady.model_copy(update=known))
         )
-    (a,) = advice.recommend(runs, "tiny_mlp", "latency", advice.Constraints(latency_bound_ms=10))
+    (a,) = advice.recommend(
+        runs, "tiny_mlp", "latency", objectives.Constraints(latency_bound_ms=10)
+    )
     assert a.options[0].result.spec.batch_size == 8
     assert a.excluded == {advice.Out.LATENCY: 1}
     assert [o.result.spec.batch_size for o in a.pareto] == [8, 1]  # faster vs lower latency
@@ -103,7 +105,7 @@ def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) 
         if r.metrics
     ]
     (unknown,) = advice.recommend(
-        few, "tiny_mlp", "latency", advice.Constraints(latency_bound_ms=10)
+        few, "tiny_mlp", "latency", objectives.Constraints(latency_bound_ms=10)
     )
     assert unknown.options == [] and unknown.excluded == {advice.Out.LATENCY: 3}  # p99 not known
     with pytest.raises(AccelbenchError, match="needs --latency-bound-ms"):
@@ -123,20 +125,20 @@ def test_energy_and_cost_objectives(chips: list[Result], tmp_path: Path) -> None
     prices = tmp_path / "prices.toml"
     prices.write_text('[prices]\n"GPU" = 4.0\n"IPU" = 1.0\n')
     answers = advice.recommend(
-        chips, "tiny_mlp", "cost", advice.Constraints(prices=advice.load_prices(prices))
+        chips, "tiny_mlp", "cost", objectives.Constraints(prices=objectives.load_prices(prices))
     )
     by = {a.platform: a.options[0] for a in answers}
     assert by["Sim GPU"].value == pytest.approx(4.0 / 3600 / 8600 * 1e6)
     assert by["Sim IPU"].value == pytest.approx(1.0 / 3600 / 2100 * 1e6)
     assert answers[0].platform == "Sim GPU"  # 0.129 against 0.132 $ per million items
-    only_gpu = advice.Constraints(prices={"GPU": 4.0})
+    only_gpu = objectives.Constraints(prices={"GPU": 4.0})
     ipu = next(
         a for a in advice.recommend(chips, "tiny_mlp", "cost", only_gpu) if a.platform == "Sim IPU"
     )
     assert ipu.options == [] and ipu.excluded == {advice.Out.NO_PRICE: 5}
     prices.write_text('[prices]\n"GPU" = "cheap"\n')
     with pytest.raises(AccelbenchError, match="price of 'GPU' must be a positive number"):
-        advice.load_prices(prices)
+        objectives.load_prices(prices)
     with pytest.raises(AccelbenchError, match="needs --prices FILE"):
         advice.recommend(chips, "tiny_mlp", "cost")
 
@@ -148,10 +150,10 @@ def test_constraints_leave_configurations_out(two_platforms: list[Result]) -> No
         at(base, "X", 16, 3000.0, replicas=4),
         at(base, "X", 8, 1900.0, replicas=2, grad_accum=2),
     ]
-    (a,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(max_devices=2))
+    (a,) = advice.recommend(runs, "tiny_mlp", "throughput", objectives.Constraints(max_devices=2))
     assert a.options[0].result.spec.replicas == 2
     assert a.excluded == {advice.Out.DEVICES: 1}
-    (b,) = advice.recommend(runs, "tiny_mlp", "throughput", advice.Constraints(global_batch=16))
+    (b,) = advice.recommend(runs, "tiny_mlp", "throughput", objectives.Constraints(global_batch=16))
     assert [o.result.spec.replicas for o in b.options] == [1]
     assert len(a.pareto) == 2  # one device vs more throughput on two
 

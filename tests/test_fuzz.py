@@ -12,13 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from accelbench import exchange
+from accelbench import exchange, schema
 from accelbench.cli.app import key_values, validation_message
 from accelbench.cli.app import percent as parse_percent
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.spec import RunSpec, parse_target
-from accelbench.store import _record
 from accelbench.sweep import load_sweep
 
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -107,7 +106,7 @@ def test_command_line_values_parse_or_refuse(pairs: list[str], percent: str, tar
 def test_any_stored_record_loads_or_is_refused_with_one_line(fields: dict[str, Any]) -> None:
     for text in (json.dumps(fields), json.dumps({"key": "k", "spec": fields}), "{" + str(fields)):
         try:
-            Result.model_validate(_record(text))
+            Result.model_validate(schema.record(text))
         except Exception as exc:
             _refused_cleanly(exc)
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import exchange
-from accelbench import store as store_module
+from accelbench import exchange, schema
 from accelbench.cli import app
 from accelbench.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.runner import run
-from accelbench.store import SCHEMA_VERSION, ResultStore
+from accelbench.schema import SCHEMA_VERSION
+from accelbench.store import ResultStore
 
 from .conftest import tiny
 
@@ -44,10 +44,10 @@ def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
 ) -> None:
     import psycopg
 
-    row = dict(zip(store_module._COLUMNS, store_module._row(measured), strict=True))
+    row = dict(zip(schema.COLUMNS, schema.row(measured), strict=True))
     del row["time_to_target_s"]
     with psycopg.connect(fresh_postgres, autocommit=True) as db:
-        for statement in store_module.statements(0, store_module.POSTGRES):
+        for statement in schema.statements(0, schema.POSTGRES):
             db.execute(statement)
         db.execute(
             f"INSERT INTO results ({', '.join(row)}) VALUES ({', '.join(['%s'] * len(row))})",

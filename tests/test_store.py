@@ -6,12 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from accelbench import schema
 from accelbench import store as store_module
 from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result, TimeToTrain
 from accelbench.runner import run
-from accelbench.store import MIGRATIONS, SCHEMA_VERSION, ResultStore, default_path
+from accelbench.schema import MIGRATIONS, SCHEMA_VERSION
+from accelbench.store import ResultStore, default_path
 
 from .conftest import tiny
 
@@ -86,10 +88,10 @@ def test_newer_schema_is_refused_and_left_alone(db_path: Path, measured: Result)
 
 def _schema_1_database(path: Path, record: Result) -> None:
     """A database as accelbench 0.1.0 wrote it: schema 1, one result."""
-    old_columns = [c for c in store_module._COLUMNS if c != "time_to_target_s"]
-    row = dict(zip(store_module._COLUMNS, store_module._row(record), strict=True))
+    old_columns = [c for c in schema.COLUMNS if c != "time_to_target_s"]
+    row = dict(zip(schema.COLUMNS, schema.row(record), strict=True))
     with sqlite3.connect(path) as db:
-        for statement in store_module.statements(0, store_module.SQLITE):
+        for statement in schema.statements(0, schema.SQLITE):
             db.execute(statement)
         db.execute(
             f"INSERT INTO results ({', '.join(old_columns)}) VALUES ({', '.join('?' * len(old_columns))})",
@@ -199,12 +201,12 @@ def test_schema_2_rows_are_rewritten_with_the_delivered_rate_and_every_device(
     del old["metrics"]["delivered"], old["metrics"]["host"]
     old["metrics"]["flops"] |= {"peak_per_s": 3e10, "peak_source": "measured: best 1024x1024"}
     old["spec"] |= {"pipeline_stages": 2, "grad_accum": 2}
-    columns = dict(zip(store_module._COLUMNS, store_module._row(measured), strict=True))
+    columns = dict(zip(schema.COLUMNS, schema.row(measured), strict=True))
     columns |= {"num_devices": 1, "items_per_s": measured.metrics.window_items_per_s.median}
     columns |= {"record": json.dumps(old)}
     with sqlite3.connect(db_path) as db:
         for migration in range(2):
-            for statement in store_module.statements(migration, store_module.SQLITE):
+            for statement in schema.statements(migration, schema.SQLITE):
                 db.execute(statement)
         db.execute(
             f"INSERT INTO results ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",

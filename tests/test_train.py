@@ -10,7 +10,7 @@ from accelbench import workloads
 from accelbench.energy import EnergyMetrics
 from accelbench.engine import TorchEngine
 from accelbench.errors import AccelbenchError
-from accelbench.scenarios import train
+from accelbench.scenarios import epochs, train
 
 from .conftest import tiny
 
@@ -82,18 +82,18 @@ def test_compile_cost_lands_in_the_first_step() -> None:
 def test_warm_up_left_after_epoch_1_drops_whole_epochs() -> None:
     spec = tiny(epochs=3, steps_per_epoch=16, window_steps=2, batch_size=10)
     slow_start = [50.0] * 16 + [40.0, 40.0, 30.0, 30.0] + [10.0] * 28  # ms: clocks ramping up
-    start, windows = train.steady_state(spec, slow_start)
+    start, windows = epochs.steady_state(spec, slow_start)
     assert start == 32  # epoch 2 is still warming up: the steady state is epoch 3
     assert windows.median == pytest.approx(2 * 10 / 0.020)  # 2 steps of 10 items in 20 ms
     # with no epoch left after the warm-up, the steady state stays epoch 2
-    assert train.steady_state(spec.model_copy(update={"epochs": 2}), slow_start[:32])[0] == 16
+    assert epochs.steady_state(spec.model_copy(update={"epochs": 2}), slow_start[:32])[0] == 16
 
 
 def test_the_headline_counts_what_happens_between_steps() -> None:
     # Steps of 10 ms, but each epoch took 300 ms: 100 ms went to the loader's first batch.
     spec = tiny(epochs=3, steps_per_epoch=20, window_steps=1, batch_size=10)
-    raw = train.Raw(epoch_s=[0.5, 0.3, 0.3], step_ms=[10.0] * 60)
-    start, windows, rate = train.delivered(spec, raw)
+    raw = epochs.Raw(epoch_s=[0.5, 0.3, 0.3], step_ms=[10.0] * 60)
+    start, windows, rate = epochs.delivered(spec, raw)
     assert start == 20
     assert windows.median == pytest.approx(1000.0)  # the median window: 10 items in 10 ms
     assert rate.items_per_s == pytest.approx(400 / 0.6)  # delivered: 400 items in 0.6 s
@@ -153,10 +153,10 @@ def test_compute_rate_is_not_invented_when_no_compute_time_is_left() -> None:
     energy = EnergyMetrics(method="not available", scope="CPU")
 
     def compute(wait_ms: list[float]) -> float | None:
-        raw = train.Raw(
+        raw = epochs.Raw(
             epoch_s=[0.03], step_ms=[10.0] * 3, wait_ms=wait_ms, step_loss=[1.0] * 3, energy=energy
         )
-        m = train.build_metrics(
+        m = epochs.build_metrics(
             spec, workloads.get("tiny_mlp"), raw, [], timer="wall-clock", build_s=0.0, flops=None
         )
         return m.compute_items_per_s
@@ -170,7 +170,7 @@ def test_ranks_combine_to_the_slowest_step_and_the_mean_loss(
 ) -> None:
     spec = tiny(replicas=2, steps_per_epoch=3, batch_size=4, grad_accum=2)
     energy = EnergyMetrics(method="not available", scope="CPU")
-    fast = train.Raw(
+    fast = epochs.Raw(
         epoch_s=[1.0, 0.5],
         step_ms=[100.0, 10.0, 10.0, 10.0, 10.0, 10.0],
         wait_ms=[1.0] * 6,
@@ -178,7 +178,7 @@ def test_ranks_combine_to_the_slowest_step_and_the_mean_loss(
         host_rss=1.0,
         energy=energy,
     )
-    slow = train.Raw(
+    slow = epochs.Raw(
         epoch_s=[1.2, 0.9],
         step_ms=[90.0, 30.0, 10.0, 40.0, 20.0, 20.0],
         wait_ms=[0.0, 5.0, 0.0, 8.0, 2.0, 2.0],
@@ -193,7 +193,7 @@ def test_ranks_combine_to_the_slowest_step_and_the_mean_loss(
         return [mine, shared | {"raw": dataclasses.asdict(slow) | {"energy": energy.model_dump()}}]
 
     monkeypatch.setattr(train.distributed, "gather", gather)
-    combined, ranks = train._across_ranks(spec, fast)
+    combined, ranks = epochs.across_ranks(spec, fast)
     assert combined.step_ms == [100.0, 30.0, 10.0, 40.0, 20.0, 20.0]
     assert combined.wait_ms == [1.0, 5.0, 1.0, 8.0, 2.0, 2.0]
     assert combined.epoch_s == [1.2, 0.9]

@@ -12,35 +12,19 @@ request, apart and labelled as such.
 from __future__ import annotations
 
 import statistics
-import tomllib
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from pathlib import Path
-from typing import Literal, get_args
 
 from accelbench import references, validity
 from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
+from accelbench.objectives import GOALS, Constraints, Goal, price_of, within_latency
 from accelbench.result import ANY_BATCH, Result, cell_key
 
-Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost"]
-OBJECTIVES: tuple[str, ...] = get_args(Objective)
 BATCH_RANGE_FRAC = 0.95
 """Micro batches at or above this share of the best throughput form the effective batch range."""
-
-
-@dataclass(frozen=True)
-class Constraints:
-    global_batch: int | None = None
-    """Only configurations with this many items per optimizer step (fixed for convergence)."""
-    max_devices: int | None = None
-    memory_headroom_pct: float | None = None
-    """Keep this share of device memory free: configurations whose peak is above the rest are out."""
-    latency_bound_ms: float | None = None
-    prices: dict[str, float] = field(default_factory=dict)
-    """$ per device-hour by a part of the platform name (for the cost objective)."""
 
 
 @dataclass(frozen=True)
@@ -56,22 +40,6 @@ class Option:
     @property
     def result(self) -> Result:
         return self.runs[0]
-
-
-@dataclass(frozen=True)
-class Goal:
-    scenario: str
-    unit: str
-    lower_is_better: bool
-
-
-GOALS: dict[str, Goal] = {
-    "throughput": Goal("train", "items/s", False),
-    "time-to-train": Goal("time-to-train", "s to target (median over seeds)", True),
-    "latency": Goal("infer", "items/s within the latency bound", False),
-    "energy": Goal("train", "J per item", True),
-    "cost": Goal("train", "$ per million items", True),
-}
 
 
 class Level(StrEnum):
@@ -135,28 +103,6 @@ class Advice:
     when there is more than one."""
 
 
-def load_prices(path: Path) -> dict[str, float]:
-    """A user's price table: `[prices]` then `"platform name part" = dollars per device-hour`."""
-    try:
-        table = tomllib.loads(path.read_text()).get("prices")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise AccelbenchError(f"cannot read prices file {path}: {exc}") from None
-    if not isinstance(table, dict) or not table:
-        raise AccelbenchError(
-            f'{path} has no [prices] table: write e.g. [prices] then "A100" = 2.5 ($ per device-hour)'
-        )
-    for name, price in table.items():
-        if isinstance(price, bool) or not isinstance(price, int | float) or not price > 0:
-            raise AccelbenchError(f"{path}: the price of {name!r} must be a positive number")
-    return {name: float(price) for name, price in table.items()}
-
-
-def price_of(platform: str, prices: dict[str, float]) -> float | None:
-    """The price whose name is the longest part of the platform's name (case aside)."""
-    found = [(len(k), v) for k, v in prices.items() if k.lower() in platform.lower()]
-    return max(found)[1] if found else None
-
-
 def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | None]:
     """A cost per item (scale / rate) with the interval the rate's gives."""
     low, high = rate.low, rate.high
@@ -190,13 +136,6 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
     return Option(runs, rate.median, rate.low, rate.high)
 
 
-def within_latency(r: Result, bound_ms: float) -> bool:
-    """Whether an inference result's p99 latency is known to be within the bound: only p99s
-    with enough batches behind them count."""
-    s = r.metrics.step_ms_steady if r.metrics else None
-    return s is not None and s.n >= validity.MIN_P99_SAMPLES and s.p99 <= bound_ms
-
-
 def _why_out(r: Result, constraints: Constraints) -> Out | None:
     c, m = constraints, r.metrics
     if any(flag == "contended" for flag, _ in validity.verdict(r)):
@@ -228,11 +167,12 @@ def recommend(
     results: Sequence[Result],
     workload: str,
     objective: str,
-    constraints: Constraints = Constraints(),
+    constraints: Constraints | None = None,
     scenario: str | None = None,
 ) -> list[Advice]:
     """Advice per platform, the platform with the best answer first; `scenario` (train or
     infer) picks the results throughput, energy and cost are read from."""
+    constraints = constraints or Constraints()
     if objective not in GOALS:
         raise AccelbenchError(f"unknown objective {objective!r}: give one of {', '.join(GOALS)}")
     if objective == "latency" and constraints.latency_bound_ms is None:
@@ -395,26 +335,3 @@ def ranked_apart(found: Sequence[Advice], objective: str) -> bool | None:
         return None
     lower_is_better = GOALS[objective].lower_is_better
     return clears(ranked[0].options[0], ranked[1].options[0], lower_is_better)
-
-
-@dataclass(frozen=True)
-class LatencyChoice:
-    """From a batch-size sweep of one inference configuration: the batch with the lowest
-    median latency, and the highest throughput whose p99 is known to be within a bound."""
-
-    lowest: Result
-    best_within: Result | None
-
-
-def latency_choices(results: Sequence[Result], bound_ms: float | None) -> list[LatencyChoice]:
-    groups: dict[str, list[Result]] = defaultdict(list)
-    for r in results:
-        if r.spec.scenario == "infer" and r.status == "ok" and r.metrics:
-            groups[cell_key(r, ignore=("batch_size",))].append(r)
-    choices = []
-    for members in groups.values():
-        lowest = min(members, key=lambda r: r.metrics.step_ms_steady.median if r.metrics else 0)
-        within = [] if bound_ms is None else [r for r in members if within_latency(r, bound_ms)]
-        best = max(within, key=lambda r: r.items_per_s or 0) if within else None
-        choices.append(LatencyChoice(lowest, best))
-    return choices

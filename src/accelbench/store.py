@@ -13,25 +13,21 @@ kept.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from accelbench import schema
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.result import Result
 
 log = logging.getLogger(__name__)
 
-REWRITE = "rewrite"
 NETWORK_FILE_SYSTEMS = frozenset(
     {
         "nfs",
@@ -50,95 +46,12 @@ NETWORK_FILE_SYSTEMS = frozenset(
 )
 """Where SQLite's file locks cannot be trusted with several writers (sqlite.org/useovernet)."""
 
-MIGRATIONS = [
-    """
-    CREATE TABLE results (
-        key TEXT PRIMARY KEY,
-        workload TEXT NOT NULL,
-        scenario TEXT NOT NULL,
-        platform TEXT NOT NULL,
-        device_type TEXT NOT NULL,
-        num_devices INTEGER NOT NULL,
-        micro_batch INTEGER NOT NULL,
-        global_batch INTEGER NOT NULL,
-        precision TEXT NOT NULL,
-        status TEXT NOT NULL,
-        items_per_s {real},
-        last_epoch_s {real},
-        hostname TEXT NOT NULL,
-        created_at TEXT NOT NULL,
-        record TEXT NOT NULL
-    );
-    CREATE INDEX results_workload ON results (workload, scenario);
-    CREATE INDEX results_platform ON results (platform);
-    CREATE INDEX results_status ON results (status);
-    CREATE INDEX results_created_at ON results (created_at);
-    """,
-    """
-    ALTER TABLE results ADD COLUMN time_to_target_s {real};
-    UPDATE results SET time_to_target_s = {time_to_target_s};
-    """,
-    # Every record written again through Result: items_per_s becomes the delivered rate (the
-    # median window before; a server's sustained rate, not its capacity), num_devices counts
-    # pipeline stages, and CPU records lose their per-cell measured peak.
-    REWRITE,
-]
-"""The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
-REWRITE, which stores every record again as this accelbench reads it."""
-SCHEMA_VERSION = len(MIGRATIONS)
 
-
-@dataclass(frozen=True)
-class Dialect:
-    """What differs between the back ends' SQL."""
-
-    real: str
-    """The type of float columns (8 bytes)."""
-    time_to_target_s: str
-    """The time to target out of the JSON record."""
-    param: str
-    """Placeholder of a query parameter."""
-
-
-SQLITE = Dialect("REAL", "json_extract(record, '$.metrics.time_to_train.time_to_target_s')", "?")
-POSTGRES = Dialect(
-    "DOUBLE PRECISION",
-    "(record::jsonb #>> '{metrics,time_to_train,time_to_target_s}')::double precision",
-    "%s",
-)
 _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
-
-
-def statements(migration: int, dialect: Dialect) -> list[str]:
-    """The SQL statements of one migration, in the back end's words (none for REWRITE)."""
-    if MIGRATIONS[migration] is REWRITE:
-        return []
-    sql = MIGRATIONS[migration].format(real=dialect.real, time_to_target_s=dialect.time_to_target_s)
-    return [s for s in sql.split(";") if s.strip()]
 
 
 def is_url(where: str | Path) -> bool:
     return str(where).startswith(("postgresql://", "postgres://"))
-
-
-_COLUMNS = (
-    "key",
-    "workload",
-    "scenario",
-    "platform",
-    "device_type",
-    "num_devices",
-    "micro_batch",
-    "global_batch",
-    "precision",
-    "status",
-    "items_per_s",
-    "last_epoch_s",
-    "time_to_target_s",
-    "hostname",
-    "created_at",
-    "record",
-)
 
 
 def default_path() -> Path | str:
@@ -158,13 +71,13 @@ class ResultStore:
         self.path: Path | None = None
         if is_url(where):
             self.where = _redacted(str(where))
-            self.dialect = POSTGRES
+            self.dialect = schema.POSTGRES
             self._db: Any = _connect_postgres(str(where), self.where)
             errors: tuple[type[Exception], ...] = (_psycopg().Error,)
         else:
             self.path = Path(where)
             self.where = str(self.path)
-            self.dialect = SQLITE
+            self.dialect = schema.SQLITE
             self._db = _connect_sqlite(self.path, writable)
             errors = (sqlite3.DatabaseError,)
         try:
@@ -187,22 +100,24 @@ class ResultStore:
 
     def put(self, result: Result) -> None:
         """Store `result`, replacing any earlier result with the same key."""
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _COLUMNS[1:])
+        updates = ", ".join(f"{c} = excluded.{c}" for c in schema.COLUMNS[1:])
         with self._transaction():
-            self._execute(_INSERT + f"DO UPDATE SET {updates}", _row(result))
+            self._execute(schema.INSERT + f"DO UPDATE SET {updates}", schema.row(result))
 
     def add(self, results: Sequence[Result]) -> int:
         """Store those of `results` whose key is not stored yet, all in one transaction (none
         if any fails); returns how many were new."""
         with self._transaction():
-            return sum(self._execute(_INSERT + "DO NOTHING", _row(r)).rowcount for r in results)
+            return sum(
+                self._execute(schema.INSERT + "DO NOTHING", schema.row(r)).rowcount for r in results
+            )
 
     def has(self, key: str) -> bool:
         return self._execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
 
     def get(self, key: str) -> Result | None:
         row = self._execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
-        return _record(row[0]) if row else None
+        return schema.record(row[0]) if row else None
 
     def query(
         self,
@@ -228,14 +143,14 @@ class ResultStore:
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
         rows = self._execute(sql, args).fetchall()
-        return [_record(r[0]) for r in reversed(rows)]
+        return [schema.record(r[0]) for r in reversed(rows)]
 
     def _execute(self, sql: str, params: Sequence[object] = ()) -> Any:
         """Run one statement written with ? placeholders; returns its cursor."""
         return self._db.execute(sql.replace("?", self.dialect.param), params)
 
     def _version(self) -> int:
-        if self.dialect is SQLITE:
+        if self.dialect is schema.SQLITE:
             return int(self._execute("PRAGMA user_version").fetchone()[0])
         if self._execute("SELECT to_regclass('accelbench_schema')").fetchone()[0] is None:
             return 0
@@ -243,12 +158,12 @@ class ResultStore:
 
     def _migrate(self) -> None:
         version = self._version()
-        if version > SCHEMA_VERSION:
+        if version > schema.SCHEMA_VERSION:
             raise AccelbenchError(
-                f"{self.where} has schema {version}, newer than this accelbench ({SCHEMA_VERSION}); "
+                f"{self.where} has schema {version}, newer than this accelbench ({schema.SCHEMA_VERSION}); "
                 "upgrade accelbench or pass --db with another one"
             )
-        if version == SCHEMA_VERSION:
+        if version == schema.SCHEMA_VERSION:
             return
         if version > 0 and self.path is not None:  # results in it: keep the file as it was
             backup = self.path.with_name(f"{self.path.name}.schema{version}.bak")
@@ -259,42 +174,42 @@ class ResultStore:
                 "%s: migrating schema %d to %d; the database as it was is kept in %s",
                 self.where,
                 version,
-                SCHEMA_VERSION,
+                schema.SCHEMA_VERSION,
                 backup,
             )
         with self._migration_lock(), self._transaction():
             version = self._version()  # another process may have migrated it meanwhile
-            if version == SCHEMA_VERSION:
+            if version == schema.SCHEMA_VERSION:
                 return
-            if version > 0 and self.dialect is POSTGRES:
+            if version > 0 and self.dialect is schema.POSTGRES:
                 self._execute(f"CREATE TABLE results_schema{version}_backup AS TABLE results")
                 log.warning(
                     "%s: migrating schema %d to %d; the results as they were are kept in "
                     "results_schema%d_backup",
                     self.where,
                     version,
-                    SCHEMA_VERSION,
+                    schema.SCHEMA_VERSION,
                     version,
                 )
-            for migration in range(version, SCHEMA_VERSION):
-                for statement in statements(migration, self.dialect):
+            for migration in range(version, schema.SCHEMA_VERSION):
+                for statement in schema.statements(migration, self.dialect):
                     self._execute(statement)
-                if MIGRATIONS[migration] is REWRITE:
+                if schema.MIGRATIONS[migration] is schema.REWRITE:
                     self._rewrite()
-            if self.dialect is SQLITE:
-                self._execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            if self.dialect is schema.SQLITE:
+                self._execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
             else:
                 self._execute("CREATE TABLE IF NOT EXISTS accelbench_schema (version INTEGER)")
                 self._execute("DELETE FROM accelbench_schema")
-                self._execute("INSERT INTO accelbench_schema VALUES (?)", (SCHEMA_VERSION,))
+                self._execute("INSERT INTO accelbench_schema VALUES (?)", (schema.SCHEMA_VERSION,))
 
     def _rewrite(self) -> None:
         """Every row again from its record as read now; a record this accelbench cannot read
         is left as it was."""
-        updates = ", ".join(f"{c} = ?" for c in _COLUMNS[1:])
+        updates = ", ".join(f"{c} = ?" for c in schema.COLUMNS[1:])
         for key, text in self._execute("SELECT key, record FROM results").fetchall():
             try:
-                row = _row(_record(text))
+                row = schema.row(schema.record(text))
             except AccelbenchError:
                 log.warning(
                     "%s: result %s is in a form this accelbench cannot read; left as stored",
@@ -310,7 +225,7 @@ class ResultStore:
         transaction begins: a session refreshes its cached catalog when a transaction begins,
         not when an advisory lock is granted, so one that waited inside its transaction could
         miss the tables the holder made meanwhile. (On SQLite, BEGIN IMMEDIATE is the lock.)"""
-        if self.dialect is SQLITE:
+        if self.dialect is schema.SQLITE:
             yield
             return
         self._execute(f"SELECT pg_advisory_lock({_MIGRATION_LOCK})")
@@ -321,7 +236,7 @@ class ResultStore:
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
-        if self.dialect is POSTGRES:
+        if self.dialect is schema.POSTGRES:
             with self._db.transaction():
                 yield
             return
@@ -408,44 +323,3 @@ def _check_writable(path: Path) -> None:
     for place in (path, path.parent):
         if place.exists() and not os.access(place, os.W_OK):
             raise AccelbenchError(f"cannot write to {place}; pass --db with a writable path")
-
-
-_INSERT = (
-    f"INSERT INTO results ({', '.join(_COLUMNS)}) VALUES ({', '.join('?' * len(_COLUMNS))}) "
-    "ON CONFLICT(key) "
-)
-
-
-def _row(result: Result) -> tuple[object, ...]:
-    spec, metrics = result.spec, result.metrics
-    return (
-        result.key,
-        spec.workload,
-        spec.scenario,
-        result.env.platform,
-        result.env.device_type,
-        result.num_devices,
-        spec.batch_size,
-        spec.global_batch,
-        spec.precision,
-        result.status,
-        result.items_per_s,
-        metrics.epochs[-1].time_s if metrics else None,
-        metrics.time_to_train.time_to_target_s if metrics and metrics.time_to_train else None,
-        result.env.hostname,
-        result.created_at.isoformat(),
-        result.model_dump_json(),
-    )
-
-
-def _record(text: str) -> Result:
-    try:
-        return Result.model_validate_json(text)
-    except ValidationError as exc:
-        try:
-            key = json.loads(text).get("key", "?")
-        except (json.JSONDecodeError, AttributeError):  # not even a JSON object
-            key = "?"
-        raise AccelbenchError(
-            f"stored result {key} does not match this accelbench's record format; upgrade accelbench"
-        ) from exc

@@ -323,7 +323,7 @@ def recommend(
     """Which platform, batch size, device count and precision for an objective, from the stored
     runs: per platform the best configuration, its effective batch range, the runs behind it,
     how sure that is and what was not measured."""
-    from accelbench import advice
+    from accelbench import advice, objectives
 
     if scenario is not None and objective in ("time-to-train", "latency"):
         raise AccelbenchError(
@@ -331,16 +331,16 @@ def recommend(
         )
     if scenario not in (None, "train", "infer"):
         raise AccelbenchError(f"--scenario {scenario!r}: give train or infer")
-    constraints = advice.Constraints(
+    constraints = objectives.Constraints(
         global_batch=global_batch,
         max_devices=max_devices,
         memory_headroom_pct=percent(memory_headroom),
         latency_bound_ms=latency_bound_ms,
-        prices=advice.load_prices(prices) if prices else {},
+        prices=objectives.load_prices(prices) if prices else {},
     )
     found, _ = load(db, workload, None)
     answers = advice.recommend(found, workload, objective, constraints, scenario)
-    goal = advice.GOALS[objective]
+    goal = objectives.GOALS[objective]
     console.print(
         f"{workload}, objective {objective} ({goal.unit}), "
         f"{scenario or goal.scenario} results"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelbench import advice, scaling, tuning, validity
+from accelbench import advice, objectives, scaling, tuning, validity
 from accelbench.advice import Level, Out
 from accelbench.references import Reference
 from accelbench.report.cells import configuration, rate_text
@@ -20,7 +20,7 @@ def _objective_text(value: float, objective: str) -> str:
     return f"{rate_text(value)} items/s"
 
 
-def _out_text(why: Out, c: advice.Constraints, platform: str) -> str:
+def _out_text(why: Out, c: objectives.Constraints, platform: str) -> str:
     return {
         Out.CONTENDED: "contended: measured while other work shared the platform",
         Out.GLOBAL_BATCH: f"global batch is not {c.global_batch}",
@@ -64,7 +64,7 @@ def _gap_lines(g: advice.Gaps) -> list[str]:
     return lines
 
 
-def constraints_text(c: advice.Constraints) -> str:
+def constraints_text(c: objectives.Constraints) -> str:
     parts = [
         f"global batch {c.global_batch}" if c.global_batch else "",
         f"at most {c.max_devices} devices" if c.max_devices else "",
@@ -75,7 +75,7 @@ def constraints_text(c: advice.Constraints) -> str:
 
 
 def advice_lines(
-    found: Sequence[advice.Advice], objective: str, constraints: advice.Constraints
+    found: Sequence[advice.Advice], objective: str, constraints: objectives.Constraints
 ) -> list[str]:
     """Each platform's answer with its evidence, confidence and gaps; then the platforms set
     against each other where their intervals allow."""

@@ -10,53 +10,31 @@ of the axis, not at 0 s. matplotlib is imported here only, when a report is draw
 
 from __future__ import annotations
 
-import io
-import re
-from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 from accelbench import convergence, validity
-from accelbench.report.cells import configuration, describe
+from accelbench.report.cells import describe
+from accelbench.report.drawing import (
+    Plot,
+    colored,
+    finish,
+    group_by,
+    median_by_x,
+    new_figure,
+    palette,
+    points,
+    series_name,
+    slug,
+    style,
+)
 from accelbench.result import Result, measured
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure
+    pass
 
-STYLE: dict[str, Any] = {
-    "text.parse_math": False,  # a '$' in a workload or platform name is text, not TeX
-    "svg.fonttype": "none",  # text stays text: smaller files, selectable in a browser
-    "svg.hashsalt": "accelbench",  # the same results draw the same bytes
-    "axes.grid": True,
-    "grid.alpha": 0.3,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "font.size": 9,
-}
-T = TypeVar("T")
 FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"
 MAX_EPOCH_BARS = 24
-
-
-@dataclass(frozen=True)
-class Plot:
-    name: str
-    """A file name stem: letters, digits and dashes."""
-    title: str
-    caption: str
-    figure: Figure
-
-    def render(self, fmt: str) -> bytes:
-        """The figure as svg or png bytes."""
-        buffer = io.BytesIO()
-        with _style():
-            # No creation date in the file: the same results draw the same bytes.
-            metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
-            self.figure.savefig(buffer, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
-        return buffer.getvalue()
 
 
 def plots(results: Sequence[Result]) -> list[Plot]:
@@ -69,129 +47,25 @@ def plots(results: Sequence[Result]) -> list[Plot]:
         time_to_train,
         efficiency,
     ]
-    with _style():
+    with style():
         return [plot for draw in drawers for plot in draw(results)]
-
-
-@contextmanager
-def _style() -> Iterator[None]:
-    import matplotlib
-
-    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
-        yield
-
-
-def _figure(ncols: int = 1) -> tuple[Figure, list[Axes]]:
-    from matplotlib.figure import Figure  # no pyplot: no global state, no display
-
-    fig = Figure(figsize=(6.4 * ncols, 4.2), layout="constrained")
-    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
-
-
-def _slug(*parts: object) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", "-".join(map(str, parts)).lower()).strip("-")[:80]
-
-
-def _by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
-    groups: dict[Any, list[T]] = defaultdict(list)
-    for item in items:
-        groups[key(item)].append(item)
-    return dict(groups)
-
-
-def _series(r: Result, *, devices: bool = True, batch: bool = False) -> str:
-    """A line's name: the platform and the configuration, less what the x axis shows."""
-    return f"{r.env.platform} {configuration(r.spec, batch=batch, devices=devices)}"
-
-
-def _points(
-    ax: Axes,
-    xs: Sequence[float],
-    ys: Sequence[float],
-    results: Sequence[Result],
-    color: Any,
-    label: str,
-    *,
-    intervals: bool = False,
-) -> None:
-    """A line through the points, each marked by its verdict; with `intervals`, the points are
-    headline throughputs, drawn with their 95% intervals."""
-    ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
-    for x, y, r in zip(xs, ys, results, strict=True):
-        if intervals and (ci := r.items_per_s_ci) is not None:
-            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=color, capsize=3, lw=1)
-        flags = validity.verdict_text(r)
-        valid = flags == "valid"
-        ax.plot([x], [y], "o", color=color, markerfacecolor=color if valid else "white", ms=6)
-        if not valid:
-            ax.annotate(
-                flags,
-                (x, y),
-                xytext=(4, 4),
-                textcoords="offset points",
-                fontsize=7,
-                color="dimgray",
-            )
-
-
-def _colors() -> Iterator[Any]:
-    import matplotlib
-
-    while True:
-        yield from matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]
-
-
-def _colored(groups: dict[str, list[Any]]) -> Iterator[tuple[str, list[Any], Any]]:
-    """(series, members, colour), series in name order."""
-    colors = _colors()
-    for series, members in sorted(groups.items()):
-        yield series, members, next(colors)
-
-
-def _finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
-    """Labels, legend and a y axis from zero; a log x axis is ticked at the values plotted."""
-    from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
-
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    if log_x:
-        ax.set_xscale("log", base=2)
-        xs: set[float] = set()
-        for line in ax.get_lines():
-            data: Any = line.get_xdata()
-            xs.update(float(x) for x in data if x > 0)
-        ax.xaxis.set_major_locator(FixedLocator(sorted(xs)))
-        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
-        ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_ylim(bottom=0)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7, loc="best")
-
-
-def _median_by_x(members: Sequence[Result], x: Callable[[Result], float]) -> list[Result]:
-    """One result per x: the repeat with the median throughput, so a line has one point per x."""
-    out = []
-    for _, group in sorted(_by(members, x).items()):
-        group.sort(key=lambda r: r.items_per_s or 0)
-        out.append(group[(len(group) - 1) // 2])
-    return out
 
 
 def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
     """Throughput against micro batch, a line per platform, precision and device count; cells
     that ran out of memory are crosses on the x axis."""
     cells = [r for r in results if r.spec.scenario in ("train", "infer")]
-    for (workload, scenario), members in _by(
+    for (workload, scenario), members in group_by(
         cells, lambda r: (r.spec.workload, r.spec.scenario)
     ).items():
         ran = measured(members, scenario)
         if len({r.spec.batch_size for r in ran}) < 2:
             continue
-        fig, (ax,) = _figure()
-        for series, group, color in _colored(_by(ran, _series)):
-            line = _median_by_x(group, lambda r: r.spec.batch_size)
+        fig, (ax,) = new_figure()
+        for series, group, color in colored(group_by(ran, series_name)):
+            line = median_by_x(group, lambda r: r.spec.batch_size)
             xs = [r.spec.batch_size for r in line]
-            _points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series, intervals=True)
+            points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series, intervals=True)
         ooms = sorted({r.spec.batch_size for r in members if r.status == "oom"})
         if ooms:
             ax.plot(
@@ -205,31 +79,33 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
                 label="out of memory",
             )
         unit = ran[0].metrics.item_unit if ran[0].metrics else "items"
-        _finish(ax, "micro batch", f"{unit}/s", log_x=True)
+        finish(ax, "micro batch", f"{unit}/s", log_x=True)
         what = "training" if scenario == "train" else "inference"
         title = f"{workload}: {what} throughput against batch size"
         ax.set_title(title, fontsize=10)
-        yield Plot(_slug("batch", workload, scenario), title, FLAGGED_NOTE, fig)
+        yield Plot(slug("batch", workload, scenario), title, FLAGGED_NOTE, fig)
 
 
 def scaling(results: Sequence[Result]) -> Iterator[Plot]:
     """Training throughput against device count, with the ideal: the smallest count's
     throughput times the device ratio; each point is labelled with its scaling efficiency."""
     training = measured(results, "train")
-    for workload, members in _by(training, lambda r: r.spec.workload).items():
+    for workload, members in group_by(training, lambda r: r.spec.workload).items():
         groups = {
             k: g
-            for k, g in _by(members, lambda r: _series(r, devices=False, batch=True)).items()
+            for k, g in group_by(
+                members, lambda r: series_name(r, devices=False, batch=True)
+            ).items()
             if len({r.num_devices for r in g}) >= 2
         }
         if not groups:
             continue
-        fig, (ax,) = _figure()
-        for series, group, color in _colored(groups):
-            line = _median_by_x(group, lambda r: r.num_devices)
+        fig, (ax,) = new_figure()
+        for series, group, color in colored(groups):
+            line = median_by_x(group, lambda r: r.num_devices)
             xs = [r.num_devices for r in line]
             ys = [r.items_per_s or 0 for r in line]
-            _points(ax, xs, ys, line, color, series, intervals=True)
+            points(ax, xs, ys, line, color, series, intervals=True)
             ideal = [ys[0] * x / xs[0] for x in xs]
             ax.plot(xs, ideal, "--", color=color, alpha=0.5, lw=1)
             for x, y, best in zip(xs[1:], ys[1:], ideal[1:], strict=True):
@@ -245,10 +121,10 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
         ax.plot([], [], "--", color="gray", label="ideal linear scaling")
         ax.set_xticks(sorted({r.num_devices for g in groups.values() for r in g}))
         unit = members[0].metrics.item_unit if members[0].metrics else "items"
-        _finish(ax, "devices (replicas x pipeline stages)", f"{unit}/s")
+        finish(ax, "devices (replicas x pipeline stages)", f"{unit}/s")
         title = f"{workload}: scaling with device count (labels: scaling efficiency)"
         ax.set_title(title, fontsize=10)
-        yield Plot(_slug("scaling", workload), title, FLAGGED_NOTE, fig)
+        yield Plot(slug("scaling", workload), title, FLAGGED_NOTE, fig)
 
 
 def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
@@ -259,7 +135,7 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     if not cells:
         return
     cells = cells[-MAX_EPOCH_BARS:]
-    fig, (ax,) = _figure()
+    fig, (ax,) = new_figure()
     fig.set_figheight(1.2 + 0.28 * len(cells))
     names = [f"{r.env.platform} {describe(r.spec)}" for r in cells]
     ys = range(len(cells))
@@ -295,15 +171,15 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
     infer = measured(results, "infer")
     server = [r for r in measured(results, "server") if r.metrics and r.metrics.server]
     for workload in dict.fromkeys(r.spec.workload for r in [*infer, *server]):
-        fig, (ax,) = _figure()
-        colors = _colors()
+        fig, (ax,) = new_figure()
+        colors = palette()
         own = [r for r in infer if r.spec.workload == workload]
-        for series, group in sorted(_by(own, _series).items()):
+        for series, group in sorted(group_by(own, series_name).items()):
             color = next(colors)
-            line = _median_by_x(group, lambda r: r.items_per_s or 0)
+            line = median_by_x(group, lambda r: r.items_per_s or 0)
             xs = [r.items_per_s or 0 for r in line]
             p99 = [r.metrics.step_ms_steady.p99 if r.metrics else 0 for r in line]
-            _points(ax, xs, p99, line, color, f"{series} p99")
+            points(ax, xs, p99, line, color, f"{series} p99")
             p50 = [r.metrics.step_ms_steady.median if r.metrics else 0 for r in line]
             ax.plot(xs, p50, ":", color=color, label=f"{series} p50")
             for x, y, r in zip(xs, p99, line, strict=True):
@@ -323,23 +199,23 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
                 [t.latency.p99 for t in trials],
                 "s--",
                 color=color,
-                label=f"{_series(r)} server p99 (queries/s)",
+                label=f"{series_name(r)} server p99 (queries/s)",
             )
             if r.metrics.server.latency_bound_ms is not None:
                 ax.axhline(r.metrics.server.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
-        _finish(ax, "throughput (items or queries/s)", "latency (ms)")
+        finish(ax, "throughput (items or queries/s)", "latency (ms)")
         title = f"{workload}: latency against throughput"
         ax.set_title(title, fontsize=10)
-        yield Plot(_slug("latency", workload), title, FLAGGED_NOTE, fig)
+        yield Plot(slug("latency", workload), title, FLAGGED_NOTE, fig)
 
 
 def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
     """Median time to target against global batch over seeds, the bar spanning the fastest
     and slowest seed; cells where no seed reached the target are crosses on the x axis."""
     summaries = convergence.by_seed(results)
-    for workload, group in _by(summaries, lambda s: s.runs[0].spec.workload).items():
-        fig, (ax,) = _figure()
-        for series, members, color in _colored(_by(group, lambda s: _series(s.runs[0]))):
+    for workload, group in group_by(summaries, lambda s: s.runs[0].spec.workload).items():
+        fig, (ax,) = new_figure()
+        for series, members, color in colored(group_by(group, lambda s: series_name(s.runs[0]))):
             members.sort(key=lambda s: s.runs[0].spec.global_batch)
             reached = [s for s in members if s.median_s is not None]
             xs = [s.runs[0].spec.global_batch for s in reached]
@@ -376,11 +252,11 @@ def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
                     transform=ax.get_xaxis_transform(),
                     label=f"{series}: target not reached (top)",
                 )
-        _finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
+        finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
         title = f"{workload}: time to train against batch size"
         ax.set_title(title, fontsize=10)
         yield Plot(
-            _slug("time-to-train", workload),
+            slug("time-to-train", workload),
             title,
             "Median over seeds; bars span the fastest and slowest seed.",
             fig,
@@ -402,18 +278,18 @@ def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
         ("joules per item", lambda r: r.metrics.joules_per_item if r.metrics else None),
         ("MFU (%)", _plausible_mfu_pct),
     ]
-    for workload, members in _by(found, lambda r: r.spec.workload).items():
+    for workload, members in group_by(found, lambda r: r.spec.workload).items():
         shown = [
             (name, value) for name, value in panels if any(value(r) is not None for r in members)
         ]
         if not shown:
             continue
-        fig, axes = _figure(len(shown))
+        fig, axes = new_figure(len(shown))
         for ax, (name, value) in zip(axes, shown, strict=True):
             have = [r for r in members if value(r) is not None]
-            for series, group, color in _colored(_by(have, _series)):
-                line = _median_by_x(group, lambda r: r.spec.batch_size)
-                _points(
+            for series, group, color in colored(group_by(have, series_name)):
+                line = median_by_x(group, lambda r: r.spec.batch_size)
+                points(
                     ax,
                     [r.spec.batch_size for r in line],
                     [value(r) or 0 for r in line],
@@ -421,7 +297,7 @@ def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
                     color,
                     series,
                 )
-            _finish(ax, "micro batch", name, log_x=True)
+            finish(ax, "micro batch", name, log_x=True)
         title = f"{workload}: " + " and ".join(name for name, _ in shown) + " against batch size"
         fig.suptitle(title, fontsize=10)
-        yield Plot(_slug("efficiency", workload), title, FLAGGED_NOTE, fig)
+        yield Plot(slug("efficiency", workload), title, FLAGGED_NOTE, fig)

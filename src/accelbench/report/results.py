@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from accelbench import advice, convergence, scaling, validity
+from accelbench import convergence, objectives, scaling, validity
 from accelbench.report import tables
 from accelbench.report.cells import (
     ci_text,
@@ -224,7 +224,7 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
     """From a batch-size sweep of inference runs: the throughput at the lowest latency, and the
     highest throughput whose p99 latency is known to be within the bound (advice's rule)."""
     lines = []
-    for choice in advice.latency_choices(results, latency_bound_ms):
+    for choice in objectives.latency_choices(results, latency_bound_ms):
         low, m = choice.lowest, choice.lowest.metrics
         assert m is not None
         lines.append(

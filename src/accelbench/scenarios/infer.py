@@ -21,7 +21,7 @@ from accelbench.data import make_loader
 from accelbench.optim import to_device
 from accelbench.precision import torch_settings
 from accelbench.result import TrainMetrics
-from accelbench.scenarios.train import Raw, build_metrics, count_flops, measured_epochs
+from accelbench.scenarios.epochs import Raw, build_metrics, count_flops, measured_epochs
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 

@@ -29,7 +29,8 @@ from accelbench.energy import EnergyMeter
 from accelbench.engine import TorchEngine
 from accelbench.errors import AccelbenchError
 from accelbench.result import EvalPoint, Outcome, TimeToTrain, TrainMetrics
-from accelbench.scenarios.train import Raw, build_metrics, count_flops, train_epoch
+from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
+from accelbench.scenarios.train import train_epoch
 from accelbench.spec import RunSpec, parse_target
 from accelbench.workload import Batch, Workload
 

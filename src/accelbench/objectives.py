@@ -1,0 +1,102 @@
+"""What each objective of `accelbench recommend` reads and which way is better, the constraints
+a user can put on the answer, the price table of the cost objective, and the latency bound's
+rule (a p99 counts only with enough batches behind it), which the report's inference headlines
+share."""
+
+from __future__ import annotations
+
+import tomllib
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, get_args
+
+from accelbench import validity
+from accelbench.errors import AccelbenchError
+from accelbench.result import Result, cell_key
+
+Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost"]
+
+
+OBJECTIVES: tuple[str, ...] = get_args(Objective)
+
+
+@dataclass(frozen=True)
+class Constraints:
+    global_batch: int | None = None
+    """Only configurations with this many items per optimizer step (fixed for convergence)."""
+    max_devices: int | None = None
+    memory_headroom_pct: float | None = None
+    """Keep this share of device memory free: configurations whose peak is above the rest are out."""
+    latency_bound_ms: float | None = None
+    prices: dict[str, float] = field(default_factory=dict)
+    """$ per device-hour by a part of the platform name (for the cost objective)."""
+
+
+@dataclass(frozen=True)
+class Goal:
+    scenario: str
+    unit: str
+    lower_is_better: bool
+
+
+GOALS: dict[str, Goal] = {
+    "throughput": Goal("train", "items/s", False),
+    "time-to-train": Goal("time-to-train", "s to target (median over seeds)", True),
+    "latency": Goal("infer", "items/s within the latency bound", False),
+    "energy": Goal("train", "J per item", True),
+    "cost": Goal("train", "$ per million items", True),
+}
+
+
+def load_prices(path: Path) -> dict[str, float]:
+    """A user's price table: `[prices]` then `"platform name part" = dollars per device-hour`."""
+    try:
+        table = tomllib.loads(path.read_text()).get("prices")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise AccelbenchError(f"cannot read prices file {path}: {exc}") from None
+    if not isinstance(table, dict) or not table:
+        raise AccelbenchError(
+            f'{path} has no [prices] table: write e.g. [prices] then "A100" = 2.5 ($ per device-hour)'
+        )
+    for name, price in table.items():
+        if isinstance(price, bool) or not isinstance(price, int | float) or not price > 0:
+            raise AccelbenchError(f"{path}: the price of {name!r} must be a positive number")
+    return {name: float(price) for name, price in table.items()}
+
+
+def price_of(platform: str, prices: dict[str, float]) -> float | None:
+    """The price whose name is the longest part of the platform's name (case aside)."""
+    found = [(len(k), v) for k, v in prices.items() if k.lower() in platform.lower()]
+    return max(found)[1] if found else None
+
+
+def within_latency(r: Result, bound_ms: float) -> bool:
+    """Whether an inference result's p99 latency is known to be within the bound: only p99s
+    with enough batches behind them count."""
+    s = r.metrics.step_ms_steady if r.metrics else None
+    return s is not None and s.n >= validity.MIN_P99_SAMPLES and s.p99 <= bound_ms
+
+
+@dataclass(frozen=True)
+class LatencyChoice:
+    """From a batch-size sweep of one inference configuration: the batch with the lowest
+    median latency, and the highest throughput whose p99 is known to be within a bound."""
+
+    lowest: Result
+    best_within: Result | None
+
+
+def latency_choices(results: Sequence[Result], bound_ms: float | None) -> list[LatencyChoice]:
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        if r.spec.scenario == "infer" and r.status == "ok" and r.metrics:
+            groups[cell_key(r, ignore=("batch_size",))].append(r)
+    choices = []
+    for members in groups.values():
+        lowest = min(members, key=lambda r: r.metrics.step_ms_steady.median if r.metrics else 0)
+        within = [] if bound_ms is None else [r for r in members if within_latency(r, bound_ms)]
+        best = max(within, key=lambda r: r.items_per_s or 0) if within else None
+        choices.append(LatencyChoice(lowest, best))
+    return choices

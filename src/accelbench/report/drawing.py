@@ -1,0 +1,157 @@
+"""matplotlib for the report's figures: the style, a new figure, one series' points with their
+verdicts and intervals, the axes' finish, and the Plot that renders to bytes. matplotlib is
+imported only when a figure is drawn."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from accelbench import validity
+from accelbench.report.cells import configuration
+from accelbench.result import Result
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+STYLE: dict[str, Any] = {
+    "text.parse_math": False,  # a '$' in a workload or platform name is text, not TeX
+    "svg.fonttype": "none",  # text stays text: smaller files, selectable in a browser
+    "svg.hashsalt": "accelbench",  # the same results draw the same bytes
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "font.size": 9,
+}
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Plot:
+    name: str
+    """A file name stem: letters, digits and dashes."""
+    title: str
+    caption: str
+    figure: Figure
+
+    def render(self, fmt: str) -> bytes:
+        """The figure as svg or png bytes."""
+        buffer = io.BytesIO()
+        with style():
+            # No creation date in the file: the same results draw the same bytes.
+            metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
+            self.figure.savefig(buffer, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
+        return buffer.getvalue()
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    import matplotlib
+
+    with matplotlib.rc_context(STYLE):  # type: ignore[arg-type]
+        yield
+
+
+def new_figure(ncols: int = 1) -> tuple[Figure, list[Axes]]:
+    from matplotlib.figure import Figure  # no pyplot: no global state, no display
+
+    fig = Figure(figsize=(6.4 * ncols, 4.2), layout="constrained")
+    return fig, list(fig.subplots(1, ncols, squeeze=False)[0])
+
+
+def slug(*parts: object) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", "-".join(map(str, parts)).lower()).strip("-")[:80]
+
+
+def group_by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
+    groups: dict[Any, list[T]] = defaultdict(list)
+    for item in items:
+        groups[key(item)].append(item)
+    return dict(groups)
+
+
+def series_name(r: Result, *, devices: bool = True, batch: bool = False) -> str:
+    """A line's name: the platform and the configuration, less what the x axis shows."""
+    return f"{r.env.platform} {configuration(r.spec, batch=batch, devices=devices)}"
+
+
+def points(
+    ax: Axes,
+    xs: Sequence[float],
+    ys: Sequence[float],
+    results: Sequence[Result],
+    color: Any,
+    label: str,
+    *,
+    intervals: bool = False,
+) -> None:
+    """A line through the points, each marked by its verdict; with `intervals`, the points are
+    headline throughputs, drawn with their 95% intervals."""
+    ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
+    for x, y, r in zip(xs, ys, results, strict=True):
+        if intervals and (ci := r.items_per_s_ci) is not None:
+            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=color, capsize=3, lw=1)
+        flags = validity.verdict_text(r)
+        valid = flags == "valid"
+        ax.plot([x], [y], "o", color=color, markerfacecolor=color if valid else "white", ms=6)
+        if not valid:
+            ax.annotate(
+                flags,
+                (x, y),
+                xytext=(4, 4),
+                textcoords="offset points",
+                fontsize=7,
+                color="dimgray",
+            )
+
+
+def palette() -> Iterator[Any]:
+    import matplotlib
+
+    while True:
+        yield from matplotlib.colormaps["tab10"].colors  # type: ignore[attr-defined]
+
+
+def colored(groups: dict[str, list[Any]]) -> Iterator[tuple[str, list[Any], Any]]:
+    """(series, members, colour), series in name order."""
+    colors = palette()
+    for series, members in sorted(groups.items()):
+        yield series, members, next(colors)
+
+
+def finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
+    """Labels, legend and a y axis from zero; a log x axis is ticked at the values plotted."""
+    from matplotlib.ticker import FixedLocator, NullLocator, StrMethodFormatter
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if log_x:
+        ax.set_xscale("log", base=2)
+        xs: set[float] = set()
+        for line in ax.get_lines():
+            data: Any = line.get_xdata()
+            xs.update(float(x) for x in data if x > 0)
+        ax.xaxis.set_major_locator(FixedLocator(sorted(xs)))
+        ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
+        ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_ylim(bottom=0)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=7, loc="best")
+
+
+def median_by_x(members: Sequence[Result], x: Callable[[Result], float]) -> list[Result]:
+    """One result per x: the repeat with the median throughput, so a line has one point per x."""
+    out = []
+    for _, group in sorted(group_by(members, x).items()):
+        group.sort(key=lambda r: r.items_per_s or 0)
+        out.append(group[(len(group) - 1) // 2])
+    return out

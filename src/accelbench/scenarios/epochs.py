@@ -1,0 +1,298 @@
+"""The measuring kit every scenario shares: the epochs to measure (`measured_epochs`), what a
+process records (`Raw`), the steady state and its delivered rate, the merge across ranks, the
+FLOP count, and the metrics built from it all (`build_metrics`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import socket
+import statistics
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from accelbench import contention, distributed, efficiency, interruption, throughput
+from accelbench import device as dev
+from accelbench.energy import EnergyMeter, EnergyMetrics
+from accelbench.energy import combine as combine_energy
+from accelbench.errors import one_line
+from accelbench.result import NO_CPU_PEAK, EpochMetrics, Flops, RankMetrics, TrainMetrics
+from accelbench.spec import RunSpec
+from accelbench.stats import Summary, summarize, warmup_end
+from accelbench.workload import Batch, Workload
+
+log = logging.getLogger(__name__)
+
+
+def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[int]:
+    """The epochs to measure, for the caller to run one per iteration: `spec.epochs`, then more
+    until the CI target is met or its time runs out, or fewer if a stop is requested after one.
+    Times each into raw.epoch_s (the caller's last act in it must wait for the device), and
+    meters energy and the host's activity over the steady epochs (all of a one-epoch run) into
+    raw.energy and raw.host."""
+    meter, monitor = EnergyMeter(device), contention.HostMonitor(spec, device)
+    dev.reset_peak_memory(device)
+    dev.synchronize(device)
+    measure_start = time.perf_counter()
+    while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
+        if raw.epoch_s and interruption.requested():  # stopped: keep the epochs measured
+            break
+        if len(raw.epoch_s) == min(1, spec.epochs - 1):
+            meter.start()
+            monitor.start()
+        epoch_start = time.perf_counter()
+        yield len(raw.epoch_s)
+        raw.epoch_s.append(time.perf_counter() - epoch_start)
+    raw.energy, raw.host = meter.stop(), monitor.stop()
+    raw.measure_s = time.perf_counter() - measure_start
+
+
+@dataclass
+class Raw:
+    """What one process measured, in the units of TrainMetrics' fields."""
+
+    epoch_s: list[float] = field(default_factory=list)
+    step_ms: list[float] = field(default_factory=list)
+    cycle_ms: list[float] = field(default_factory=list)
+    """Where step_ms are latencies (inference): the time from one answer to the next, which
+    the delivered rate is made of; empty where it is step_ms (training's marks are contiguous)."""
+    wait_ms: list[float] = field(default_factory=list)
+    step_loss: list[float] = field(default_factory=list)
+    peak_allocated: float | None = None
+    peak_reserved: float | None = None
+    host_rss: float = 0.0
+    energy: EnergyMetrics | None = None
+    host: contention.HostActivity | None = None
+    measure_s: float = 0.0
+
+
+def across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
+    """The run as a whole from every replica's raw figures, and each replica's own summary.
+
+    Replicas wait for each other at every gradient exchange, so a step of the run lasts as long
+    as its slowest rank's step: the run's step times, epoch times, input waits and peaks are the
+    per-step maxima over ranks, never an average of per-rank rates. Replicas' losses are
+    averaged, as their gradients are; a pipeline's is its last stage's. Energy adds up the
+    devices' own counters.
+    """
+    if spec.num_processes == 1:
+        return raw, []
+    mine = {
+        "raw": dataclasses.asdict(raw)
+        | {
+            "energy": raw.energy and raw.energy.model_dump(),
+            "host": raw.host and raw.host.model_dump(),
+        },
+        "hostname": socket.gethostname(),
+        "local_rank": distributed.local_index(),
+        "numa_node": distributed.numa_node(),
+    }
+    everyone = distributed.gather(mine)
+    raws = [Raw(**(r["raw"] | {"energy": None, "host": None})) for r in everyone]
+    ranks = []
+    for index, (info, rank_raw) in enumerate(zip(everyone, raws, strict=True)):
+        steady = rank_raw.step_ms[first_steady_step(spec, rank_raw.step_ms) :]
+        waits = rank_raw.wait_ms[-len(steady) :]
+        rate = len(steady) * spec.batch_size * spec.grad_accum / (sum(steady) / 1e3)
+        ranks.append(
+            RankMetrics(
+                rank=index,
+                hostname=info["hostname"],
+                local_rank=info["local_rank"],
+                numa_node=info["numa_node"],
+                items_per_s=rate,
+                step_ms_median=statistics.median(steady),
+                input_wait_frac=min(1.0, sum(waits) / sum(steady)),
+                peak_mem_allocated_gib=rank_raw.peak_allocated,
+                host_peak_rss_gib=rank_raw.host_rss,
+            )
+        )
+    energies = [EnergyMetrics.model_validate(r["raw"]["energy"]) for r in everyone]
+    combined = Raw(
+        epoch_s=[max(e) for e in zip(*(r.epoch_s for r in raws), strict=True)],
+        step_ms=[max(s) for s in zip(*(r.step_ms for r in raws), strict=True)],
+        wait_ms=[max(w) for w in zip(*(r.wait_ms for r in raws), strict=True)],
+        step_loss=(
+            raws[-1].step_loss  # a pipeline's loss is its last stage's
+            if spec.pipeline_stages > 1
+            else [statistics.fmean(x) for x in zip(*(r.step_loss for r in raws), strict=True)]
+        ),
+        peak_allocated=_max_or_none(r.peak_allocated for r in raws),
+        peak_reserved=_max_or_none(r.peak_reserved for r in raws),
+        host_rss=max(r.host_rss for r in raws),
+        energy=combine_energy(
+            [(i["hostname"], e) for i, e in zip(everyone, energies, strict=True)]
+        ),
+        host=_combined_host(everyone),
+    )
+    return combined, ranks
+
+
+def _combined_host(everyone: list[dict[str, Any]]) -> contention.HostActivity | None:
+    if any(r["raw"]["host"] is None for r in everyone):
+        return None
+    readings = [contention.HostActivity.model_validate(r["raw"]["host"]) for r in everyone]
+    return contention.combine([(r["hostname"], a) for r, a in zip(everyone, readings, strict=True)])
+
+
+def _max_or_none(values: Iterable[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def first_steady_step(spec: RunSpec, step_ms: list[float]) -> int:
+    """Epoch 2's first step; step 1 of a one-epoch run."""
+    return spec.steps_per_epoch if len(step_ms) > spec.steps_per_epoch else min(1, len(step_ms) - 1)
+
+
+def steady_state(spec: RunSpec, cycle_ms: list[float]) -> tuple[int, Summary]:
+    """(first steady step, window throughputs) from each step's time from the previous one's
+    end. The steady state is whole epochs, so that its rate is the one their times give: those
+    after epoch 1, less any the warm-up detector finds still warming up while one is left after
+    them (a one-epoch run: all but its first step). Epoch boundaries are left out of these
+    times, so a slow first batch of an epoch is not taken for warm-up. Windows are of
+    spec.window_steps steps."""
+    n = spec.steps_per_epoch
+    first = first_steady_step(spec, cycle_ms)
+    found = first + warmup_end(_window_rates(spec, cycle_ms[first:])) * spec.window_steps
+    boundary = -(-found // n) * n  # the first epoch start at or after the warm-up's end
+    start = boundary if boundary < len(cycle_ms) else first
+    return start, summarize(_window_rates(spec, cycle_ms[start:]))
+
+
+def _window_rates(spec: RunSpec, cycle_ms: list[float]) -> list[float]:
+    window = max(1, min(spec.window_steps, len(cycle_ms)))
+    starts = range(0, len(cycle_ms) - window + 1, window)
+    return [window * spec.global_batch / (sum(cycle_ms[i : i + window]) / 1e3) for i in starts]
+
+
+def delivered(spec: RunSpec, raw: Raw) -> tuple[int, Summary, throughput.Delivered]:
+    """(first steady step, window throughputs, delivered rate) of what was measured so far: the
+    steady epochs' items over their seconds."""
+    cycles = raw.cycle_ms or raw.step_ms
+    first, windows = steady_state(spec, cycles)
+    wall = throughput.wall_ms(cycles, raw.epoch_s, spec.steps_per_epoch)
+    return first, windows, throughput.delivered(wall[first:], spec.global_batch)
+
+
+def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
+    """Whether to stop measuring; rank 0 decides for all replicas, which must stop together."""
+    if spec.ci_pct is None:
+        return True
+    done = time.perf_counter() - measure_start > spec.max_measure_s
+    if not done:
+        ci = delivered(spec, raw)[2].ci_pct
+        done = ci is not None and ci <= spec.ci_pct
+    return distributed.first_says(done)
+
+
+class FlopCounter(Protocol):
+    def count_flops(self, micro_batch: Batch) -> float | None: ...
+
+
+def count_flops(
+    spec: RunSpec,
+    workload: Workload,
+    engine: FlopCounter,
+    micro_batch: Batch,
+    device: torch.device,
+) -> Flops | None:
+    if efficiency.PEAK_CLASS[spec.precision] == "int8":
+        return None  # no int8 peak to divide by: an fp32 one would flatter int8 runs
+    try:
+        with efficiency.counter_sees_all():
+            per_micro_batch = engine.count_flops(micro_batch)
+    except Exception as exc:  # an op the counter cannot run must not cost the measurement
+        log.warning("FLOPs not counted: %s", one_line(exc))
+        return None
+    if not per_micro_batch:
+        return None
+    if device.type == "cpu":
+        peak: tuple[float | None, str] = (None, NO_CPU_PEAK)
+    else:
+        name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+        found = efficiency.datasheet_peak(name, spec.precision) if name else None
+        peak = found or efficiency.measured_peak(device, spec.precision)
+    return Flops(
+        per_item=per_micro_batch / spec.batch_size,
+        floor_per_item=efficiency.flops_floor(
+            workload, training=spec.scenario in ("train", "time-to-train")
+        ),
+        peak_per_s=peak[0],
+        peak_source=peak[1],
+        num_devices=spec.num_processes,
+    )
+
+
+def build_metrics(
+    spec: RunSpec,
+    workload: Workload,
+    raw: Raw,
+    ranks: list[RankMetrics],
+    *,
+    timer: dev.TimerMethod,
+    build_s: float,
+    flops: Flops | None,
+    metered_from_epoch: int | None = None,
+) -> TrainMetrics:
+    """The record of the raw figures. Energy was metered from epoch index `metered_from_epoch`
+    on (default: the steady epochs, all of a one-epoch run), as measured_epochs meters it."""
+    n = spec.steps_per_epoch
+    step_ms, wait_ms, step_loss, energy = raw.step_ms, raw.wait_ms, raw.step_loss, raw.energy
+    assert energy is not None, "the meter has been read"
+    epochs = []
+    for index, seconds in enumerate(raw.epoch_s):
+        loss = step_loss[index * n : (index + 1) * n]
+        epochs.append(
+            EpochMetrics(
+                index=index + 1,
+                num_steps=n,
+                num_items=n * spec.global_batch,
+                time_s=seconds,
+                items_per_s=n * spec.global_batch / seconds,
+                loss_last=loss[-1],
+                loss_mean=sum(loss) / n,
+            )
+        )
+    first, windows, rate = delivered(spec, raw)
+    wait_s = sum(wait_ms[first:]) / 1e3
+    diverged = next((i for i, value in enumerate(step_loss) if not math.isfinite(value)), None)
+    if metered_from_epoch is None:
+        metered_from_epoch = min(1, len(epochs) - 1)
+    metered_items = sum(e.num_items for e in epochs[metered_from_epoch:])
+    return TrainMetrics(
+        item_unit=workload.item_unit,
+        items_per_step=spec.global_batch,
+        timer=timer,
+        epochs=epochs,
+        step_ms=step_ms,
+        loss=step_loss,
+        steady_from_step=first,
+        step_ms_steady=summarize(step_ms[first:]),
+        delivered=rate,
+        window_items_per_s=windows,
+        ci_met=None if spec.ci_pct is None else (rate.ci_pct or math.inf) <= spec.ci_pct,
+        input_wait_ms=wait_ms,
+        input_wait_frac=min(1.0, wait_s / rate.time_s),
+        # None when the host clock says it waited all the time: nothing left to estimate from.
+        compute_items_per_s=rate.num_items / (rate.time_s - wait_s)
+        if rate.time_s > wait_s
+        else None,
+        first_step_ms=step_ms[0],
+        diverged_at_step=diverged,
+        peak_mem_allocated_gib=raw.peak_allocated,
+        peak_mem_reserved_gib=raw.peak_reserved,
+        host_peak_rss_gib=raw.host_rss,
+        build_s=build_s,
+        measure_s=raw.measure_s,
+        energy=energy,
+        joules_per_item=energy.joules / metered_items if energy.joules is not None else None,
+        flops=flops,
+        host=raw.host,
+        ranks=ranks,
+    )
