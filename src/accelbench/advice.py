@@ -138,7 +138,7 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
 
 def _why_out(r: Result, constraints: Constraints) -> Out | None:
     c, m = constraints, r.metrics
-    if any(flag == "contended" for flag, _ in validity.verdict(r)):
+    if any(flag is validity.Flag.CONTENDED for flag, _ in validity.verdict(r)):
         return Out.CONTENDED
     if c.global_batch is not None and r.spec.global_batch != c.global_batch:
         return Out.GLOBAL_BATCH

@@ -51,7 +51,9 @@ class Band:
 def band(runs: Sequence[Result]) -> Band:
     rated = [r for r in runs if r.items_per_s is not None]
     median = statistics.median(r.items_per_s or 0.0 for r in rated)
-    contended = any(flag == "contended" for r in rated for flag, _ in validity.verdict(r))
+    contended = any(
+        flag is validity.Flag.CONTENDED for r in rated for flag, _ in validity.verdict(r)
+    )
     intervals = [r.items_per_s_ci for r in rated]
     if any(ci is None for ci in intervals):
         return Band(median, None, None, len(rated), contended)

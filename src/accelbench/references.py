@@ -18,6 +18,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from importlib import resources
 from typing import Literal
@@ -129,6 +130,12 @@ def family(platform: str) -> str | None:
     return next((name for name, rx in FAMILIES.items() if re.search(rx, platform)), None)
 
 
+class Agreement(StrEnum):
+    AGREES = "agrees"
+    BELOW = "below-reference"
+    ABOVE = "above-reference"
+
+
 @dataclass(frozen=True)
 class Match:
     """A stored run set beside the closest published throughput of its workload and family."""
@@ -146,13 +153,13 @@ class Match:
     def ratio(self) -> float:
         return self.measured / self.published
 
-    def verdict(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> tuple[str, list[str]]:
-        """("agrees" | "below-reference" | "above-reference", likely causes): within +-tolerance
-        of the published figure, or outside it with what the record shows could explain it."""
+    def verdict(self, tolerance_pct: float = DEFAULT_TOLERANCE_PCT) -> tuple[Agreement, list[str]]:
+        """(agreement, likely causes): within +-tolerance of the published figure, or outside it
+        with what the record shows could explain it (its verdict's reasons, the differences)."""
         if abs(self.ratio - 1) * 100 <= tolerance_pct:
-            return "agrees", []
+            return Agreement.AGREES, []
         causes = [reason for _, reason in validity.verdict(self.result)] + list(self.differences)
-        return ("below-reference" if self.ratio < 1 else "above-reference"), causes
+        return (Agreement.BELOW if self.ratio < 1 else Agreement.ABOVE), causes
 
 
 def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | None:

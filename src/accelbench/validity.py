@@ -22,9 +22,27 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
+from enum import StrEnum
 
 from accelbench import contention, throughput
 from accelbench.result import Flops, Result, ServerMetrics, cell_key
+
+
+class Flag(StrEnum):
+    """A rule a result breaks (the module's docstring gives each); the reason beside it in a
+    verdict is its evidence in words, for people: nothing decides on it."""
+
+    DIVERGED = "diverged"
+    NOT_CONVERGED = "not-converged"
+    TOO_SHORT = "too-short"
+    NOISY = "noisy"
+    CONTENDED = "contended"
+    IMPLAUSIBLE = "implausible"
+    THROTTLED = "throttled"
+    INPUT_BOUND = "input-bound"
+    TOO_SLOW = "too-slow"
+    OVERLOADED = "overloaded"
+
 
 NOISY_PCT = 5.0
 """Without a target, a rate known only to within more than +-5% is noisy."""
@@ -34,13 +52,13 @@ MIN_P99_SAMPLES = 100
 LoadGen likewise refuses a run too short for the percentile it reports)."""
 
 
-def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, str]]:
+def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, str]]:
     """(flag, reason) for each rule the result breaks; empty means valid. `repeats` are the
     results of the same cell's other repeats (see `repeat_groups`)."""
     m, spec = result.metrics, result.spec
-    flags: list[tuple[str, str]] = []
+    flags: list[tuple[Flag, str]] = []
     if result.status in ("diverged", "not-converged"):
-        flags.append((result.status, result.reason or "the loss became NaN or infinite"))
+        flags.append((Flag(result.status), result.reason or "the loss became NaN or infinite"))
     if m is None:
         return flags
     target = spec.ci_pct or NOISY_PCT
@@ -48,7 +66,7 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
     if len(rate.block_s) < throughput.MIN_BLOCKS:
         flags.append(
             (
-                "too-short",
+                Flag.TOO_SHORT,
                 f"{len(rate.block_s)} steady steps; {throughput.MIN_BLOCKS} give a 95% interval: "
                 "run more steps",
             )
@@ -56,32 +74,34 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[str, s
     elif spec.scenario == "infer" and m.step_ms_steady.n < MIN_P99_SAMPLES:
         flags.append(
             (
-                "too-short",
+                Flag.TOO_SHORT,
                 f"{m.step_ms_steady.n} steady batches; p99 latency needs {MIN_P99_SAMPLES}: "
                 "run more steps",
             )
         )
     elif rate.ci_pct is None:
-        flags.append(("noisy", "the steady steps vary too much for a bounded interval"))
+        flags.append((Flag.NOISY, "the steady steps vary too much for a bounded interval"))
     elif rate.ci_pct > target:
-        flags.append(("noisy", f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%"))
+        flags.append((Flag.NOISY, f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%"))
     spread = repeat_spread([result, *repeats])
     if spread is not None and spread > target:
         flags.append(
-            ("noisy", f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
+            (Flag.NOISY, f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
         )
     if m.server is not None:
         flags += _server_flags(m.server)
     if m.host is not None and (why := contention.contended(m.host)):
-        flags.append(("contended", why))
+        flags.append((Flag.CONTENDED, why))
     if m.flops is not None and (why := implausible(m.flops, m.mfu)):
-        flags.append(("implausible", why))
+        flags.append((Flag.IMPLAUSIBLE, why))
     if m.energy is not None and m.energy.throttled:
-        flags.append(("throttled", "device slowed down: " + ", ".join(m.energy.throttle_reasons)))
+        flags.append(
+            (Flag.THROTTLED, "device slowed down: " + ", ".join(m.energy.throttle_reasons))
+        )
     if m.input_wait_frac is not None and m.input_wait_frac > INPUT_BOUND_FRAC:
         flags.append(
             (
-                "input-bound",
+                Flag.INPUT_BOUND,
                 f"{100 * m.input_wait_frac:.0f}% of step time waiting for input: add --workers",
             )
         )
@@ -113,22 +133,22 @@ OVERLOAD_FRAC = 0.9
 """A server trial answering less than this share of its target rate did not keep up."""
 
 
-def _server_flags(server: ServerMetrics) -> list[tuple[str, str]]:
+def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
     if server.reported is None:
-        return [("too-slow", f"no rate tried kept p99 within {server.latency_bound_ms:g} ms")]
+        return [(Flag.TOO_SLOW, f"no rate tried kept p99 within {server.latency_bound_ms:g} ms")]
     trial = server.trials[server.reported]
     flags = []
     if trial.latency.n < MIN_P99_SAMPLES:
         flags.append(
             (
-                "too-short",
+                Flag.TOO_SHORT,
                 f"{trial.latency.n} queries; p99 needs {MIN_P99_SAMPLES}: raise --num-queries",
             )
         )
     if trial.achieved_per_s < OVERLOAD_FRAC * trial.target_per_s:
         flags.append(
             (
-                "overloaded",
+                Flag.OVERLOADED,
                 f"answered {trial.achieved_per_s:.4g} of {trial.target_per_s:.4g} queries/s",
             )
         )
