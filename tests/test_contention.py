@@ -52,7 +52,7 @@ def test_a_run_beside_a_busy_process_is_warned_of_and_flagged_contended(
     assert m is not None and m.host is not None
     assert m.host.window_s >= contention.MIN_WINDOW_S
     assert m.host.others_cpus > m.host.num_cpus - m.host.cell_cpus + contention.SLACK_CPUS
-    why = dict(validity.verdict(result))["contended"]
+    why = dict(validity.verdict(result))[validity.Flag.CONTENDED]
     assert "other processes kept" in why and "run where nothing else does" in why
     assert "contended" in output
 

@@ -66,6 +66,9 @@ def test_compile_payoff_in_steps() -> None:
             ),
         }
     )
+    (found,) = scaling.compile_payoffs([eager, compiled])
+    assert found.cost_ms == pytest.approx(1000.0) and found.saved_ms == pytest.approx(0.5)
+    assert found.break_even_steps == pytest.approx(2000)
     line = next(n for n in results_text.notes([eager, compiled]) if "torch.compile" in n)
     assert (
         "costs 1.0 s more in the first step and saves 0.50 ms per step: it pays off after 2,000 steps"

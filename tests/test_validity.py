@@ -77,7 +77,9 @@ def test_throttled_and_input_bound(measured: Result) -> None:
     )
     r = varied(measured, delivered=STEADY, energy=hot, input_wait_frac=0.4)
     assert flags(r) == ["throttled", "input-bound"]
-    assert "40% of step time waiting for input" in dict(validity.verdict(r))["input-bound"]
+    assert (
+        "40% of step time waiting for input" in dict(validity.verdict(r))[validity.Flag.INPUT_BOUND]
+    )
 
 
 def test_diverged_is_a_verdict_too(measured: Result) -> None:
@@ -117,7 +119,10 @@ def test_other_work_on_the_host_is_contended(measured: Result) -> None:
         measured, delivered=STEADY, input_wait_frac=0.0, host=quiet(busy_cpus=2.0, own_cpus=0.9)
     )
     assert flags(busy) == ["contended"]
-    assert "other processes kept 1.1 of 2 CPUs busy" in dict(validity.verdict(busy))["contended"]
+    assert (
+        "other processes kept 1.1 of 2 CPUs busy"
+        in dict(validity.verdict(busy))[validity.Flag.CONTENDED]
+    )
     # the same other work on a host with CPUs to spare is not contention
     spare = quiet(num_cpus=8, cell_cpus=2.0, busy_cpus=3.0, own_cpus=1.9)
     assert flags(varied(measured, delivered=STEADY, input_wait_frac=0.0, host=spare)) == []
@@ -126,7 +131,7 @@ def test_other_work_on_the_host_is_contended(measured: Result) -> None:
 def test_steal_gpu_neighbours_and_short_windows(measured: Result) -> None:
     def why(host: HostActivity) -> str | None:
         return dict(validity.verdict(varied(measured, delivered=STEADY, host=host))).get(
-            "contended"
+            validity.Flag.CONTENDED
         )
 
     assert "stole 20% of CPU time" in (why(quiet(steal_frac=0.2)) or "")
@@ -144,11 +149,14 @@ def test_mfu_above_100_or_a_count_below_the_floor_is_implausible(measured: Resul
     over = varied(measured, delivered=STEADY, input_wait_frac=0.0, flops=fast)
     assert over.metrics is not None and over.metrics.mfu == pytest.approx(100.0)
     assert flags(over) == ["implausible"]
-    assert "MFU 10000% is above 100%" in dict(validity.verdict(over))["implausible"]
+    assert "MFU 10000% is above 100%" in dict(validity.verdict(over))[validity.Flag.IMPLAUSIBLE]
     # the encoder fast path: 640 FLOPs counted for a model whose weights need 14.7M
     missed = Flops(per_item=640, peak_per_s=None, peak_source="none", floor_per_item=14.7e6)
     r = varied(measured, delivered=STEADY, input_wait_frac=0.0, flops=missed)
     assert flags(r) == ["implausible"]
-    assert "below the weights' floor of 1.47e+07" in dict(validity.verdict(r))["implausible"]
+    assert (
+        "below the weights' floor of 1.47e+07"
+        in dict(validity.verdict(r))[validity.Flag.IMPLAUSIBLE]
+    )
     ok = Flops(per_item=1e6, peak_per_s=1e12, peak_source="datasheet: x", floor_per_item=1e6)
     assert flags(varied(measured, delivered=STEADY, input_wait_frac=0.0, flops=ok)) == []

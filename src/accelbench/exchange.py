@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from accelbench import scaling, validity
 from accelbench.errors import AccelbenchError, one_line
+from accelbench.report import inert
 from accelbench.result import Result
 
 FORMAT = "accelbench-results"
@@ -213,12 +214,13 @@ def to_csv(results: Sequence[Result]) -> str:
 
 
 def rows_csv(rows: Sequence[dict[str, object]]) -> str:
-    """CSV of plain rows, with every column any row has."""
+    """CSV of plain rows, with every column any row has; no cell can run as a formula in a
+    spreadsheet (report.inert.csv_cell)."""
     columns = list(dict.fromkeys(c for row in rows for c in row))
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: inert.csv_cell(v) for k, v in row.items()} for row in rows)
     return buffer.getvalue()
 
 

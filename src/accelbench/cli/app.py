@@ -22,14 +22,26 @@ from typer.core import TyperGroup
 
 from accelbench import launch, workloads
 from accelbench.errors import AccelbenchError
+from accelbench.report import inert
 from accelbench.report.results import notes, table
 from accelbench.report.time_to_train import time_to_train_table
 from accelbench.result import Result
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 
+
+class _Console(Console):
+    """A console where every string printed is inert (report.inert.terminal): names and
+    reasons from stored results are never read as markup or control sequences."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(inert.terminal(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
 # Wide enough for the results table when the output goes to a file or a pipe.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+console = _Console(
+    highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 200
+)
 
 
 class _Group(TyperGroup):
@@ -41,7 +53,7 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except (AccelbenchError, ValidationError) as exc:
             message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
-            typer.echo(f"error: {message}", err=True)
+            typer.echo(f"error: {inert.plain(message)}", err=True)
             raise typer.Exit(2) from None
         except launch.Interrupted as exc:
             typer.echo(

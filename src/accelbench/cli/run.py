@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import Progress
 
 from accelbench import contention, environment
@@ -24,6 +25,7 @@ from accelbench.cli.app import (
     with_fields,
 )
 from accelbench.errors import AccelbenchError
+from accelbench.report import inert
 from accelbench.report.advice import tune_lines
 from accelbench.report.cells import describe
 from accelbench.report.results import cell_line
@@ -141,7 +143,7 @@ def run(
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:
-            progress.update(task, description=describe(spec))
+            progress.update(task, description=escape(inert.plain(describe(spec))))
 
         def finished(result: Result, skipped: bool) -> None:
             progress.console.print(cell_line(result, skipped))
@@ -159,10 +161,10 @@ def _warn_if_busy() -> None:
     others, cpus, load = contention.busy_now(0.5)
     if others > contention.SLACK_CPUS:
         console.print(
-            f"[yellow]warning:[/] other processes keep {others:.1f} of {cpus} CPUs busy (1-min "
+            f"warning: other processes keep {others:.1f} of {cpus} CPUs busy (1-min "
             f"load {load:.1f}): results taken now will be flagged contended; run where nothing "
             "else does",
-            highlight=False,
+            style="yellow",
         )
 
 

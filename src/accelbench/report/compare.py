@@ -77,12 +77,9 @@ def ratio_summary_lines(found: Sequence[comparison.Summary]) -> list[str]:
 
 def references_table(refs: Sequence[Reference]) -> Table:
     """Published figures with their conditions and source table."""
-    out = Table()
-    for name in ("Source", "Model", "Platform", "Devices", "Micro batch", "Framework", "Metric"):
-        out.add_column(name, justify="right" if name in ("Devices", "Micro batch") else "left")
-    out.add_column("Value", justify="right")
-    for r in refs:
-        out.add_row(
+    headers = ("Source", "Model", "Platform", "Devices", "Micro batch", "Framework", "Metric")
+    rows = [
+        (
             f"{r.source}, {r.table}",
             r.model,
             r.platform,
@@ -92,35 +89,46 @@ def references_table(refs: Sequence[Reference]) -> Table:
             r.metric,
             f"{r.value:,g} {r.unit}",
         )
-    return out
+        for r in refs
+    ]
+    words = frozenset({0, 1, 2, 5, 6})
+    return tables.rich(tables.Grid("", (*headers, "Value"), rows, words))
 
 
 def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -> Table:
     """Each run against its closest published figure: measured / published, within the band
     or not."""
-    out = Table()
-    for name in ("Workload", "Platform", "Replicas", "Micro batch", "Precision"):
-        out.add_column(name, justify="right" if name in ("Replicas", "Micro batch") else "left")
-    for name in ("Measured", "Published", "Ratio", f"Verdict (±{tolerance_pct:g}%)", "Reference"):
-        out.add_column(
-            name, justify="right" if name in ("Measured", "Published", "Ratio") else "left"
-        )
+    headers = (
+        "Workload",
+        "Platform",
+        "Devices",
+        "Micro batch",
+        "Precision",
+        "Measured",
+        "Published",
+        "Ratio",
+        f"Verdict (±{tolerance_pct:g}%)",
+        "Reference",
+    )
+    rows = []
     for m in matches:
         r, ref = m.result, m.reference
         unit = " /device" if m.per_device else ""
-        out.add_row(
-            label(r.spec),
-            r.env.platform,
-            str(r.spec.replicas),
-            str(r.spec.batch_size),
-            r.spec.precision,
-            rate_text(m.measured) + unit,
-            rate_text(m.published) + unit,
-            f"{m.ratio:.2f}",
-            m.verdict(tolerance_pct)[0],
-            f"{ref.platform}, {ref.num_devices} dev., {ref.framework}: {ref.source}, {ref.table}",
+        rows.append(
+            (
+                label(r.spec),
+                r.env.platform,
+                str(r.num_devices),
+                str(r.spec.batch_size),
+                r.spec.precision,
+                rate_text(m.measured) + unit,
+                rate_text(m.published) + unit,
+                f"{m.ratio:.2f}",
+                m.verdict(tolerance_pct)[0],
+                f"{ref.platform}, {ref.num_devices} dev., {ref.framework}: {ref.source}, {ref.table}",
+            )
         )
-    return out
+    return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 4, 8, 9})))
 
 
 def reference_notes(matches: Sequence[references.Match], tolerance_pct: float) -> list[str]:

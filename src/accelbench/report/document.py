@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from accelbench.report import figures, tables
+from accelbench.report import figures, inert, tables
 from accelbench.report import results as results_text
 from accelbench.report.time_to_train import time_to_train_grid
 from accelbench.result import Result
@@ -84,7 +84,7 @@ def markdown(results: Sequence[Result]) -> str:
     parts = [tables.markdown(g) for g in [*grids(results), platforms_grid(results)]]
     notes = results_text.notes(results)
     if notes:
-        items = (f"- {html.escape(line, quote=False)}" for line in notes)
+        items = (f"- {inert.markdown(line)}" for line in notes)
         parts.append("**Notes**\n\n" + "\n".join(items) + "\n")
     return "\n".join(parts)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
+from accelbench.report import inert
 from accelbench.report.cells import rate_text
 from accelbench.result import Result, measured
 
@@ -25,24 +26,23 @@ class Grid:
 
 
 def rich(grid: Grid) -> Table:
-    out = Table(title=grid.title or None)
+    """The grid for the terminal; every cell inert (no markup, no control sequence)."""
+    out = Table(title=inert.terminal(grid.title) if grid.title else None)
     for i, name in enumerate(grid.headers):
-        out.add_column(name, justify="left" if i in grid.text_columns else "right")
+        out.add_column(inert.terminal(name), justify="left" if i in grid.text_columns else "right")
     for row in grid.rows:
-        out.add_row(*row)
+        out.add_row(*map(inert.terminal, row))
     return out
 
 
 def markdown(grid: Grid) -> str:
     def line(cells: Sequence[str]) -> str:
-        # Markdown renders inline HTML: a name from the data must show as text
-        return (
-            "| " + " | ".join(html.escape(c, quote=False).replace("|", "\\|") for c in cells) + " |"
-        )
+        return "| " + " | ".join(map(inert.markdown, cells)) + " |"
 
     rule = ["---" if i in grid.text_columns else "---:" for i in range(len(grid.headers))]
     body = [line(grid.headers), "|" + "|".join(rule) + "|", *map(line, grid.rows)]
-    return (f"**{grid.title}**\n\n" if grid.title else "") + "\n".join(body) + "\n"
+    title = f"**{inert.markdown(grid.title)}**\n\n" if grid.title else ""
+    return title + "\n".join(body) + "\n"
 
 
 def to_html(grid: Grid) -> str:

@@ -1,0 +1,51 @@
+"""Text from results or from a user made inert for each output, in one place: stored names,
+reasons and paths can hold anything an import or a model's exception put there.
+
+- terminal: no Rich markup is read (a `[/x]` stays text) and control characters are shown
+  escaped (`\\x1b`), so no sequence can clear the screen, retitle the window, plant a link or
+  query the terminal;
+- CSV: a cell that a spreadsheet would run as a formula (starting with = + - @, a tab or a
+  carriage return) is prefixed with a quote, as OWASP recommends;
+- Markdown: HTML escaped, and the characters that would make a table row, a line break or a
+  link escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from rich.text import Text
+
+_KEEP = "\n\t"
+_CONTROL = {
+    c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0)) if chr(c) not in _KEEP
+}
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|<>~])")
+
+
+def plain(text: str) -> str:
+    """The text with every control character but newline and tab written as an escape."""
+    return text.translate(_CONTROL)
+
+
+def terminal(text: str) -> Text:
+    """The text for the terminal: its characters as they are, never markup or control."""
+    return Text(plain(text))
+
+
+def csv_cell(value: object) -> object:
+    """A CSV cell a spreadsheet shows as text: a string that starts like a formula gets a
+    leading quote. Numbers stay numbers (a negative number is not a formula)."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def markdown(text: str) -> str:
+    """One Markdown table cell or list item: HTML escaped, Markdown's special characters
+    escaped (no link, emphasis or table rule can form), line breaks as spaces."""
+    text = html.escape(plain(text), quote=False)
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return " ".join(text.splitlines())
