@@ -167,3 +167,29 @@ def test_concurrent_writers_lose_nothing(
     if backend == "sqlite":
         with sqlite3.connect(where) as conn:
             assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_stopping_a_cell_that_has_just_ended_is_no_error() -> None:
+    from accelbench import launch
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    child.wait()
+    launch._kill(child)  # Ctrl-C at the cell's very end: its session is gone already
+    assert child.returncode == 0
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
+def test_a_cell_dies_with_its_sweep_even_by_kill_9(tmp_path: Path) -> None:
+    proc = start(tmp_path / "r.sqlite", *SWEEP, "--epochs", "2", "--steps-per-epoch", "100000")
+    deadline = time.monotonic() + 60
+    cells: list[psutil.Process] = []
+    while not cells:
+        assert proc.poll() is None and time.monotonic() < deadline, "no cell started"
+        cells = [c for c in psutil.Process(proc.pid).children() if "cell" in c.cmdline()]
+        time.sleep(0.1)
+    proc.kill()  # kill -9: nothing in the sweep runs to stop its cell
+    proc.wait()
+    _, alive = psutil.wait_procs(cells, timeout=30)
+    for orphan in alive:
+        orphan.kill()
+    assert alive == [], "the cell outlived its sweep"

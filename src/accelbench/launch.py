@@ -18,10 +18,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from functools import partial
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 from accelbench import interruption
 from accelbench.environment import Environment
@@ -106,6 +108,7 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_on_parent_death(),
             )
             try:
                 child.wait(timeout=timeout_s)
@@ -120,6 +123,7 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
             except BaseException:
                 _kill(child)
                 raise
+            _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
         ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
@@ -202,13 +206,37 @@ def _free_port() -> int:
 
 
 def _kill(child: subprocess.Popen[bytes]) -> None:
-    """SIGTERM first, which torchrun and srun pass on to their ranks, then SIGKILL."""
-    os.killpg(child.pid, signal.SIGTERM)
+    """SIGTERM first, which torchrun and srun pass on to their ranks, then SIGKILL. The cell
+    may have ended on its own meanwhile (Ctrl-C at its very end): then nothing is left to stop."""
+    _signal_group(child.pid, signal.SIGTERM)
     try:
         child.wait(timeout=_GRACE_S)
     except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)
+        _signal_group(child.pid, signal.SIGKILL)
         child.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal every process of the cell's session, if any is left."""
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _die_with_parent(prctl: Any, parent: int) -> None:  # in the child, between fork and exec
+    """Linux: the cell gets SIGTERM when the sweep dies, even by kill -9, so it stops (and
+    stores nothing) instead of running on as an orphan beside the next sweep's cells. Nothing
+    is imported here: another thread may have held the import lock at the fork."""
+    prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the sweep died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _on_parent_death() -> Callable[[], None] | None:
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    return partial(_die_with_parent, ctypes.CDLL(None).prctl, os.getpid())
 
 
 def _exit_reason(returncode: int, tail: str) -> str:
