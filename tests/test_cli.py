@@ -394,3 +394,16 @@ def test_a_new_spec_field_needs_no_cli_edit() -> None:
     assert "Attention kernel." in runner.invoke(one, ["--help"]).output
     bad = runner.invoke(one, ["--kernel", "fast"])
     assert bad.exit_code == 2 and "'fast'" in bad.output
+
+
+def test_a_time_limit_must_be_positive_and_finite(db_path: Path) -> None:
+    code, out = invoke("run", "tiny_mlp", *QUICK, "--db", str(db_path))
+    assert code == 0, out
+    before = stored(db_path)
+    for limit in ("0", "-1", "-inf", "nan", "inf"):
+        forced = ("run", "tiny_mlp", *QUICK, "--force", f"--timeout-s={limit}")
+        code, out = invoke(*forced, "--db", str(db_path))
+        assert code == 2 and "give a positive number of seconds" in out, limit
+        code, out = invoke("tune", "tiny_mlp", f"--timeout-s={limit}", "--db", str(db_path))
+        assert code == 2 and "give a positive number of seconds" in out, limit
+    assert stored(db_path) == before  # the good result was not overwritten as a timeout

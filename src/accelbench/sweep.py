@@ -17,6 +17,7 @@ import difflib
 import itertools
 import json
 import logging
+import math
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -130,6 +131,14 @@ def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | Non
         data.check_fits(data_path, workloads.get(workload, model_args).reads, workload)
 
 
+def check_timeout(timeout_s: float) -> None:
+    """A cell's time limit must be a positive, finite number of seconds."""
+    if not 0 < timeout_s < math.inf:
+        raise AccelbenchError(
+            f"--timeout-s {timeout_s:g}: give a positive number of seconds, e.g. 3600"
+        )
+
+
 def run_sweep(
     specs: Iterable[RunSpec],
     store: ResultStore,
@@ -149,6 +158,7 @@ def run_sweep(
     and raises launch.Interrupted. A spec the platform cannot run raises before any cell starts.
     Each device is probed once per call, or once for all the calls given the same `envs`.
     """
+    check_timeout(timeout_s)
     specs = list(specs)
     checked = set()
     for s in specs:

@@ -32,7 +32,7 @@ from accelbench.report.results import cell_line
 from accelbench.result import Result
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
-from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, load_sweep, run_sweep
+from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, check_timeout, load_sweep, run_sweep
 
 AXES = ("batch_size", "precision", "grad_accum", "replicas", "pipeline_stages", "workers")
 """Spec fields that take a comma list on the command line, each value a cell of the grid."""
@@ -105,6 +105,7 @@ def run(
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
+    check_timeout(timeout_s)
     axes: dict[str, list[Any]] = {
         "repeat": list(range(repeats)),  # first: repeats interleave, so drift spreads over all
         "seed": list(range(seed, seed + seeds)),
@@ -281,6 +282,7 @@ def tune(
     within a time budget; every trial runs in a fresh process and is stored like any run."""
     from accelbench import tuning
 
+    check_timeout(timeout_s)
     if min_batch > max_batch:
         raise AccelbenchError(f"--min-batch {min_batch} is above --max-batch {max_batch}")
     base = RunSpec.model_validate(
