@@ -75,8 +75,14 @@ def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> No
         (["--nodes", "1", "--", "run", "resnet50", "--nodes", "2"], "raise --nodes of the job"),
         (
             ["--nodes", "1", "--time", "2h", "--", "run", "resnet50"],
-            "--time '2h' is not a Slurm time",
+            "'2h' is not a Slurm time limit",
         ),
+        (["--nodes", "1", "--time", "99:99:99", "--", "run", "resnet50"], "not a Slurm time"),
+        (["--nodes", "1", "--partition", "gpu\nrm -rf ~", "--", "run", "resnet50"], "--partition"),
+        (["--nodes", "1", "--", "run", "resnet50", "--batch-size", "0"], "--batch-size"),
+        (["--nodes", "1", "--", "run", "nosuch"], "unknown workload 'nosuch'"),
+        (["--nodes", "1", "--", "run", "resnet50", "--timeout-s", "0"], "positive number"),
+        (["--nodes", "1000000000000000000", "--", "run", "resnet50"], "--nodes"),
         (["--nodes", "1", "--", "run", "resnet50", "--db", "x"], "give --db to `accelbench slurm`"),
     ],
 )
@@ -132,3 +138,16 @@ def test_script_runs_a_two_node_cell_through_srun_and_torchrun(tmp_path: Path) -
     assert (record["spec"]["replicas"], record["spec"]["nodes"]) == (2, 2)
     assert [r["rank"] for r in record["metrics"]["ranks"]] == [0, 1]
     assert not list((tmp_path / ".accelbench-cells").iterdir())  # cell files cleaned up
+
+
+def test_a_database_password_never_enters_the_script(tmp_path: Path) -> None:
+    out = tmp_path / "job.sbatch"
+    url = "postgresql://bench:Hunter2@db.example/results"
+    args = ["slurm", "--out", str(out), "--db", url, "--nodes", "1", "--", "run", "resnet50"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "Hunter2" not in out.read_text() and "Hunter2" not in result.output
+    secret = tmp_path / "job.sbatch.db-url"
+    assert secret.read_text().strip() == url and secret.stat().st_mode & 0o777 == 0o600
+    assert f'export ACCELBENCH_DB="$(< {secret})"' in out.read_text()
+    subprocess.run(["bash", "-n", str(out)], check=True)

@@ -224,3 +224,21 @@ def test_schema_2_rows_are_rewritten_with_the_delivered_rate_and_every_device(
     assert rate == pytest.approx(measured.metrics.delivered.items_per_s)
     assert devices == 2 == upgraded.num_devices
     assert stored["metrics"]["delivered"]["num_items"] == measured.metrics.delivered.num_items
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://bench@127.0.0.1:1/results2?password=Hunter2:@/Secret",
+        "postgresql://bench:Hunter2%3A%40%2FSecret@[::1:1/results",
+        "postgresql://bench:Hunter2@Pw@127.0.0.1:1/results",
+    ],
+)
+def test_a_database_password_is_never_shown(url: str) -> None:
+    from typer.testing import CliRunner
+
+    from accelbench.cli import app
+
+    out = CliRunner().invoke(app, ["results", "--db", url])
+    assert out.exit_code == 2 and out.output.startswith("error: cannot connect to postgresql://")
+    assert "Hunter2" not in out.output and "Secret" not in out.output and "Pw@" not in out.output

@@ -8,6 +8,7 @@ sees; results go to one database, written by the batch step only.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -15,36 +16,48 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from accelbench.errors import AccelbenchError
 from accelbench.frozen import Frozen
 from accelbench.launch import CELL_DIR
 from accelbench.store import is_url
 
-_TIME = re.compile(r"^(\d+-)?\d{1,2}(:\d{2}){0,2}$")
+_TIME = re.compile(r"^(?:\d+-)?\d+(?::(\d{2}))?(?::(\d{2}))?$")
+"""minutes, MM:SS, HH:MM:SS or D-HH:MM:SS (and D-HH, D-HH:MM); groups: the last two fields."""
+_NAME = r"^[\w.,+-]+$"
+"""A partition, account or job name: letters, digits and . , + - _ only (no line breaks,
+spaces or quotes, which would write a shell line or a directive into the script)."""
 
 
 class JobSpec(Frozen):
     """The allocation a job script asks Slurm for."""
 
-    nodes: int = Field(gt=0)
-    gpus_per_node: int = Field(ge=0)
+    nodes: int = Field(gt=0, le=100_000)
+    gpus_per_node: int = Field(ge=0, le=64)
     """GPUs on each node (0 for a CPU-only partition)."""
-    cpus_per_node: int | None = Field(default=None, gt=0)
+    cpus_per_node: int | None = Field(default=None, gt=0, le=100_000)
     time: str = "01:00:00"
     """Time limit in Slurm's notation: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS."""
-    partition: str | None = None
-    account: str | None = None
-    job_name: str = "accelbench"
+    partition: str | None = Field(default=None, pattern=_NAME)
+    account: str | None = Field(default=None, pattern=_NAME)
+    job_name: str = Field(default="accelbench", pattern=_NAME)
+
+    @field_validator("time")
+    @classmethod
+    def _slurm_time(cls, time: str) -> str:
+        match = _TIME.match(time)
+        if not match or any(int(part) > 59 for part in match.group(1, 2) if part) or time == "0":
+            raise ValueError(
+                f"{time!r} is not a Slurm time limit: write e.g. 90, 01:30:00 or 1-00:00:00"
+            )
+        return time
 
 
-def script(job: JobSpec, run_args: list[str], db: Path | str) -> str:
-    """The sbatch script that runs `accelbench run_args...` into the database `db`."""
-    if not _TIME.match(job.time):
-        raise AccelbenchError(
-            f"--time {job.time!r} is not a Slurm time: write e.g. 90, 01:30:00 or 1-00:00:00"
-        )
+def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | None = None) -> str:
+    """The sbatch script that runs `accelbench run_args...` into the database `db`; with
+    `db_file`, the script reads the database's URL from that file (see write_private) into
+    $ACCELBENCH_DB, so no password is on a command line, where ps shows it on every node."""
     directives = [
         f"--job-name={job.job_name}",
         f"--nodes={job.nodes}",
@@ -60,8 +73,12 @@ def script(job: JobSpec, run_args: list[str], db: Path | str) -> str:
         directives.append(f"--partition={job.partition}")
     if job.account:
         directives.append(f"--account={job.account}")
-    db_arg = str(db) if is_url(db) else str(Path(db).resolve())
-    command = shlex.join([sys.executable, "-m", "accelbench", *run_args, "--db", db_arg])
+    command = shlex.join([sys.executable, "-m", "accelbench", *run_args])
+    if db_file is not None:
+        database = f'export ACCELBENCH_DB="$(< {shlex.quote(str(db_file.resolve()))})"'
+    else:
+        db_arg = str(db) if is_url(db) else str(Path(db).resolve())
+        database, command = "", command + " --db " + shlex.quote(db_arg)
     return "\n".join(
         [
             "#!/bin/bash",
@@ -76,10 +93,19 @@ def script(job: JobSpec, run_args: list[str], db: Path | str) -> str:
             "export NCCL_DEBUG=${NCCL_DEBUG:-WARN}",
             "# Set NCCL_SOCKET_IFNAME (and NCCL_IB_HCA) here if the nodes have several networks.",
             "",
+            *([database] if database else []),
             command,
             "",
         ]
     )
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write `text` to a file only its owner can read (0600), from the moment it exists."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)  # an older file of that name keeps its mode otherwise
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
 
 
 def submit(path: Path) -> str:

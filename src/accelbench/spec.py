@@ -40,6 +40,8 @@ _ADDED_LATER = (
     "diverge_factor",
     "threads",
 )
+MAX_REPEATS = 1000
+"""The most repeats (and seeds) of one cell a sweep runs."""
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
@@ -59,20 +61,20 @@ class RunSpec(Frozen):
     (optimizer steps on real data until a held-out metric reaches `target`)."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
-    batch_size: int = Field(gt=0)
+    batch_size: int = Field(gt=0, le=2**24)
     """Micro batch: items per forward pass on one device."""
-    grad_accum: int = Field(default=1, gt=0)
+    grad_accum: int = Field(default=1, gt=0, le=2**16)
     """Micro batches accumulated into one optimizer step."""
-    replicas: int = Field(default=1, gt=0)
+    replicas: int = Field(default=1, gt=0, le=100_000)
     """Data-parallel replicas, one process and one device each, started by torchrun with
     DistributedDataParallel (NCCL on NVIDIA GPUs, gloo on the CPU)."""
-    pipeline_stages: int = Field(default=1, gt=0)
+    pipeline_stages: int = Field(default=1, gt=0, le=1024)
     """Stages the model is split into, one device and process each, fed grad_accum
     micro-batches per optimizer step by torch.distributed.pipelining (the seeds' IPUs per
     replica); split where the forward FLOPs balance."""
     pipeline_schedule: Literal["gpipe", "1f1b"] = "gpipe"
     """Order of the micro-batches' forward and backward passes over the stages."""
-    nodes: int = Field(default=1, gt=0)
+    nodes: int = Field(default=1, gt=0, le=100_000)
     """Hosts the replicas are spread over, evenly; more than one needs a Slurm allocation."""
     bn_span: int = Field(default=1, gt=0)
     """Replicas whose batch-norm statistics are computed together (SyncBatchNorm in groups of
@@ -80,10 +82,10 @@ class RunSpec(Frozen):
     numa_binding: NumaBinding | None = None
     """Bind each rank and its loader workers to the CPUs near its accelerator (torchrun's
     --numa-binding mode); None: leave placement to the OS."""
-    epochs: int = Field(default=2, gt=0)
+    epochs: int = Field(default=2, gt=0, le=100_000)
     """Epochs; the first holds compilation and warm-up and is reported apart (time-to-train:
     as many as reaching the target takes)."""
-    steps_per_epoch: int = Field(default=20, gt=0)
+    steps_per_epoch: int = Field(default=20, gt=0, le=10**9)
     """Optimizer steps in each epoch; time-to-train evaluates the held-out split after each."""
     precision: Precision = "fp32"
     """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16 or fp16."""
@@ -129,7 +131,7 @@ class RunSpec(Frozen):
     """torch's CPU threads in each process (torch.set_num_threads); None: torch's default, all
     cores for one process but one per process under torchrun with several. Give the same number
     at every replica count to compare them like with like."""
-    workers: int = Field(default=0, ge=0)
+    workers: int = Field(default=0, ge=0, le=256)
     """DataLoader worker processes generating the host data (0: in the training process)."""
     window_steps: int = Field(default=2, gt=0)
     """Optimizer steps per throughput window, for the spread of the windows (a secondary
@@ -139,9 +141,9 @@ class RunSpec(Frozen):
     throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
     max_measure_s: float = Field(default=600.0, gt=0)
     """Time budget of the epochs run to reach ci_pct."""
-    repeat: int = Field(default=0, ge=0)
+    repeat: int = Field(default=0, ge=0, lt=MAX_REPEATS)
     """Index of a repeat of the same cell, each in a fresh process (--repeats N runs 0..N-1)."""
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**63), lt=2**64)
     """Seed of weights and synthetic data."""
     model_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
     """Overrides of the workload's shape or model (image_size, seq_len, num_layers, ...); for

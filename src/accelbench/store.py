@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 from accelbench import schema
 from accelbench.errors import AccelbenchError, one_line
@@ -70,7 +71,7 @@ class ResultStore:
         where = where if where is not None else default_path()
         self.path: Path | None = None
         if is_url(where):
-            self.where = _redacted(str(where))
+            self.where = redacted(str(where))
             self.dialect = schema.POSTGRES
             self._db: Any = _connect_postgres(str(where), self.where)
             errors: tuple[type[Exception], ...] = (_psycopg().Error,)
@@ -290,13 +291,30 @@ def _connect_postgres(url: str, shown: str) -> Any:
         return psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise AccelbenchError(
-            f"cannot connect to {shown} ({one_line(exc)}); check the URL and that the server runs"
+            f"cannot connect to {shown} ({_without_secrets(one_line(exc), url)}); check the URL "
+            "and that the server runs"
         ) from exc
 
 
-def _redacted(url: str) -> str:
-    """The URL without its password, fit to print."""
-    return re.sub(r"://([^:/@]*):[^@]*@", r"://\1:***@", url)
+def redacted(url: str) -> str:
+    """The URL with every password in it (user-info or a password= parameter) as ***, fit to
+    print."""
+    return _without_secrets(url, url)
+
+
+def _without_secrets(text: str, url: str) -> str:
+    """`text` with each password `url` carries replaced by ***, as written and decoded."""
+    secrets = {v for k, v in re.findall(r"[?&](\w+)=([^&#]*)", url) if k.lower() == "password"}
+    authority = url.split("?", 1)[0].split("://", 1)[-1]
+    userinfo, at, _ = authority.rpartition("@")  # a raw @ in the password: the last one ends it
+    if at and ":" in userinfo:
+        password = userinfo.split(":", 1)[1]
+        # libpq may end the password at its first @ instead: then the rest reads as a host
+        secrets |= {password, *password.split("@")}
+    for secret in sorted(secrets | {unquote(s) for s in secrets}, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def file_system(path: Path) -> str | None:

@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 DEFAULT_TIMEOUT_S = 3600.0
 
 
+MAX_CELLS = 10_000
+"""The most cells one sweep may have: a day's work even at MIN_CELL_S a cell."""
+MIN_CELL_S = 10.0
+"""About the least a cell takes here (a fresh process, the model built, two epochs)."""
+
+
 class SweepFile(Frozen):
     """The contents of a sweep file."""
 
@@ -74,6 +80,13 @@ class SweepFile(Frozen):
         both = sorted(set(self.fixed) & set(self.axes))
         if both:
             raise AccelbenchError(f"{both[0]} is both fixed and an axis; keep it in one table")
+        count = math.prod(len(values) for values in self.axes.values())
+        if count > MAX_CELLS:
+            days = count * MIN_CELL_S / 86400
+            raise AccelbenchError(
+                f"the sweep has {count:,} cells, at least {days:,.1f} days at {MIN_CELL_S:g} s "
+                f"a cell: narrow its axes or split it into sweeps of at most {MAX_CELLS:,}"
+            )
         specs = grid(self.axes, **self.fixed)
         if self.global_batch is None:
             return specs

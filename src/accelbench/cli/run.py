@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -30,7 +32,7 @@ from accelbench.report.advice import tune_lines
 from accelbench.report.cells import describe
 from accelbench.report.results import cell_line
 from accelbench.result import Result
-from accelbench.spec import RunSpec
+from accelbench.spec import MAX_REPEATS, RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, check_timeout, load_sweep, run_sweep
 
@@ -75,6 +77,7 @@ def run(
             help="Run each cell this many times, each in a fresh process, interleaved; the "
             "spread is reported.",
             min=1,
+            max=MAX_REPEATS,
         ),
     ] = 1,
     seed: Annotated[int, typer.Option(help=spec_help("seed"))] = 0,
@@ -84,6 +87,7 @@ def run(
             help="Run each cell with this many seeds, from --seed on: convergence varies from "
             "seed to seed, and time-to-train reports the spread.",
             min=1,
+            max=MAX_REPEATS,
         ),
     ] = 1,
     model_args: Annotated[
@@ -106,38 +110,7 @@ def run(
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     check_timeout(timeout_s)
-    axes: dict[str, list[Any]] = {
-        "repeat": list(range(repeats)),  # first: repeats interleave, so drift spreads over all
-        "seed": list(range(seed, seed + seeds)),
-        "workload": split(workload) if workload else [],
-        "batch_size": split(batch_size),
-        "precision": split(precision),
-        "grad_accum": split(grad_accum),
-        "replicas": split(replicas),
-        "pipeline_stages": split(pipeline_stages),
-        "workers": split(workers),
-    }
-    fixed = knobs | {
-        "model_args": key_values(model_args or []),
-        "ci_pct": percent(ci),
-        # The bound is a setting of the server scenario; elsewhere it only picks a headline.
-        "latency_bound_ms": latency_bound_ms if knobs["scenario"] == "server" else None,
-    }
-    if global_batch is not None:
-        if _from_command_line(ctx, "grad_accum"):
-            raise AccelbenchError("give --global-batch or --grad-accum, not both")
-        del axes["grad_accum"]  # set per cell to hold the global batch
-    if sweep is None:
-        if not workload:
-            raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
-        specs = SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
-    else:
-        given = {n for n in axes | fixed if _from_command_line(ctx, OPTION_NAMES.get(n, n))}
-        given |= {"seed"} if _from_command_line(ctx, "seeds") else set()
-        base = load_sweep(sweep)
-        if global_batch is not None:
-            base = base.model_copy(update={"global_batch": global_batch})
-        specs = _override(base, axes, fixed, given).specs()
+    specs = cells_of(ctx)
     _warn_if_busy()
     with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
         console.print(f"{len(specs)} cell(s); results go to {store.where}")
@@ -154,6 +127,38 @@ def run(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
     show(results, latency_bound_ms)
+
+
+def cells_of(ctx: typer.Context) -> list[RunSpec]:
+    """The cells a `run` command line asks for, from its options and sweep file, validated."""
+    p = {k: v.value if isinstance(v, Enum) else v for k, v in ctx.params.items()}
+    axes: dict[str, list[Any]] = {
+        "repeat": list(range(p["repeats"])),  # first: repeats interleave, drift spreads over all
+        "seed": list(range(p["seed"], p["seed"] + p["seeds"])),
+        "workload": split(p["workload"]) if p["workload"] else [],
+        **{name: split(p[name]) for name in AXES},
+    }
+    fixed = {name: p[name] for name in KNOBS} | {
+        "model_args": key_values(p["model_args"] or []),
+        "ci_pct": percent(p["ci"]),
+        # The bound is a setting of the server scenario; elsewhere it only picks a headline.
+        "latency_bound_ms": p["latency_bound_ms"] if p["scenario"] == "server" else None,
+    }
+    global_batch = p["global_batch"]
+    if global_batch is not None:
+        if _from_command_line(ctx, "grad_accum"):
+            raise AccelbenchError("give --global-batch or --grad-accum, not both")
+        del axes["grad_accum"]  # set per cell to hold the global batch
+    if p["sweep"] is None:
+        if not p["workload"]:
+            raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
+        return SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
+    given = {n for n in axes | fixed if _from_command_line(ctx, OPTION_NAMES.get(n, n))}
+    given |= {"seed"} if _from_command_line(ctx, "seeds") else set()
+    base = load_sweep(p["sweep"])
+    if global_batch is not None:
+        base = base.model_copy(update={"global_batch": global_batch})
+    return _override(base, axes, fixed, given).specs()
 
 
 def _warn_if_busy() -> None:
@@ -207,7 +212,8 @@ def slurm(
     """Write a Slurm job script for the sweep after `--`, e.g.
     `accelbench slurm --nodes 2 --gpus-per-node 4 -- run resnet50 --replicas 4,8 --nodes 2`."""
     from accelbench import slurm as slurm_job
-    from accelbench.store import default_path
+    from accelbench.store import default_path, is_url, redacted
+    from accelbench.sweep import check_inputs
 
     run_args = list(ctx.args)
     if not run_args or run_args[0] != "run":
@@ -226,6 +232,10 @@ def slurm(
             f"the sweep asks for {parsed.params['nodes']} nodes and the job for {nodes}: "
             "raise --nodes of the job"
         )
+    check_timeout(parsed.params["timeout_s"])
+    specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
+    for inputs in {(s.workload, json.dumps(s.model_args), s.data) for s in specs}:
+        check_inputs(inputs[0], json.loads(inputs[1]), inputs[2])
     job = slurm_job.JobSpec(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
@@ -234,9 +244,17 @@ def slurm(
         partition=partition,
         account=account,
     )
-    out.write_text(slurm_job.script(job, run_args, db or default_path()))
+    where = db or default_path()
+    secret = None
+    if is_url(where) and redacted(str(where)) != str(where):  # a password: never in the script
+        secret = out.with_name(out.name + ".db-url")
+        slurm_job.write_private(secret, str(where))
+    out.write_text(slurm_job.script(job, run_args, where, secret))
     out.chmod(0o755)
-    console.print(f"wrote {out}")
+    console.print(
+        f"wrote {out}"
+        + (f" and {secret} (the database URL, readable by you only)" if secret else "")
+    )
     if submit:
         console.print(slurm_job.submit(out))
 
