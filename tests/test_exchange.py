@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -98,6 +99,8 @@ def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
     unknown["results"][0]["spec"]["workload"] = "no such thing"
     extra = json.loads(json.dumps(doc))
     extra["results"][0]["env"]["rootkit"] = "yes"
+    negative = json.loads(json.dumps(doc))
+    negative["results"][0]["metrics"]["delivered"]["items_per_s"] = -5.0
     return {
         "not json": (b"\x00\xff garbage", "is not JSON"),
         "other json": (b'{"rows": []}', "is not an accelbench export"),
@@ -110,6 +113,7 @@ def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
         "unknown workload": (json.dumps(unknown).encode(), "result 0: unknown workload"),
         "extra field": (json.dumps(extra).encode(), "result 0: env.rootkit: Extra inputs"),
         "deep nesting": (b"[" * 100_000 + b"]" * 100_000, "is not JSON"),
+        "negative rate": (json.dumps(negative).encode(), "result 0: metrics.delivered.items_per_s"),
     }
 
 
@@ -136,3 +140,25 @@ def test_hostile_names_import_as_data(two_platforms: list[Result]) -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(AccelbenchError, match=r"cannot read .*nothing\.json"):
         exchange.load(tmp_path / "nothing.json")
+
+
+def test_imported_times_without_a_zone_and_zero_rates_leave_every_reader_working(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    records: list[dict[str, Any]] = export_doc([r for r in two_platforms if r.metrics])["results"]  # type: ignore[assignment]
+    records[0]["created_at"] = "2026-01-02T03:04:05"  # no zone
+    records[1]["metrics"]["delivered"] |= {"items_per_s": 0.0, "ci_low": None, "ci_high": None}
+    doc = {"format": exchange.FORMAT, "version": exchange.VERSION, "results": records}
+    path, db = tmp_path / "odd.json", tmp_path / "r.sqlite"
+    path.write_text(json.dumps(doc))
+    assert runner.invoke(app, ["import", str(path), "--db", str(db)]).exit_code == 0
+    for command in (
+        ["export"],
+        ["results"],
+        ["report", "--format", "md"],
+        ["compare", "--by", "batch_size"],
+        ["compare", "--by", "platform"],
+        ["recommend", "tiny_mlp"],
+    ):
+        done = runner.invoke(app, [*command, "--db", str(db)])
+        assert done.exit_code == 0, (command, done.output)

@@ -134,7 +134,7 @@ def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> l
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
     cells: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
-        if r.status == "ok" and r.items_per_s:
+        if r.status == "ok" and r.items_per_s and r.items_per_s > 0:
             cells[_matched(r, by)][value_of(r, by)].append(r)
     values = sorted({v for cell in cells.values() for v in cell}, key=_order)
     if baseline is not None and baseline not in values:

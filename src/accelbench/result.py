@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from accelbench import throughput
 from accelbench.contention import HostActivity
@@ -270,6 +270,13 @@ class Result(Frozen):
     created_at: datetime
     wall_s: float | None = None
     """The whole cell as its launcher saw it: process start, imports, set-up and measurement."""
+
+    @field_validator("created_at")
+    @classmethod
+    def _aware(cls, when: datetime) -> datetime:
+        """A time without a zone (an imported record) is taken as UTC, as accelbench writes
+        them: times are compared and sorted across records."""
+        return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
     @classmethod
     def new(

@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from pydantic import Field
+
 from accelbench.frozen import Frozen
 
 MAX_BLOCKS = 20
@@ -62,12 +64,12 @@ T_975 = (
 class Delivered(Frozen):
     """Items over seconds across the steady state, with its 95% interval."""
 
-    items_per_s: float
+    items_per_s: float = Field(ge=0)
     ci_low: float | None
     ci_high: float | None
     """Batch-means 95% interval (None below MIN_BLOCKS blocks, or when it is unbounded)."""
-    num_items: int
-    time_s: float
+    num_items: int = Field(ge=0)
+    time_s: float = Field(ge=0)
     """Wall time of the steady state: items_per_s = num_items / time_s."""
     block_items: list[int]
     block_s: list[float]
@@ -76,7 +78,7 @@ class Delivered(Frozen):
     @property
     def ci_pct(self) -> float | None:
         """Half the interval's width as a percentage of the rate: how precisely it is known."""
-        if self.ci_low is None or self.ci_high is None:
+        if self.ci_low is None or self.ci_high is None or not self.items_per_s:
             return None
         return 100 * (self.ci_high - self.ci_low) / 2 / self.items_per_s
 
