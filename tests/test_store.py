@@ -142,8 +142,8 @@ def test_a_failing_migration_changes_nothing(
     db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     _schema_1_database(db_path, measured)
-    monkeypatch.setattr(store_module, "MIGRATIONS", [*MIGRATIONS, "ALTER TABLE nowhere ADD x"])
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(MIGRATIONS) + 1)
+    monkeypatch.setattr(schema, "MIGRATIONS", [*MIGRATIONS, "ALTER TABLE nowhere ADD x"])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(MIGRATIONS) + 1)
     with pytest.raises(AccelbenchError, match="not a usable accelbench database"):
         ResultStore(db_path)
     with sqlite3.connect(db_path) as db:
@@ -242,3 +242,118 @@ def test_a_database_password_is_never_shown(url: str) -> None:
     out = CliRunner().invoke(app, ["results", "--db", url])
     assert out.exit_code == 2 and out.output.startswith("error: cannot connect to postgresql://")
     assert "Hunter2" not in out.output and "Secret" not in out.output and "Pw@" not in out.output
+
+
+READERS = (
+    ["results"],
+    ["export"],
+    ["report", "--format", "md"],
+    ["compare", "--by", "platform"],
+    ["recommend", "tiny_mlp"],
+)
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from accelbench.cli import app
+
+    out = CliRunner().invoke(app, list(args))
+    return out.exit_code, out.output
+
+
+def _foreign(path: Path, version: int) -> bytes:
+    with sqlite3.connect(path) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+        db.execute("INSERT INTO users VALUES ('ada')")
+        db.execute(f"PRAGMA user_version = {version}")
+    db.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("version", [0, 2])
+def test_another_applications_database_is_refused_and_never_written(
+    tmp_path: Path, version: int
+) -> None:
+    path = tmp_path / "app.sqlite"
+    before = _foreign(path, version)
+    for command in (*READERS, ["run", "tiny_mlp", "--device", "cpu"], ["import", str(path)]):
+        code, out = _invoke(*command, "--db", str(path))
+        assert code == 2 and out.count("\n") == 1, (command, out)  # before anything else
+        assert "is not an accelbench database (users)" in out, (command, out)
+        assert path.read_bytes() == before, command  # no table, no user_version, no WAL
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.sqlite"]  # no journal, no backup
+
+
+def test_reading_never_writes_an_empty_or_older_database(tmp_path: Path, measured: Result) -> None:
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    for command in READERS:
+        code, out = _invoke(*command, "--db", str(empty))
+        assert code == 2 and "no results in" in out, (command, out)
+    assert empty.read_bytes() == b""
+    old = tmp_path / "old.sqlite"
+    _schema_1_database(old, measured)
+    before = old.read_bytes()
+    code, out = _invoke("results", "--db", str(old))
+    assert code == 0 and "tiny_mlp" in out, out
+    assert old.read_bytes() == before  # read as it is: no migration, no backup
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.sqlite", "old.sqlite"]
+
+
+def test_a_corrupt_database_is_one_line_for_every_reader(db_path: Path, measured: Result) -> None:
+    with ResultStore(db_path) as store:
+        store.put(measured)
+    with sqlite3.connect(db_path) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(db_path.read_bytes())
+    data[4096:8192] = b"\xff" * 4096  # the table's page
+    db_path.write_bytes(bytes(data))
+    for command in READERS:
+        code, out = _invoke(*command, "--db", str(db_path))
+        assert code == 2 and out.count("\n") == 1 and out.startswith("error: "), (command, out)
+
+
+def test_a_locked_database_is_tried_again(
+    db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "RETRY_WAITS_S", (0.0, 0.0, 0.0))
+    with ResultStore(db_path) as store:
+        tries = []
+
+        def flaky() -> str:
+            tries.append(1)
+            if len(tries) < 3:
+                raise sqlite3.OperationalError("database is locked")
+            return "stored"
+
+        assert store._retrying(flaky) == "stored" and len(tries) == 3
+
+        def full() -> None:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        with pytest.raises(AccelbenchError, match="database or disk is full"):
+            store._retrying(full)
+
+
+def test_a_result_the_database_refuses_is_kept_for_import(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "r.sqlite"
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+
+    def full(self: ResultStore, result: Result) -> None:
+        raise AccelbenchError(f"{self.where}: OperationalError: database or disk is full")
+
+    monkeypatch.setattr(ResultStore, "put", full)
+    quick = ["--epochs", "2", "--steps-per-epoch", "3", "--device", "cpu", "--db", str(db)]
+    code, out = _invoke("run", "tiny_mlp", "--batch-size", "2", *quick)
+    last = out.splitlines()[-1]
+    assert code == 2 and last.startswith("error: ") and "database or disk is full" in last, out
+    (kept,) = (tmp_path / "state" / "accelbench" / "unsaved").iterdir()
+    assert f"the cell's result is kept in {kept}" in last
+    monkeypatch.undo()
+    code, out = _invoke("import", str(kept), "--db", str(db))
+    assert code == 0, out
+    with ResultStore(db, writable=False) as store:
+        assert [r.status for r in store.query()] == ["ok"]  # the measurement was not lost

@@ -17,10 +17,11 @@ import logging
 import os
 import re
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote
 
 from accelbench import schema
@@ -28,6 +29,10 @@ from accelbench.errors import AccelbenchError, one_line
 from accelbench.result import Result
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+RETRY_WAITS_S = (1.0, 4.0, 15.0)
+"""Back-off between the tries of a write the database refused for a while (a lock held past
+SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
 
 NETWORK_FILE_SYSTEMS = frozenset(
     {
@@ -68,27 +73,68 @@ class ResultStore:
     """Stored results, in an SQLite file or a PostgreSQL database."""
 
     def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
+        """Open the database; `writable=False` never writes to it: no schema, no migration,
+        no journal mode, no backup (an older schema is read as it is)."""
         where = where if where is not None else default_path()
         self.path: Path | None = None
+        self._url: str | None = None
         if is_url(where):
-            self.where = redacted(str(where))
+            self._url = str(where)
+            self.where = redacted(self._url)
             self.dialect = schema.POSTGRES
-            self._db: Any = _connect_postgres(str(where), self.where)
-            errors: tuple[type[Exception], ...] = (_psycopg().Error,)
+            self._db: Any = _connect_postgres(self._url, self.where)
         else:
             self.path = Path(where)
             self.where = str(self.path)
             self.dialect = schema.SQLITE
             self._db = _connect_sqlite(self.path, writable)
-            errors = (sqlite3.DatabaseError,)
         try:
-            self._migrate()
-        except errors as exc:
+            self._check_ours(writable)
+            if writable:
+                self._migrate()
+                if self.dialect is schema.SQLITE:
+                    self._execute("PRAGMA journal_mode = WAL")  # readers never block the writer
+        except self._errors() as exc:
             self._db.close()
             raise AccelbenchError(
-                f"{self.where} is not a usable accelbench database ({one_line(exc)}); pass --db "
-                "with another one"
+                f"{self.where} is not a usable accelbench database ({self._message(exc)}); pass "
+                "--db with another one"
             ) from exc
+        except AccelbenchError:
+            self._db.close()
+            raise
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        return (sqlite3.Error,) if self.dialect is schema.SQLITE else (_psycopg().Error,)
+
+    def _message(self, exc: Exception) -> str:
+        return _without_secrets(one_line(exc), self._url) if self._url else one_line(exc)
+
+    def _check_ours(self, writable: bool) -> None:
+        """Refuse another application's database before anything is written to it; a
+        read-only open of one with no results says so."""
+        version = self._version()
+        if self.dialect is schema.SQLITE:
+            rows = self._execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            tables = sorted(name for (name,) in rows)
+        else:
+            found = self._execute("SELECT to_regclass('results')").fetchone()[0] is not None
+            tables = ["results"] if found else []
+        # Version 0 with only a results table is another accelbench creating it right now.
+        if (version == 0 and set(tables) - {"results"}) or (
+            version > 0 and "results" not in tables
+        ):
+            shown = ", ".join(tables[:5]) or "no results table"
+            raise AccelbenchError(
+                f"{self.where} is not an accelbench database ({shown}): pass --db with an "
+                "accelbench database, or a new path"
+            )
+        if version == 0 and not writable:
+            raise AccelbenchError(
+                f"no results in {self.where} yet: run a benchmark first or pass --db"
+            )
 
     def close(self) -> None:
         self._db.close()
@@ -102,23 +148,58 @@ class ResultStore:
     def put(self, result: Result) -> None:
         """Store `result`, replacing any earlier result with the same key."""
         updates = ", ".join(f"{c} = excluded.{c}" for c in schema.COLUMNS[1:])
-        with self._transaction():
-            self._execute(schema.INSERT + f"DO UPDATE SET {updates}", schema.row(result))
+
+        def write() -> None:
+            with self._transaction():
+                self._execute(schema.INSERT + f"DO UPDATE SET {updates}", schema.row(result))
+
+        self._retrying(write)
 
     def add(self, results: Sequence[Result]) -> int:
         """Store those of `results` whose key is not stored yet, all in one transaction (none
         if any fails); returns how many were new."""
-        with self._transaction():
-            return sum(
-                self._execute(schema.INSERT + "DO NOTHING", schema.row(r)).rowcount for r in results
-            )
+
+        def write() -> int:
+            with self._transaction():
+                rows = (schema.row(r) for r in results)
+                return sum(
+                    self._execute(schema.INSERT + "DO NOTHING", row).rowcount for row in rows
+                )
+
+        return self._retrying(write)
 
     def has(self, key: str) -> bool:
-        return self._execute("SELECT 1 FROM results WHERE key = ?", (key,)).fetchone() is not None
+        return self.get(key) is not None
 
     def get(self, key: str) -> Result | None:
-        row = self._execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
+        def read() -> Any:
+            return self._execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
+
+        row = self._retrying(read)
         return schema.record(row[0]) if row else None
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """`attempt`, tried again after a bounded back-off when the database is locked or a
+        PostgreSQL connection was lost (reconnecting first); any other database error, or the
+        last try's, becomes one line naming the database."""
+        for wait_s in (*RETRY_WAITS_S, None):
+            try:
+                return attempt()
+            except self._errors() as exc:
+                if wait_s is None or not self._transient(exc):
+                    raise AccelbenchError(f"{self.where}: {self._message(exc)}") from exc
+                log.warning("%s: %s; trying again in %g s", self.where, self._message(exc), wait_s)
+                time.sleep(wait_s)
+                if self._url is not None:
+                    with suppress(Exception):
+                        self._db.close()
+                    self._db = _connect_postgres(self._url, self.where)
+        raise AssertionError("unreachable")
+
+    def _transient(self, exc: Exception) -> bool:
+        if self.dialect is schema.SQLITE:
+            return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+        return isinstance(exc, _psycopg().OperationalError)
 
     def query(
         self,
@@ -143,7 +224,7 @@ class ResultStore:
         sql += " ORDER BY created_at DESC, key"
         if limit is not None:
             sql += f" LIMIT {int(limit)}"
-        rows = self._execute(sql, args).fetchall()
+        rows = self._retrying(lambda: self._execute(sql, args).fetchall())
         return [schema.record(r[0]) for r in reversed(rows)]
 
     def _execute(self, sql: str, params: Sequence[object] = ()) -> Any:
@@ -244,10 +325,11 @@ class ResultStore:
         self._execute("BEGIN IMMEDIATE")  # takes the write lock now: no deadlock on upgrade
         try:
             yield
+            self._execute("COMMIT")
         except BaseException:
-            self._execute("ROLLBACK")
+            with suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
+                self._execute("ROLLBACK")
             raise
-        self._execute("COMMIT")
 
 
 def _connect_sqlite(path: Path, writable: bool) -> sqlite3.Connection:
@@ -264,15 +346,29 @@ def _connect_sqlite(path: Path, writable: bool) -> sqlite3.Connection:
     elif not path.exists():
         raise AccelbenchError(f"no results database at {path}; run a benchmark first or pass --db")
     try:
-        db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        db.execute("PRAGMA busy_timeout = 30000")
         if writable:
-            db.execute("PRAGMA journal_mode = WAL")  # readers never block the writer
+            db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        else:  # never writes; a WAL database on a read-only mount is read as immutable
+            db = _read_only(path)
+        db.execute("PRAGMA busy_timeout = 30000")
     except sqlite3.DatabaseError as exc:
         raise AccelbenchError(
             f"{path} is not a usable accelbench database ({exc}); pass --db with another path"
         ) from exc
     return db
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    uri = path.resolve().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    try:
+        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:  # no -shm beside a WAL file, and none may be made
+        db.close()
+        if os.access(path.parent, os.W_OK):
+            raise
+        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
 
 
 def _psycopg() -> Any:

@@ -18,6 +18,8 @@ import itertools
 import json
 import logging
 import math
+import os
+import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -219,11 +221,42 @@ def _run_cell(
     except launch.Interrupted as exc:
         if exc.result is not None:
             with launch.signals_deferred():
-                store.put(exc.result)
+                _store(store, exc.result)
         raise
     with launch.signals_deferred():  # a signal now would lose a finished cell
-        store.put(result)
+        _store(store, result)
     log.info("%s: %s", spec.workload, result.status)
     if on_result:
         on_result(result, False)
     return result
+
+
+def _store(store: ResultStore, result: Result) -> None:
+    """Store a finished cell; if the database refuses it for good, keep it in a file that
+    `accelbench import` takes back, and stop the sweep saying where."""
+    try:
+        store.put(result)
+    except AccelbenchError as exc:
+        kept = keep_unsaved(result)
+        raise AccelbenchError(
+            f"{exc}; the cell's result is kept in {kept}: `accelbench import {kept}` stores it "
+            "once the database works again"
+        ) from exc
+
+
+def keep_unsaved(result: Result) -> Path:
+    """Write `result` as an export file in accelbench's state directory (else the temporary
+    directory) and return its path."""
+    from accelbench import exchange
+
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    text = exchange.dumps([result])
+    for folder in (Path(state) / "accelbench" / "unsaved", Path(tempfile.gettempdir())):
+        path = folder / f"accelbench-unsaved-{result.key}.json"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    raise AccelbenchError(f"result {result.key} could be kept nowhere: {text}")

@@ -111,9 +111,16 @@ def run(
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     check_timeout(timeout_s)
     specs = cells_of(ctx)
-    _warn_if_busy()
-    with ResultStore(db) as store, Progress(console=console, transient=True) as progress:
+    with ResultStore(db) as store:
+        _warn_if_busy()
         console.print(f"{len(specs)} cell(s); results go to {store.where}")
+        results = _sweep(specs, store, force, timeout_s)
+    show(results, latency_bound_ms)
+
+
+def _sweep(specs: list[RunSpec], store: ResultStore, force: bool, timeout_s: float) -> list[Result]:
+    """Run the cells with a progress bar, printing each as it finishes."""
+    with Progress(console=console, transient=True) as progress:
         task = progress.add_task("starting", total=len(specs))
 
         def started(spec: RunSpec) -> None:
@@ -123,10 +130,9 @@ def run(
             progress.console.print(cell_line(result, skipped))
             progress.advance(task)
 
-        results = run_sweep(
+        return run_sweep(
             specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
-    show(results, latency_bound_ms)
 
 
 def cells_of(ctx: typer.Context) -> list[RunSpec]:
