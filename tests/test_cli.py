@@ -154,8 +154,10 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         ),
         (
             ["run", "tiny_mlp", "--numa-binding", "nodes"],
-            "invalid value 'nodes' for --numa-binding",
+            "Invalid value for '--numa-binding': 'nodes' is not one of 'node', 'socket'",
         ),
+        (["run", "tiny_mlp", "--epochs", "abc"], "Invalid value for '--epochs'"),
+        (["run", "tiny_mlp", "--bogus"], "No such option: --bogus (see `accelbench run --help`)"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(

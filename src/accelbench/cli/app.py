@@ -55,6 +55,13 @@ class _Group(TyperGroup):
             message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             typer.echo(f"error: {inert.plain(message)}", err=True)
             raise typer.Exit(2) from None
+        except typer.TyperException as exc:  # a usage error: one line too, not a usage page
+            if type(exc).__name__ == "NoArgsIsHelpError":
+                raise
+            message = exc.format_message().replace("Value error, ", "")
+            command = f"accelbench {ctx.invoked_subcommand or ''}".strip()
+            typer.echo(f"error: {inert.plain(message)} (see `{command} --help`)", err=True)
+            raise typer.Exit(2) from None
         except launch.Interrupted as exc:
             typer.echo(
                 f"interrupted by {exc.signal_name}: finished cells are stored, the one in flight "
