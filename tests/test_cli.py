@@ -409,3 +409,27 @@ def test_a_time_limit_must_be_positive_and_finite(db_path: Path) -> None:
         code, out = invoke("tune", "tiny_mlp", f"--timeout-s={limit}", "--db", str(db_path))
         assert code == 2 and "give a positive number of seconds" in out, limit
     assert stored(db_path) == before  # the good result was not overwritten as a timeout
+
+
+def test_an_output_path_that_cannot_be_written_is_one_line(
+    swept: tuple[Path, str], tmp_path: Path
+) -> None:
+    path, _ = swept
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    afile = tmp_path / "a.txt"
+    afile.write_text("kept")
+    bad = ["", str(folder), str(tmp_path / "missing" / "r.html"), "/dev/full", "a" * 5000]
+    for out in bad:
+        for command in (
+            ["report", "--out", out],
+            ["export", "--out", out],
+            ["slurm", "--nodes", "1", "--out", out, "--", "run", "tiny_mlp"],
+        ):
+            result = runner.invoke(app, [*command, "--db", str(path)])
+            assert result.exit_code == 2, (command, result.output)
+            assert result.output.count("\n") == 1 and result.output.startswith("error: ")
+    code, out = invoke("report", "--figures", str(afile), "--db", str(path))
+    assert code == 2 and "is not a folder" in out and afile.read_text() == "kept"
+    assert Path("/dev/full").is_char_device()  # still the device, not a file renamed over it
+    assert not list(tmp_path.rglob("*.partial")) and not list(Path.cwd().glob(".*.partial"))

@@ -235,15 +235,46 @@ def load(
 
 
 def emit(text: str, out: Path | None, wrote: str) -> None:
-    """Print `text`, or write it to `out` (whole or not at all: a reader never sees half a
-    file) and say `wrote`."""
+    """Print `text`, or write it to `out` (write_file) and say `wrote`."""
     if out is None:
         print(text, end="")
         return
-    partial = out.with_name(f".{out.name}.partial")
-    partial.write_text(text, encoding="utf-8")
-    partial.replace(out)
+    write_file(out, text)
     console.print(wrote)
+
+
+def check_out(out: Path, what: str = "a file", option: str = "--out") -> None:
+    """Refuse an output path that is not a writable place for `what`, before any work: an
+    empty name, a folder or device where a file goes, a missing parent folder, a name the
+    system cannot hold."""
+    if not str(out).strip() or str(out) == ".":
+        raise AccelbenchError(f"{option} is empty: give a path")
+    wants_folder = what == "a folder"
+    try:
+        here = out.exists()
+        if here and (out.is_dir() != wants_folder or not (out.is_dir() or out.is_file())):
+            raise AccelbenchError(f"{out} is not {what}: give {option} another path")
+        if not out.parent.is_dir():
+            raise AccelbenchError(f"no folder {out.parent}: create it first, or give another path")
+    except OSError as exc:
+        raise AccelbenchError(f"{option} {str(out)[:80]!r}: {exc.strerror}") from None
+
+
+def write_file(out: Path, text: str, mode: int | None = None) -> None:
+    """Write `text` to `out` whole or not at all (a reader never sees half a file): a
+    temporary file beside it, renamed over it, and removed if anything fails."""
+    check_out(out)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        if mode is not None:
+            partial.chmod(mode)
+        partial.replace(out)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise AccelbenchError(
+            f"cannot write {out} ({exc.strerror}): give --out another path"
+        ) from None
 
 
 LatencyBoundOption = Annotated[

@@ -20,6 +20,7 @@ from accelbench.cli.app import (
     StatusFilter,
     WorkloadFilter,
     app,
+    check_out,
     console,
     emit,
     load,
@@ -225,19 +226,25 @@ def make_report(
     against steady epoch, latency, time to train, energy and MFU) and the seed paper's tables."""
     from accelbench.report import document, figures
 
+    if fmt is ReportFormat.html:
+        out = out or Path("report.html")
+    if out is not None:
+        check_out(out)
+    if figures_dir is not None:
+        check_out(figures_dir, "a folder", "--figures")
     found, sources = load(db, workload, platform, status)
     if not found:
         raise AccelbenchError("no stored results match: run a sweep first, or loosen the filters")
     plots = figures.plots(found) if fmt is ReportFormat.html or figures_dir else []
     if fmt is ReportFormat.html:
-        text, out = document.page(found, plots, sources), out or Path("report.html")
+        text = document.page(found, plots, sources)
     elif fmt is ReportFormat.md:
         text = document.markdown(found)
     else:
         text = exchange.to_json(found) if fmt is ReportFormat.json else exchange.to_csv(found)
     emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
     if figures_dir is not None:
-        figures_dir.mkdir(parents=True, exist_ok=True)
+        figures_dir.mkdir(exist_ok=True)
         for plot in plots:
             for suffix in ("svg", "png"):
                 (figures_dir / f"{plot.name}.{suffix}").write_bytes(plot.render(suffix))
@@ -253,7 +260,8 @@ def export(
     db: DbsOption = None,
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine."""
-
+    if out is not None:
+        check_out(out)
     found, _ = load(db, workload, platform, status)
     emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
 

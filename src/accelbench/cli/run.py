@@ -17,6 +17,7 @@ from accelbench.cli.app import (
     DbOption,
     LatencyBoundOption,
     app,
+    check_out,
     console,
     job_help,
     key_values,
@@ -25,6 +26,7 @@ from accelbench.cli.app import (
     spec_help,
     split,
     with_fields,
+    write_file,
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report import inert
@@ -250,13 +252,13 @@ def slurm(
         partition=partition,
         account=account,
     )
+    check_out(out)
     where = db or default_path()
     secret = None
     if is_url(where) and redacted(str(where)) != str(where):  # a password: never in the script
         secret = out.with_name(out.name + ".db-url")
         slurm_job.write_private(secret, str(where))
-    out.write_text(slurm_job.script(job, run_args, where, secret))
-    out.chmod(0o755)
+    write_file(out, slurm_job.script(job, run_args, where, secret), mode=0o755)
     console.print(
         f"wrote {out}"
         + (f" and {secret} (the database URL, readable by you only)" if secret else "")
