@@ -124,8 +124,8 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["run", "missing.py:build"], "no model file missing.py"),
         (["run", "autoencoder", "--data", "/no/such/dir"], "no data at /no/such/dir"),
         (["run", "lstm", "--data", "."], "lstm trains on synthetic data only"),
-        (["run", "tiny_mlp", "--ci", "tight"], "--ci 'tight': give a percentage such as 2%"),
-        (["run", "tiny_mlp", "--ci", "-1%"], "invalid value -1.0 for --ci"),
+        (["run", "tiny_mlp", "--ci", "tight"], "--ci 'tight': give a percentage above 0"),
+        (["run", "tiny_mlp", "--ci", "-1%"], "--ci '-1%': give a percentage above 0"),
         (["results", "--workload", "resnet"], "unknown workload 'resnet'"),
         (
             ["run", "tiny_mlp", "--replicas", "3", "--nodes", "2"],
@@ -158,6 +158,23 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         ),
         (["run", "tiny_mlp", "--epochs", "abc"], "Invalid value for '--epochs'"),
         (["run", "tiny_mlp", "--bogus"], "No such option: --bogus (see `accelbench run --help`)"),
+        (["tune", "tiny_mlp", "--replicas", "abc"], "--replicas 'abc': give whole numbers"),
+        (["tune", "tiny_mlp", "--replicas", "1,,2"], "--replicas '1,,2': give whole numbers"),
+        (["tune", "tiny_mlp", "--replicas", "0"], "--replicas '0': give whole numbers"),
+        (["results", "--status", "anything"], "--status 'anything': give one of ok"),
+        (["results", "--platform", "x" * 300], "--platform is over 200 characters"),
+        (["recommend", "tiny_mlp", "--memory-headroom", "150%"], "--memory-headroom '150%'"),
+        (
+            ["run", "tiny_mlp", "--model-arg", "image_size=" + "9" * 5000],
+            "--model-arg image_size: the value is too long",
+        ),
+        (["run", "tiny_mlp", "--data", "d" * 5000], "--data is empty or over 4,096"),
+        (["run", "tiny_mlp", "--repeats", str(10**18)], "Invalid value for '--repeats'"),
+        (
+            ["run", "tiny_mlp", "--workers", str(10**18)],
+            "invalid value '1000000000000000000' for --workers",
+        ),
+        (["run", "tiny_mlp", "--timeout-s", "nan"], "--timeout-s nan: give a positive number"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(

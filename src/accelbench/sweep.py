@@ -116,6 +116,10 @@ def load_sweep(path: Path) -> SweepFile:
         raise AccelbenchError(f"cannot read sweep file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise AccelbenchError(f"sweep file {path} is not valid TOML: {exc}") from exc
+    except UnicodeDecodeError:
+        raise AccelbenchError(f"sweep file {path} is not UTF-8 text: save it as UTF-8") from None
+    except RecursionError:
+        raise AccelbenchError(f"sweep file {path} nests too deep: a sweep file is flat") from None
     except ValidationError as exc:
         error = exc.errors()[0]
         where = ".".join(str(part) for part in error["loc"])
@@ -138,6 +142,8 @@ def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | Non
     workloads.check(workload, model_args)
     if data_path is None:
         return
+    if not data_path.strip() or len(data_path) > 4096:
+        raise AccelbenchError("--data is empty or over 4,096 characters: give a local path")
     from accelbench import data  # imports torch
 
     if workloads.is_user(workload):

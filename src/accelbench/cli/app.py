@@ -8,6 +8,7 @@ import functools
 import inspect
 import json
 import logging
+import math
 import sys
 import types
 from collections.abc import Callable, Iterable
@@ -25,7 +26,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.report import inert
 from accelbench.report.results import notes, table
 from accelbench.report.time_to_train import time_to_train_table
-from accelbench.result import Result
+from accelbench.result import Result, Status
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 
@@ -216,13 +217,22 @@ StatusFilter = Annotated[
 ]
 
 
+def check_filters(workload: str | None, platform: str | None, status: str | None) -> None:
+    """Refuse a filter that can match nothing by mistake: an unknown workload or status."""
+    if workload is not None:
+        workloads.check_name(workload)
+    if platform is not None and len(platform) > 200:
+        raise AccelbenchError("--platform is over 200 characters: give a part of the name")
+    if status is not None and status not in get_args(Status):
+        raise AccelbenchError(f"--status {status!r}: give one of {', '.join(get_args(Status))}")
+
+
 def load(
     dbs: list[str] | None, workload: str | None, platform: str | None, status: str | None = None
 ) -> tuple[list[Result], list[str]]:
     """Results from each database, oldest first, a result in several counted once (by key);
     and where they came from."""
-    if workload is not None:
-        workloads.check_name(workload)
+    check_filters(workload, platform, status)
     found: dict[str, Result] = {}
     sources = []
     wheres: list[str | None] = list(dbs) if dbs else [None]
@@ -287,13 +297,34 @@ LatencyBoundOption = Annotated[
 ]
 
 
-def percent(text: str | None) -> float | None:
+def percent(text: str | None, option: str = "--ci") -> float | None:
+    """A percentage such as 2% or 2, above 0 and below 100."""
     if text is None:
         return None
     try:
-        return float(text.strip().removesuffix("%"))
+        value = float(text.strip().removesuffix("%"))
     except ValueError:
-        raise AccelbenchError(f"--ci {text!r}: give a percentage such as 2%") from None
+        value = math.nan
+    if not 0 < value < 100:
+        raise AccelbenchError(
+            f"{option} {text!r}: give a percentage above 0 and below 100, e.g. 2%"
+        )
+    return value
+
+
+def counts(text: str, option: str) -> list[int]:
+    """A comma list of distinct positive whole numbers, sorted."""
+    found = set()
+    for part in text.split(","):
+        if not part.strip().isdigit() or not 0 < int(part) <= MAX_COUNT:
+            raise AccelbenchError(
+                f"{option} {text!r}: give whole numbers from 1 to {MAX_COUNT:,}, comma separated"
+            )
+        found.add(int(part))
+    return sorted(found)
+
+
+MAX_COUNT = 100_000
 
 
 def key_values(pairs: list[str]) -> dict[str, Any]:
@@ -307,6 +338,8 @@ def key_values(pairs: list[str]) -> dict[str, Any]:
             out[key.strip()] = json.loads(text)
         except json.JSONDecodeError:
             out[key.strip()] = text
+        except ValueError:  # a number of thousands of digits
+            raise AccelbenchError(f"--model-arg {key.strip()}: the value is too long") from None
     return out
 
 

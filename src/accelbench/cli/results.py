@@ -20,6 +20,7 @@ from accelbench.cli.app import (
     StatusFilter,
     WorkloadFilter,
     app,
+    check_filters,
     check_out,
     console,
     emit,
@@ -87,8 +88,7 @@ def results(
     db: DbOption = None,
 ) -> None:
     """The stored runs, oldest first."""
-    if workload is not None:
-        workloads.check_name(workload)
+    check_filters(workload, platform, status)
     if (project_epochs is None) != (epoch_items is None) or (epoch_items or 1) < 1:
         raise AccelbenchError(
             "give --project-epochs with --epoch-items (a positive count), e.g. "
@@ -342,7 +342,7 @@ def recommend(
     constraints = objectives.Constraints(
         global_batch=global_batch,
         max_devices=max_devices,
-        memory_headroom_pct=percent(memory_headroom),
+        memory_headroom_pct=percent(memory_headroom, "--memory-headroom"),
         latency_bound_ms=latency_bound_ms,
         prices=objectives.load_prices(prices) if prices else {},
     )

@@ -19,6 +19,7 @@ from accelbench.cli.app import (
     app,
     check_out,
     console,
+    counts,
     job_help,
     key_values,
     percent,
@@ -320,8 +321,8 @@ def tune(
             "model_args": key_values(model_args or []),
         }
     )
-    counts = sorted({int(n) for n in split(replicas)})
-    if scenario != "train" and counts != [1]:
+    replica_counts = counts(replicas, "--replicas")
+    if scenario != "train" and replica_counts != [1]:
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
     with ResultStore(db) as store:
         console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
@@ -346,7 +347,7 @@ def tune(
             max_batch=max_batch,
             budget=tuning.Budget(budget_s),
             resolution=resolution,
-            replicas=counts,
+            replicas=replica_counts,
         )
     for line in tune_lines(found, max_batch):
         console.print(line)
