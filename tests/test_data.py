@@ -1,14 +1,18 @@
 from __future__ import annotations
 
+import io
+import re
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from typer.testing import CliRunner
 
 from accelbench import workloads
-from accelbench.data import check_fits, data_format, make_loader
+from accelbench.cli import app
+from accelbench.data import check_fits, check_readable, data_format, make_loader
 from accelbench.errors import AccelbenchError
 from accelbench.scenarios import train
 from accelbench.workload import Batch, Tokens, reading
@@ -123,3 +127,40 @@ def test_input_wait_shows_a_slow_input_pipeline(tmp_path: Path) -> None:
     assert metrics.input_wait_frac is not None and metrics.input_wait_frac > 0.8
     assert metrics.compute_items_per_s is not None
     assert metrics.compute_items_per_s > 3 * metrics.items_per_s
+
+
+def test_malformed_data_is_refused_before_any_cell(tmp_path: Path) -> None:
+    import os
+    import tarfile
+
+    (tmp_path / "empty" / "class0").mkdir(parents=True)
+    (tmp_path / "corrupt" / "class0").mkdir(parents=True)
+    (tmp_path / "corrupt" / "class0" / "a.jpg").write_bytes(b"not a jpeg" * 10)
+    (tmp_path / "random.tar").write_bytes(os.urandom(3000))
+    (tmp_path / "zero.npy").write_bytes(b"")
+    np.save(tmp_path / "float.npy", np.random.default_rng(0).random(5000))
+    np.save(tmp_path / "negative.npy", -np.ones(5000, dtype=np.int64))
+    (tmp_path / "x-idx3-ubyte").write_bytes(b"")
+    with tarfile.open(tmp_path / "plain.tar", "w") as tar:
+        info = tarfile.TarInfo("readme.txt")
+        info.size = 5
+        tar.addfile(info, io.BytesIO(b"hello"))
+    cases = {
+        "empty": ("resnet50", "Found no valid file"),
+        "corrupt": ("resnet50", "cannot identify image file"),
+        "random.tar": ("resnet50", "invalid header"),
+        "plain.tar": ("resnet50", "didn't find"),
+        "zero.npy": ("gpt2_small", "No data left in file"),
+        "float.npy": ("gpt2_small", "integer token ids, not float64"),
+        "negative.npy": ("gpt2_small", "token id -1"),
+        "x-idx3-ubyte": ("lenet5", "cannot read --data"),
+    }
+    for name, (workload, message) in cases.items():
+        with pytest.raises(AccelbenchError, match=re.escape(message)):
+            check_readable(str(tmp_path / name), workloads.get(workload), workload)
+    db = tmp_path / "r.sqlite"
+    out = CliRunner().invoke(
+        app, ["run", "resnet50", "--data", str(tmp_path / "corrupt"), "--db", str(db)]
+    )
+    assert out.exit_code == 2 and "cannot identify image file" in out.output
+    assert not db.exists()  # refused before the database was opened

@@ -59,6 +59,7 @@ def test_markdown_cells_make_no_row_break_or_link() -> None:
     text = inert.markdown("| --- |\n[x](javascript:alert(1)) <b>*hi*</b>")
     assert "\n" not in text and "|" not in text.replace("\\|", "")
     assert "[x]" not in text and "<b>" not in text and "*hi*" not in text
+    assert inert.markdown("<1") == "<1"  # no tag can start there: it stays as it reads
 
 
 @pytest.fixture

@@ -44,6 +44,16 @@ def test_targets_parse_and_malformed_ones_are_refused() -> None:
     for bad in ("loss<=1", "val_loss<0.1", "val_loss<=", "val_loss<=1.2.3", "val_accuracy>=x"):
         with pytest.raises(ValueError, match="is not METRIC<=VALUE"):
             parse_target(bad)
+    for never in (
+        "val_loss<=-1",
+        "val_loss<=0",
+        "val_loss>=0.5",
+        "val_accuracy>=2",
+        "val_accuracy<=0.9",
+        "val_loss<=nan",
+    ):
+        with pytest.raises(ValueError, match="can never be reached"):
+            parse_target(never)
     with pytest.raises(ValueError, match="--target goes with --scenario time-to-train"):
         RunSpec(workload="lenet5", batch_size=4, target="val_loss<=1")
     with pytest.raises(ValueError, match="needs a --target"):

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Subset
 
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, one_line
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Images, Tokens, Workload
 
@@ -77,6 +77,25 @@ def check_fits(path: str, reads: Images | Tokens | None, name: str) -> DataForma
     if kind != wanted:
         raise AccelbenchError(f"{name} reads {wanted}, but {path} holds {kind}")
     return fmt
+
+
+def check_readable(path: str, workload: Workload, name: str) -> None:
+    """Read one item of the data set as a cell would, so a malformed data set is refused
+    before the first cell rather than stored as an error in every one."""
+    fmt = check_fits(path, workload.reads, name)
+    assert workload.reads is not None
+    try:
+        dataset = _real_dataset(path, fmt, workload.reads, workload.prepare, seed=0)
+        if isinstance(dataset, _Records):
+            if len(dataset) < 1:
+                raise ValueError("it holds no items")
+            dataset[0]
+        else:
+            next(iter(cast(IterableDataset[Batch], dataset)))
+    except AccelbenchError:
+        raise
+    except (Exception, StopIteration) as exc:
+        raise AccelbenchError(f"cannot read --data {path}: {one_line(exc)}") from None
 
 
 def make_loader(
@@ -287,7 +306,9 @@ def _token_windows(path: str, reads: Tokens) -> Reader:
         raise AccelbenchError(
             f"{path} has {len(ids)} tokens, fewer than one sequence of {reads.seq_len}"
         )
-    top = int(ids.max())
+    top, bottom = int(ids.max()), int(ids.min())
+    if bottom < 0:
+        raise AccelbenchError(f"{path} has token id {bottom}: token ids are 0 or more")
     if top >= reads.vocab_size:
         raise AccelbenchError(
             f"{path} has token id {top}, beyond the model's vocabulary of {reads.vocab_size}"

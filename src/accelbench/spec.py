@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from typing import Any, Literal
 
@@ -260,7 +261,18 @@ def parse_target(text: str) -> tuple[Metric, str, float]:
             f"target {text!r} is not METRIC<=VALUE or METRIC>=VALUE with METRIC val_loss or "
             "val_accuracy, e.g. val_loss<=0.02"
         )
-    return match.group(1), match.group(2), value  # type: ignore[return-value]
+    metric, sign = match.group(1), match.group(2)
+    reachable = (
+        (sign, 0 < value < math.inf) == ("<=", True)
+        if metric == "val_loss"
+        else (sign, 0 < value <= 1) == (">=", True)
+    )
+    if not reachable:
+        raise ValueError(
+            f"target {text!r} can never be reached: give val_loss<=VALUE above 0, or "
+            "val_accuracy>=VALUE from 0 to 1"
+        )
+    return metric, sign, value  # type: ignore[return-value]
 
 
 def stable_hash(*parts: object) -> str:

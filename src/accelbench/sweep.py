@@ -136,6 +136,14 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
     ]
 
 
+def check_cells(specs: Sequence[RunSpec]) -> None:
+    """check_inputs once for each workload, model args and data the cells use."""
+    for workload, args, data_path in {
+        (s.workload, json.dumps(s.model_args, sort_keys=True), s.data) for s in specs
+    }:
+        check_inputs(workload, json.loads(args), data_path)
+
+
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:
     """Raise if the workload, its model args or its data cannot work, before any cell starts.
     A user's model is only looked for here: its code first runs in its cell."""
@@ -149,7 +157,7 @@ def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | Non
     if workloads.is_user(workload):
         data.data_format(data_path)
     else:
-        data.check_fits(data_path, workloads.get(workload, model_args).reads, workload)
+        data.check_readable(data_path, workloads.get(workload, model_args), workload)
 
 
 def check_timeout(timeout_s: float) -> None:
@@ -181,12 +189,7 @@ def run_sweep(
     """
     check_timeout(timeout_s)
     specs = list(specs)
-    checked = set()
-    for s in specs:
-        inputs = (s.workload, json.dumps(s.model_args, sort_keys=True), s.data)
-        if inputs not in checked:
-            checked.add(inputs)
-            check_inputs(s.workload, s.model_args, s.data)
+    check_cells(specs)
     envs = {} if envs is None else envs
     for device in {s.device for s in specs} - envs.keys():
         envs[device] = launch.probe_environment(device)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -34,10 +33,17 @@ from accelbench.report import inert
 from accelbench.report.advice import tune_lines
 from accelbench.report.cells import describe
 from accelbench.report.results import cell_line
-from accelbench.result import Result
+from accelbench.result import MEASURED, Result
 from accelbench.spec import MAX_REPEATS, RunSpec
 from accelbench.store import ResultStore
-from accelbench.sweep import DEFAULT_TIMEOUT_S, SweepFile, check_timeout, load_sweep, run_sweep
+from accelbench.sweep import (
+    DEFAULT_TIMEOUT_S,
+    SweepFile,
+    check_cells,
+    check_timeout,
+    load_sweep,
+    run_sweep,
+)
 
 AXES = ("batch_size", "precision", "grad_accum", "replicas", "pipeline_stages", "workers")
 """Spec fields that take a comma list on the command line, each value a cell of the grid."""
@@ -114,11 +120,15 @@ def run(
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     check_timeout(timeout_s)
     specs = cells_of(ctx)
+    check_cells(specs)  # before the database is opened: a bad input leaves no trace
     with ResultStore(db) as store:
         _warn_if_busy()
         console.print(f"{len(specs)} cell(s); results go to {store.where}")
         results = _sweep(specs, store, force, timeout_s)
     show(results, latency_bound_ms)
+    if not any(r.status in MEASURED for r in results):
+        typer.echo("error: every cell failed: the reasons are above", err=True)
+        raise typer.Exit(1)
 
 
 def _sweep(specs: list[RunSpec], store: ResultStore, force: bool, timeout_s: float) -> list[Result]:
@@ -222,7 +232,6 @@ def slurm(
     `accelbench slurm --nodes 2 --gpus-per-node 4 -- run resnet50 --replicas 4,8 --nodes 2`."""
     from accelbench import slurm as slurm_job
     from accelbench.store import default_path, is_url, redacted
-    from accelbench.sweep import check_inputs
 
     run_args = list(ctx.args)
     if not run_args or run_args[0] != "run":
@@ -243,8 +252,7 @@ def slurm(
         )
     check_timeout(parsed.params["timeout_s"])
     specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
-    for inputs in {(s.workload, json.dumps(s.model_args), s.data) for s in specs}:
-        check_inputs(inputs[0], json.loads(inputs[1]), inputs[2])
+    check_cells(specs)
     job = slurm_job.JobSpec(
         nodes=nodes,
         gpus_per_node=gpus_per_node,

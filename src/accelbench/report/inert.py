@@ -6,8 +6,8 @@ reasons and paths can hold anything an import or a model's exception put there.
   query the terminal;
 - CSV: a cell that a spreadsheet would run as a formula (starting with = + - @, a tab or a
   carriage return) is prefixed with a quote, as OWASP recommends;
-- Markdown: HTML escaped, and the characters that would make a table row, a line break or a
-  link escaped.
+- Markdown: the characters that would make a table row, a line break, a link or an HTML tag
+  escaped.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ _CONTROL = {
     c: f"\\x{c:02x}" for c in (*range(0x00, 0x20), *range(0x7F, 0xA0)) if chr(c) not in _KEEP
 }
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|<>~])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
+_HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=[#A-Za-z])")
 
 
 def plain(text: str) -> str:
@@ -44,8 +45,9 @@ def csv_cell(value: object) -> object:
 
 
 def markdown(text: str) -> str:
-    """One Markdown table cell or list item: HTML escaped, Markdown's special characters
-    escaped (no link, emphasis or table rule can form), line breaks as spaces."""
-    text = html.escape(plain(text), quote=False)
-    text = _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    """One Markdown table cell or list item: Markdown's special characters escaped (no link,
+    emphasis or table rule can form), a < or & that could start an HTML tag or entity
+    escaped (a plain "<1" stays as it reads), line breaks as spaces."""
+    text = _MARKDOWN_SPECIAL.sub(r"\\\1", plain(text))
+    text = _HTML_START.sub(lambda m: html.escape(m.group()), text)
     return " ".join(text.splitlines())
