@@ -99,6 +99,8 @@ def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
     unknown["results"][0]["spec"]["workload"] = "no such thing"
     extra = json.loads(json.dumps(doc))
     extra["results"][0]["env"]["rootkit"] = "yes"
+    edited = json.loads(json.dumps(doc))
+    edited["results"][0]["spec"]["batch_size"] += 1  # a faster-looking cell under the old key
     negative = json.loads(json.dumps(doc))
     negative["results"][0]["metrics"]["delivered"]["items_per_s"] = -5.0
     return {
@@ -114,6 +116,9 @@ def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
         "extra field": (json.dumps(extra).encode(), "result 0: env.rootkit: Extra inputs"),
         "deep nesting": (b"[" * 100_000 + b"]" * 100_000, "is not JSON"),
         "negative rate": (json.dumps(negative).encode(), "result 0: metrics.delivered.items_per_s"),
+        "unknown field": (json.dumps(doc | {"rootkit": 1}).encode(), "unknown field 'rootkit'"),
+        "twice": (b'{"format": "x", "format": "accelbench-results"}', "'format' is given twice"),
+        "edited key": (json.dumps(edited).encode(), "result 0: its key does not match"),
     }
 
 
@@ -162,3 +167,12 @@ def test_imported_times_without_a_zone_and_zero_rates_leave_every_reader_working
     ):
         done = runner.invoke(app, [*command, "--db", str(db)])
         assert done.exit_code == 0, (command, done.output)
+
+
+def test_another_applications_database_is_refused_not_imported_as_nothing(tmp_path: Path) -> None:
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as db:
+        db.execute("CREATE TABLE users (name TEXT)")
+    db.close()
+    done = runner.invoke(app, ["import", str(other), "--db", str(tmp_path / "r.sqlite")])
+    assert done.exit_code == 2 and "is not an accelbench database (users)" in done.output

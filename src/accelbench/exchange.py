@@ -18,18 +18,20 @@ import tempfile
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
 from accelbench import scaling, validity
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.report import inert
-from accelbench.result import Result
+from accelbench.result import Result, result_key
 
 FORMAT = "accelbench-results"
 VERSION = 1
 SQLITE_HEADER = b"SQLite format 3\x00"
 HINT = "give a file made by `accelbench export`, or an accelbench .sqlite database"
+TOP_LEVEL = frozenset({"format", "version", "exported_at", "results"})
 
 
 def dumps(results: Sequence[Result]) -> str:
@@ -60,13 +62,18 @@ def load(path: Path) -> list[Result]:
 def parse(data: bytes, name: str) -> list[Result]:
     """The results of an export file's bytes; AccelbenchError for anything else."""
     try:
-        doc = json.loads(data)
+        doc = json.loads(data, object_pairs_hook=_unique)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise AccelbenchError(f"{name} is not JSON ({one_line(exc)}): {HINT}") from None
+    except ValueError as exc:  # a key given twice
+        raise AccelbenchError(f"{name}: {exc}: {HINT}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise AccelbenchError(
             f'{name} is not an accelbench export (no "format": "{FORMAT}"): {HINT}'
         )
+    unknown = sorted(set(doc) - TOP_LEVEL)
+    if unknown:
+        raise AccelbenchError(f"{name}: unknown field {unknown[0]!r} in the export: {HINT}")
     version = doc.get("version")
     if type(version) is not int or version < 1:
         raise AccelbenchError(f'{name}: "version" must be a positive whole number: {HINT}')
@@ -91,7 +98,22 @@ def parse(data: bytes, name: str) -> list[Result]:
         except (AccelbenchError, RecursionError) as exc:  # a validator's own message, or depth
             why = str(exc) if isinstance(exc, AccelbenchError) else one_line(exc)
             raise AccelbenchError(f"{name}: result {i}: {why}; nothing was imported") from None
+        if results[-1].key != result_key(results[-1].spec, results[-1].env):
+            raise AccelbenchError(
+                f"{name}: result {i}: its key does not match its spec and platform (edited?); "
+                "nothing was imported"
+            )
     return results
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (json keeps the last of a repeated one)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        out[key] = value
+    return out
 
 
 def _from_sqlite(path: Path) -> list[Result]:
@@ -112,7 +134,7 @@ def _from_sqlite(path: Path) -> list[Result]:
         except sqlite3.DatabaseError as exc:
             raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
         try:
-            with ResultStore(copy) as store:
+            with ResultStore(copy, writable=False) as store:  # no results table: refused
                 return store.query()
         except AccelbenchError as exc:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
