@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench import advice, objectives, validity
+from accelbench.report import advice as advice_text
 from accelbench.cli import app
 from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
@@ -207,3 +208,8 @@ def test_a_contended_result_is_never_recommended(two_platforms: list[Result]) ->
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput")
     assert [o.result.spec.batch_size for o in a.options] == [16]
     assert a.excluded == {advice.Out.CONTENDED: 1}
+    lines = advice_text.advice_lines([a], "throughput", objectives.Constraints())
+    assert (
+        "   left out: 1 measured run(s): contended: measured while other work shared the platform"
+        in lines
+    )

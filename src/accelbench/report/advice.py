@@ -21,28 +21,36 @@ def _objective_text(value: float, objective: str) -> str:
 
 
 def _out_text(why: Out, c: objectives.Constraints, platform: str) -> str:
-    return {
-        Out.CONTENDED: "contended: measured while other work shared the platform",
-        Out.GLOBAL_BATCH: f"global batch is not {c.global_batch}",
-        Out.DEVICES: f"more than {c.max_devices} devices",
-        Out.LATENCY: f"p99 latency not known to be within {c.latency_bound_ms:g} ms",
-        Out.MEMORY: f"peak memory leaves under {c.memory_headroom_pct:g}% of the device free",
-        Out.NO_PRICE: f"no price for {platform} in the prices file: add one",
-    }[why]
+    match why:
+        case Out.CONTENDED:
+            return "contended: measured while other work shared the platform"
+        case Out.GLOBAL_BATCH:
+            return f"global batch is not {c.global_batch}"
+        case Out.DEVICES:
+            return f"more than {c.max_devices} devices"
+        case Out.LATENCY:
+            return f"p99 latency not known to be within {c.latency_bound_ms:g} ms"
+        case Out.MEMORY:
+            return f"peak memory leaves under {c.memory_headroom_pct:g}% of the device free"
+        case Out.NO_PRICE:
+            return f"no price for {platform} in the prices file: add one"
 
 
 def _confidence_text(confidence: advice.Confidence) -> str:
-    level, runner_up = confidence.level, confidence.runner_up
-    other = "" if runner_up is None else configuration(runner_up.result.spec)
-    return {
-        Level.HIGH: f"high: its interval clears the runner-up's ({other})",
-        Level.LOW: f"low: the runner-up ({other}) is within its interval; either will do, or "
-        "run --repeats 3",
-        Level.ALONE: "one configuration measured: nothing to set it against",
-        Level.NO_INTERVAL: "unknown: the best has no interval (too few steady steps or seeds); "
-        "run more steps",
-        Level.NO_RUNNER_UP_INTERVAL: "unknown: the runner-up has no interval to set against",
-    }[level]
+    other = "" if confidence.runner_up is None else configuration(confidence.runner_up.result.spec)
+    match confidence.level:
+        case Level.HIGH:
+            return f"high: its interval clears the runner-up's ({other})"
+        case Level.LOW:
+            return f"low: the runner-up ({other}) is within its interval; either will do, or run --repeats 3"
+        case Level.ALONE:
+            return "one configuration measured: nothing to set it against"
+        case Level.NO_INTERVAL:
+            return (
+                "unknown: the best has no interval (too few steady steps or seeds); run more steps"
+            )
+        case Level.NO_RUNNER_UP_INTERVAL:
+            return "unknown: the runner-up has no interval to set against"
 
 
 def _gap_lines(g: advice.Gaps) -> list[str]:
