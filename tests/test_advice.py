@@ -10,10 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench import advice, objectives, validity
-from accelbench.report import advice as advice_text
 from accelbench.cli import app
 from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
+from accelbench.report import advice as advice_text
 from accelbench.result import Result
 from accelbench.store import ResultStore
 

@@ -50,6 +50,8 @@ def data_format(path: str) -> DataFormat:
     p = Path(path)
     if not p.exists():
         raise AccelbenchError(f"no data at {path}: give an existing file or directory")
+    if not (p.is_file() or p.is_dir()):
+        raise AccelbenchError(f"{path} is neither a file nor a directory: give a data set")
     if p.is_file():
         if p.suffix == ".tar":
             return "webdataset"

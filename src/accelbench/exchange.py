@@ -31,6 +31,7 @@ FORMAT = "accelbench-results"
 VERSION = 1
 SQLITE_HEADER = b"SQLite format 3\x00"
 HINT = "give a file made by `accelbench export`, or an accelbench .sqlite database"
+MAX_IMPORT_BYTES = 1 << 30
 TOP_LEVEL = frozenset({"format", "version", "exported_at", "results"})
 
 
@@ -49,6 +50,13 @@ def dumps(results: Sequence[Result]) -> str:
 def load(path: Path) -> list[Result]:
     """The results in an export file or an SQLite database, all validated."""
     try:
+        if not path.is_file():
+            raise AccelbenchError(f"{path} is not a file: {HINT}")
+        if path.stat().st_size > MAX_IMPORT_BYTES:
+            raise AccelbenchError(
+                f"{path} is over {MAX_IMPORT_BYTES >> 20} MiB: export fewer results at a time "
+                "(--workload, --platform)"
+            )
         with path.open("rb") as f:
             head = f.read(len(SQLITE_HEADER))
             if head == SQLITE_HEADER:

@@ -111,6 +111,8 @@ def hold_global_batch(spec: RunSpec, global_batch: int) -> RunSpec:
 def load_sweep(path: Path) -> SweepFile:
     """Read and check a sweep file; any problem is an AccelbenchError naming the file."""
     try:
+        if not path.is_file() or path.stat().st_size > 1 << 20:
+            raise AccelbenchError(f"sweep file {path} is not a file of at most 1 MiB")
         return SweepFile.model_validate(tomllib.loads(path.read_text()))
     except OSError as exc:
         raise AccelbenchError(f"cannot read sweep file {path}: {exc.strerror}") from exc

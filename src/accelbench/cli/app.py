@@ -54,14 +54,14 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except (AccelbenchError, ValidationError) as exc:
             message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
-            typer.echo(f"error: {inert.plain(message)}", err=True)
+            typer.echo(f"error: {inert.line(message)}", err=True)
             raise typer.Exit(2) from None
         except typer.TyperException as exc:  # a usage error: one line too, not a usage page
             if type(exc).__name__ == "NoArgsIsHelpError":
                 raise
             message = exc.format_message().replace("Value error, ", "")
             command = f"accelbench {ctx.invoked_subcommand or ''}".strip()
-            typer.echo(f"error: {inert.plain(message)} (see `{command} --help`)", err=True)
+            typer.echo(f"error: {inert.line(message)} (see `{command} --help`)", err=True)
             raise typer.Exit(2) from None
         except launch.Interrupted as exc:
             typer.echo(

@@ -31,6 +31,11 @@ def plain(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def line(text: str) -> str:
+    """The text as one line: every control character escaped, newline and tab too."""
+    return plain(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def terminal(text: str) -> Text:
     """The text for the terminal: its characters as they are, never markup or control."""
     return Text(plain(text))
