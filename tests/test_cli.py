@@ -283,7 +283,7 @@ def test_a_broken_user_model_is_stored_as_an_error(tmp_path: Path) -> None:
     model, path = tmp_path / "broken.py", tmp_path / "results.sqlite"
     model.write_text("def build():\n    return undefined_name\n")
     code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(path))
-    assert code == 0, output
+    assert code == 1 and output.endswith("error: every cell failed: the reasons are above\n")
     [(_, text)] = stored(path)
     record = json.loads(str(text))
     assert record["status"] == "error"

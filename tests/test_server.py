@@ -28,11 +28,9 @@ def test_a_given_rate_is_sent_as_poisson_arrivals_and_batched() -> None:
     assert result.status == "ok" and result.metrics and result.metrics.server
     (trial,) = result.metrics.server.trials
     assert len(trial.latency_ms) == 200 and all(ms > 0 for ms in trial.latency_ms)
-    # A small model keeps up with 400 queries/s: the achieved rate is the arrivals' own.
-    assert 0.6 * 400 < trial.achieved_per_s < 1.6 * 400
-    assert 1 <= trial.mean_batch <= 8
-    # Batches wait at most the timeout for more queries: no query waits much longer than it.
-    assert trial.latency.median < 5.0 + 50 * result.metrics.step_ms_steady.median
+    assert trial.target_per_s == 400.0 and 1 <= trial.mean_batch <= 8
+    # (How long batches wait, and that arrivals keep their rate, is timed on a virtual clock
+    # below: a shared machine's clock would make those checks flaky.)
     assert "server rate: 400 queries/s sent" in results_text.server_line(result)
 
 
