@@ -450,3 +450,12 @@ def test_an_output_path_that_cannot_be_written_is_one_line(
     assert code == 2 and "is not a folder" in out and afile.read_text() == "kept"
     assert Path("/dev/full").is_char_device()  # still the device, not a file renamed over it
     assert not list(tmp_path.rglob("*.partial")) and not list(Path.cwd().glob(".*.partial"))
+
+
+def test_a_cell_that_exits_without_a_result_says_so(tmp_path: Path) -> None:
+    model, path = tmp_path / "quits.py", tmp_path / "results.sqlite"
+    model.write_text("import os\n\ndef build():\n    os._exit(0)\n")
+    code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(path))
+    assert code == 1, output
+    [(_, text)] = stored(path)
+    assert json.loads(str(text))["reason"] == "cell process exited with code 0 and no result"

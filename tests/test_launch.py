@@ -51,10 +51,15 @@ def test_cell_that_dies_without_a_result_is_an_error(env: Environment) -> None:
     assert result.reason == "no cuda device is available here; use --device cpu or auto"
 
 
-def test_exit_reason_names_the_signal() -> None:
-    assert "SIGKILL (the host may have run out of memory)" in launch._exit_reason(-9, "")
-    assert launch._exit_reason(1, "line\nValueError: boom\n") == "ValueError: boom"
-    assert launch._exit_reason(1, "exitcode  : -9 (pid: 7)\n======\n") == "exitcode  : -9 (pid: 7)"
+def test_how_a_cell_without_a_result_ended() -> None:
+    status = launch._exit_status
+    assert status(-9, "", oom_killed=True)[0] == "oom"
+    killed = status(-9, "", oom_killed=False)
+    assert killed[0] == "interrupted" and "run the sweep again" in killed[1]  # retried next run
+    assert status(-11, "", oom_killed=False) == ("error", "cell process killed by SIGSEGV")
+    assert status(1, "line\nValueError: boom\n", False) == ("error", "ValueError: boom")
+    assert status(1, "exitcode  : -9 (pid: 7)\n======\n", False)[1] == "exitcode  : -9 (pid: 7)"
+    assert status(0, "", False)[1] == "cell process exited with code 0 and no result"
 
 
 def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
@@ -84,7 +89,7 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
 def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     cell = ["/cells/abc/spec.json", "/cells/abc/result.json"]
     one = launch.command(tiny(), cell)
-    assert one == [sys.executable, "-m", "accelbench.launch", "cell", *cell]
+    assert one == [sys.executable, "-m", "accelbench.child", "cell", *cell]
     local = launch.command(tiny(replicas=4, numa_binding="node"), cell)
     assert local[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert local[3:] == [
@@ -94,7 +99,7 @@ def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
         "node",
         "--standalone",
         "-m",
-        "accelbench.launch",
+        "accelbench.child",
         "cell",
         *cell,
     ]

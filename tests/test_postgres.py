@@ -101,3 +101,23 @@ def test_import_into_the_site_database_skips_what_it_has(
     assert "1 were stored already" in done.output
     with ResultStore(fresh_postgres) as store:
         assert {r.key for r in store.query()} == {r.key for r in two_platforms}
+
+
+def test_a_lost_connection_is_reconnected_and_the_write_kept(
+    fresh_postgres: str, measured: Result, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import psycopg
+
+    from accelbench import store as store_module
+
+    monkeypatch.setattr(store_module, "RETRY_WAITS_S", (0.1, 0.1, 0.1))
+    again = measured.model_copy(update={"key": "second", "reason": "after the restart"})
+    with ResultStore(fresh_postgres) as store:
+        store.put(measured)
+        with psycopg.connect(fresh_postgres, autocommit=True) as admin:  # as a restart does
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE pid <> pg_backend_pid() AND datname = current_database()"
+            )
+        store.put(again)  # AdminShutdown on the old connection: reconnected, then written
+        assert {r.key for r in store.query()} == {measured.key, "second"}

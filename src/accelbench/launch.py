@@ -28,7 +28,7 @@ from typing import Any
 from accelbench import interruption
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
-from accelbench.result import MEASURED, Result
+from accelbench.result import MEASURED, Result, Status
 from accelbench.spec import RunSpec
 
 _TAIL_LINES = 12
@@ -80,7 +80,7 @@ def probe_environment(device: str) -> Environment:
     with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
         out = Path(tmp, "env.json")
         proc = subprocess.run(
-            [sys.executable, "-m", "accelbench.launch", "env", device, str(out)],
+            [sys.executable, "-m", "accelbench.child", "env", device, str(out)],
             capture_output=True,
             text=True,
             check=False,
@@ -100,7 +100,7 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
             Path(tmp, "log"),
         )
         spec_path.write_text(spec.model_dump_json())
-        start = time.perf_counter()
+        start, oom_kills = time.perf_counter(), _oom_kills()
         with log_path.open("w") as log:
             # A session of its own, so a timeout kills the cell's loader workers with it.
             child = subprocess.Popen(
@@ -131,8 +131,8 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
         if written:
             result = Result.model_validate_json(written[0].read_text())
             return result.model_copy(update={"wall_s": wall_s})
-        reason = _exit_reason(child.returncode, tail)
-        return Result.new(spec, env, "error", reason=reason, detail=tail or None)
+        status, reason = _exit_status(child.returncode, tail, _oom_kills() != oom_kills)
+        return Result.new(spec, env, status, reason=reason, detail=tail or None)
 
 
 def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float) -> Result:
@@ -153,7 +153,7 @@ def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float
 def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
     """The command line that runs a cell: one process, torchrun on this host, or srun + torchrun
     over the nodes of a Slurm allocation."""
-    cell = ["-m", "accelbench.launch", "cell", *cell_args]
+    cell = ["-m", "accelbench.child", "cell", *cell_args]
     if spec.num_processes == 1 and spec.numa_binding is None:
         return [sys.executable, *cell]
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
@@ -239,12 +239,32 @@ def _on_parent_death() -> Callable[[], None] | None:
     return partial(_die_with_parent, ctypes.CDLL(None).prctl, os.getpid())
 
 
-def _exit_reason(returncode: int, tail: str) -> str:
+def _exit_status(returncode: int, tail: str, oom_killed: bool) -> tuple[Status, str]:
+    """How a cell that left no result ended. Killed by the out-of-memory killer: oom. Killed by
+    SIGKILL from elsewhere: interrupted, so the next run of the sweep runs it again."""
+    if returncode == -signal.SIGKILL:
+        if oom_killed:
+            return (
+                "oom",
+                "cell process killed by the out-of-memory killer (its cgroup's oom_kill count rose)",
+            )
+        return (
+            "interrupted",
+            "cell process killed by SIGKILL from outside the sweep; run the sweep again to run it",
+        )
     if returncode < 0:
-        name = signal.Signals(-returncode).name
-        hint = " (the host may have run out of memory)" if name == "SIGKILL" else ""
-        return f"cell process killed by {name}{hint}"
-    return _last_line(tail) or f"cell process exited with code {returncode} and no result"
+        return "error", f"cell process killed by {signal.Signals(-returncode).name}"
+    return "error", _last_line(tail) or f"cell process exited with code {returncode} and no result"
+
+
+def _oom_kills() -> int | None:
+    """The out-of-memory kills in this process's cgroup so far (cgroup v2), if readable."""
+    try:
+        events = Path("/sys/fs/cgroup/memory.events").read_text()
+    except OSError:
+        return None
+    counts = dict(line.split() for line in events.splitlines() if line.count(" ") == 1)
+    return int(counts.get("oom_kill", 0))
 
 
 def _last_line(text: str) -> str:
@@ -253,7 +273,7 @@ def _last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def _child_main(argv: list[str]) -> int:
+def child_main(argv: list[str]) -> int:
     from accelbench import environment, runner
 
     what, arg, out = argv
@@ -278,7 +298,3 @@ def _child_main(argv: list[str]) -> int:
         tmp.replace(path)  # atomic: the parent sees a whole result or none
     # A failed rank exits with an error so that torchrun stops the ranks still waiting for it.
     return 1 if failed and world_size > 1 else 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child_main(sys.argv[1:]))
