@@ -11,6 +11,8 @@ from accelbench.result import Result
 from accelbench.store import ResultStore
 from accelbench.sweep import grid, load_sweep, run_sweep
 
+from .conftest import tiny
+
 AXES = {"batch_size": [2, 4]}
 FIXED = {"workload": "tiny_mlp", "epochs": 1, "steps_per_epoch": 3, "device": "cpu"}
 
@@ -142,3 +144,22 @@ def test_a_setting_cannot_be_fixed_and_an_axis(tmp_path: Path) -> None:
     )
     with pytest.raises(AccelbenchError, match="batch_size is both fixed and an axis"):
         sweep.specs()
+
+
+def test_a_cell_that_finishes_within_the_grace_period_is_stored_and_said(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = tiny()
+    env = launch.probe_environment("cpu")
+    finished = Result.new(spec.model_copy(update={"device": "cpu"}), env, "ok")
+
+    def stopped(*_: object) -> Result:
+        raise launch.Interrupted("SIGTERM", finished)
+
+    monkeypatch.setattr(launch, "run_in_child", stopped)
+    said: list[Result] = []
+    with ResultStore(db_path) as store, pytest.raises(launch.Interrupted):
+        run_sweep([spec], store, envs={"cpu": env}, on_result=lambda r, _: said.append(r))
+    assert said == [finished]
+    with ResultStore(db_path, writable=False) as store:
+        assert [r.status for r in store.query()] == ["ok"]

@@ -233,6 +233,8 @@ def _run_cell(
         if exc.result is not None:
             with launch.signals_deferred():
                 _store(store, exc.result)
+            if on_result:
+                on_result(exc.result, False)
         raise
     with launch.signals_deferred():  # a signal now would lose a finished cell
         _store(store, result)

@@ -64,9 +64,11 @@ class _Group(TyperGroup):
             typer.echo(f"error: {inert.line(message)} (see `{command} --help`)", err=True)
             raise typer.Exit(2) from None
         except launch.Interrupted as exc:
+            finished = exc.result is not None and exc.result.status != "interrupted"
+            in_flight = "finished in time and is stored" if finished else "is stored as interrupted"
             typer.echo(
                 f"interrupted by {exc.signal_name}: finished cells are stored, the one in flight "
-                "as interrupted; run the same command again to go on",
+                f"{in_flight}; run the same command again to go on",
                 err=True,
             )
             raise typer.Exit(143 if exc.signal_name == "SIGTERM" else 130) from None
