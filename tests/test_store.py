@@ -6,14 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import schema
+from accelbench import connect, schema
 from accelbench import store as store_module
+from accelbench.connect import default_path
 from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result, TimeToTrain
 from accelbench.runner import run
 from accelbench.schema import MIGRATIONS, SCHEMA_VERSION
-from accelbench.store import ResultStore, default_path
+from accelbench.store import ResultStore
 
 from .conftest import tiny
 
@@ -155,8 +156,8 @@ def test_a_failing_migration_changes_nothing(
 def test_a_network_file_system_is_warned_about(
     db_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    assert store_module.file_system(db_path) is not None  # this machine's own, whatever it is
-    monkeypatch.setattr(store_module, "file_system", lambda path: "nfs4")
+    assert connect.file_system(db_path) is not None  # this machine's own, whatever it is
+    monkeypatch.setattr(connect, "file_system", lambda path: "nfs4")
     ResultStore(db_path).close()
     assert "network file system" in caplog.text and "nfs4" in caplog.text
 

@@ -50,6 +50,8 @@ def dumps(results: Sequence[Result]) -> str:
 def load(path: Path) -> list[Result]:
     """The results in an export file or an SQLite database, all validated."""
     try:
+        if not path.exists():
+            raise AccelbenchError(f"cannot read {path} (no such file): {HINT}")
         if not path.is_file():
             raise AccelbenchError(f"{path} is not a file: {HINT}")
         if path.stat().st_size > MAX_IMPORT_BYTES:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
+from accelbench.connect import is_url
 from accelbench.errors import AccelbenchError
 from accelbench.frozen import Frozen
 from accelbench.launch import CELL_DIR
-from accelbench.store import is_url
 
 _TIME = re.compile(r"^(?:\d+-)?\d+(?::(\d{2}))?(?::(\d{2}))?$")
 """minutes, MM:SS, HH:MM:SS or D-HH:MM:SS (and D-HH, D-HH:MM); groups: the last two fields."""

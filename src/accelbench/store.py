@@ -14,17 +14,14 @@ kept.
 from __future__ import annotations
 
 import logging
-import os
-import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import unquote
 
-from accelbench import schema
+from accelbench import connect, schema
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.result import Result
 
@@ -34,39 +31,8 @@ RETRY_WAITS_S = (1.0, 4.0, 15.0)
 """Back-off between the tries of a write the database refused for a while (a lock held past
 SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
 
-NETWORK_FILE_SYSTEMS = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "cifs",
-        "smb3",
-        "smbfs",
-        "lustre",
-        "gpfs",
-        "beegfs",
-        "glusterfs",
-        "ceph",
-        "fuse.sshfs",
-        "9p",
-    }
-)
-"""Where SQLite's file locks cannot be trusted with several writers (sqlite.org/useovernet)."""
-
 
 _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
-
-
-def is_url(where: str | Path) -> bool:
-    return str(where).startswith(("postgresql://", "postgres://"))
-
-
-def default_path() -> Path | str:
-    """$ACCELBENCH_DB, else results.sqlite in the user's data directory ($XDG_DATA_HOME)."""
-    if os.environ.get("ACCELBENCH_DB"):
-        where = os.environ["ACCELBENCH_DB"]
-        return where if is_url(where) else Path(where)
-    data_home = os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share"
-    return Path(data_home) / "accelbench" / "results.sqlite"
 
 
 class ResultStore:
@@ -75,19 +41,19 @@ class ResultStore:
     def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
         """Open the database; `writable=False` never writes to it: no schema, no migration,
         no journal mode, no backup (an older schema is read as it is)."""
-        where = where if where is not None else default_path()
+        where = where if where is not None else connect.default_path()
         self.path: Path | None = None
         self._url: str | None = None
-        if is_url(where):
+        if connect.is_url(where):
             self._url = str(where)
-            self.where = redacted(self._url)
+            self.where = connect.redacted(self._url)
             self.dialect = schema.POSTGRES
-            self._db: Any = _connect_postgres(self._url, self.where)
+            self._db: Any = connect.postgres(self._url, self.where)
         else:
             self.path = Path(where)
             self.where = str(self.path)
             self.dialect = schema.SQLITE
-            self._db = _connect_sqlite(self.path, writable)
+            self._db = connect.sqlite(self.path, writable)
         try:
             self._check_ours(writable)
             if writable:
@@ -105,10 +71,12 @@ class ResultStore:
             raise
 
     def _errors(self) -> tuple[type[Exception], ...]:
-        return (sqlite3.Error,) if self.dialect is schema.SQLITE else (_psycopg().Error,)
+        return (
+            (sqlite3.Error,) if self.dialect is schema.SQLITE else (connect.psycopg_module().Error,)
+        )
 
     def _message(self, exc: Exception) -> str:
-        return _without_secrets(one_line(exc), self._url) if self._url else one_line(exc)
+        return connect.without_secrets(one_line(exc), self._url) if self._url else one_line(exc)
 
     def _check_ours(self, writable: bool) -> None:
         """Refuse another application's database before anything is written to it; a
@@ -193,13 +161,13 @@ class ResultStore:
                 if self._url is not None:
                     with suppress(Exception):
                         self._db.close()
-                    self._db = _connect_postgres(self._url, self.where)
+                    self._db = connect.postgres(self._url, self.where)
         raise AssertionError("unreachable")
 
     def _transient(self, exc: Exception) -> bool:
         if self.dialect is schema.SQLITE:
             return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
-        return isinstance(exc, _psycopg().OperationalError)
+        return isinstance(exc, connect.psycopg_module().OperationalError)
 
     def query(
         self,
@@ -330,110 +298,3 @@ class ResultStore:
             with suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
                 self._execute("ROLLBACK")
             raise
-
-
-def _connect_sqlite(path: Path, writable: bool) -> sqlite3.Connection:
-    if writable:
-        _check_writable(path)
-        fs = file_system(path)
-        if fs in NETWORK_FILE_SYSTEMS:
-            log.warning(
-                "%s is on %s, a network file system, where SQLite's locks are unreliable with "
-                "several writers: keep --db on a local disk, or use a PostgreSQL URL",
-                path,
-                fs,
-            )
-    elif not path.exists():
-        raise AccelbenchError(f"no results database at {path}; run a benchmark first or pass --db")
-    try:
-        if writable:
-            db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        else:  # never writes; a WAL database on a read-only mount is read as immutable
-            db = _read_only(path)
-        db.execute("PRAGMA busy_timeout = 30000")
-    except sqlite3.DatabaseError as exc:
-        raise AccelbenchError(
-            f"{path} is not a usable accelbench database ({exc}); pass --db with another path"
-        ) from exc
-    return db
-
-
-def _read_only(path: Path) -> sqlite3.Connection:
-    uri = path.resolve().as_uri()
-    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30, isolation_level=None)
-    try:
-        db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        return db
-    except sqlite3.OperationalError:  # no -shm beside a WAL file, and none may be made
-        db.close()
-        if os.access(path.parent, os.W_OK):
-            raise
-        return sqlite3.connect(f"{uri}?immutable=1", uri=True, isolation_level=None)
-
-
-def _psycopg() -> Any:
-    try:
-        import psycopg
-    except ImportError:
-        raise AccelbenchError(
-            "a PostgreSQL --db needs psycopg: pip install 'accelbench[postgres]'"
-        ) from None
-    return psycopg
-
-
-def _connect_postgres(url: str, shown: str) -> Any:
-    psycopg = _psycopg()
-    try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10)
-    except psycopg.Error as exc:
-        raise AccelbenchError(
-            f"cannot connect to {shown} ({_without_secrets(one_line(exc), url)}); check the URL "
-            "and that the server runs"
-        ) from exc
-
-
-def redacted(url: str) -> str:
-    """The URL with every password in it (user-info or a password= parameter) as ***, fit to
-    print."""
-    return _without_secrets(url, url)
-
-
-def _without_secrets(text: str, url: str) -> str:
-    """`text` with each password `url` carries replaced by ***, as written and decoded."""
-    secrets = {v for k, v in re.findall(r"[?&](\w+)=([^&#]*)", url) if k.lower() == "password"}
-    authority = url.split("?", 1)[0].split("://", 1)[-1]
-    userinfo, at, _ = authority.rpartition("@")  # a raw @ in the password: the last one ends it
-    if at and ":" in userinfo:
-        password = userinfo.split(":", 1)[1]
-        # libpq may end the password at its first @ instead: then the rest reads as a host
-        secrets |= {password, *password.split("@")}
-    for secret in sorted(secrets | {unquote(s) for s in secrets}, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
-
-
-def file_system(path: Path) -> str | None:
-    """The type of the file system that holds `path` (its deepest mount point), if known."""
-    import psutil
-
-    folder = str(path.resolve().parent)
-    mounts = [
-        p
-        for p in psutil.disk_partitions(all=True)
-        if folder == p.mountpoint or folder.startswith(p.mountpoint.rstrip("/") + "/")
-    ]
-    return max(mounts, key=lambda p: len(p.mountpoint)).fstype if mounts else None
-
-
-def _check_writable(path: Path) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise AccelbenchError(
-            f"cannot create {path.parent} ({exc.strerror}); pass --db with a writable path"
-        ) from exc
-    # SQLite writes its journal beside the file, so the folder must be writable too.
-    for place in (path, path.parent):
-        if place.exists() and not os.access(place, os.W_OK):
-            raise AccelbenchError(f"cannot write to {place}; pass --db with a writable path")

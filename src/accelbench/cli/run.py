@@ -231,7 +231,7 @@ def slurm(
     """Write a Slurm job script for the sweep after `--`, e.g.
     `accelbench slurm --nodes 2 --gpus-per-node 4 -- run resnet50 --replicas 4,8 --nodes 2`."""
     from accelbench import slurm as slurm_job
-    from accelbench.store import default_path, is_url, redacted
+    from accelbench.connect import default_path, is_url, redacted
 
     run_args = list(ctx.args)
     if not run_args or run_args[0] != "run":
