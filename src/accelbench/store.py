@@ -1,4 +1,5 @@
-"""The results database: the only module that knows SQL.
+"""The results database: storing and querying results (schema.py holds the table's columns
+and migrations, connect.py finds and opens the database; no other module knows SQL).
 
 One wide table: indexed query columns for filtering, plus the full JSON record. Rows are keyed by
 the result key (spec + platform), so storing a cell again replaces it instead of duplicating it.
