@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from accelbench import launch
+from accelbench import contention, launch
 from accelbench.cli import app
+from accelbench.environment import Environment, capture
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
@@ -26,7 +27,7 @@ COMMANDS: dict[str, list[str]] = {
     "tune": ["tune", "tiny_mlp"],
     "slurm": ["slurm", "--nodes", "1"],
     "results": ["results"],
-    "report": ["report"],
+    "report": ["report", "--format", "md"],  # figures cost a second each; the format is fuzzed too
     "compare": ["compare", "--by", "platform"],
     "references": ["references"],
     "recommend": ["recommend", "tiny_mlp"],
@@ -82,9 +83,13 @@ def _options(name: str) -> list[str]:
     )
 
 
+ENV: list[Environment] = []
+
+
 @pytest.fixture(scope="module")
 def template(two_platforms: list[Result]) -> Iterator[Path]:
     """A database with results, and an export file, to copy for each example."""
+    ENV.append(capture("cpu"))
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp, "r.sqlite")
         with ResultStore(db) as store:
@@ -109,6 +114,8 @@ def test_any_value_is_accepted_or_refused_in_one_line(
         raise WouldRun
 
     monkeypatch.setattr(launch, "run_in_child", would_run)
+    monkeypatch.setattr(launch, "probe_environment", lambda device: ENV[0])  # no child process
+    monkeypatch.setattr(contention, "busy_now", lambda seconds: (0.0, 2, 0.0))
     positional = len(COMMANDS[name]) > 1 and not COMMANDS[name][1].startswith("--")
     targets = _options(name) + (["<argument>"] if positional else [])
     if not targets:

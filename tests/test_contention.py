@@ -19,7 +19,7 @@ from .conftest import tiny
 from .test_cli import invoke
 
 # Long enough a steady state (over contention.MIN_WINDOW_S) for CPU times to be read.
-BUSY_CELL = ("--batch-size", "256", "--steps-per-epoch", "400", "--epochs", "2")
+BUSY_CELL = ("--batch-size", "256", "--steps-per-epoch", "160", "--epochs", "2")
 
 
 @pytest.fixture

@@ -15,10 +15,12 @@ instant. The first line of a factory's docstring is the description `accelbench 
 
 from __future__ import annotations
 
+import ast
 import difflib
 import importlib
 import importlib.util
 import inspect
+import re
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -87,6 +89,7 @@ def check(name: str, model_args: ModelArgs) -> None:
     user's code: the timm model or transformers type exists, the user's file or module exists,
     and the factory takes these model args."""
     check_name(name)
+    _check_values(model_args)
     if name in WORKLOADS:
         _check_args(name, WORKLOADS[name], model_args)
     elif name.startswith("timm/"):
@@ -104,13 +107,68 @@ def check(name: str, model_args: ModelArgs) -> None:
         seq_len = int(args.pop("seq_len", language.HF_SEQ_LEN))
         language.hf_head(name.removeprefix("hf/"), seq_len, args)
     else:
-        target, _ = _user_target(name) or ("", "")
+        target, function = _user_target(name) or ("", "")
         if target.endswith(".py"):
-            _model_file(target)
+            source: Path | None = _model_file(target)
         elif not _importable(target):
             raise AccelbenchError(
                 f"no module {target} on the Python path: install it or give a file.py path"
             )
+        else:
+            origin = importlib.util.find_spec(target).origin  # type: ignore[union-attr]
+            source = Path(origin) if origin and origin.endswith(".py") else None
+        if source is not None and not _may_define(source, function):
+            raise AccelbenchError(f"{target} defines no {function!r}: name its model function")
+
+
+_COUNT = re.compile(
+    r"^(num_|n_)|(_size|_len|_layers?|_heads?|_dim|classes|channels|chans|width|depth)$"
+)
+"""Model args that are sizes or counts: a whole number of 1 or more."""
+_RATE = re.compile(r"(rate|prob|dropout)$")
+"""Model args that are probabilities: from 0 up to 1."""
+
+
+def _check_values(model_args: ModelArgs) -> None:
+    for key, value in model_args.items():
+        if _COUNT.search(key) and (type(value) is not int or value < 1):
+            raise AccelbenchError(f"--model-arg {key}={value!r}: give a whole number of 1 or more")
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if _RATE.search(key) and not (number and 0 <= float(value) < 1):
+            raise AccelbenchError(
+                f"--model-arg {key}={value!r}: give a probability from 0 to below 1"
+            )
+
+
+def _may_define(source: Path, function: str) -> bool:
+    """Whether the module's source can define `function`, read without running it: a top-level
+    def, class, assignment or import of that name, or a star import or module __getattr__ that
+    might supply it."""
+    try:
+        tree = ast.parse(source.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return True  # unreadable here: the cell reports what is wrong, with its line
+    names: set[str] = set()
+    todo = list(tree.body)
+    while todo:  # module level, through if / try / with / for blocks, not into defs
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            if any(a.name == "*" for a in node.names):
+                return True
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.If | ast.Try | ast.With | ast.For | ast.While):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                todo += getattr(node, field, [])
+        elif isinstance(node, ast.ExceptHandler):
+            todo += node.body
+        elif not isinstance(node, ast.Expr | ast.Pass):  # globals(), exec, ...: cannot tell
+            return True
+    return function in names or "__getattr__" in names
 
 
 def get(name: str, model_args: ModelArgs | None = None) -> Workload:
