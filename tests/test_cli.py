@@ -175,8 +175,14 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
             "invalid value '1000000000000000000' for --workers",
         ),
         (["run", "tiny_mlp", "--timeout-s", "nan"], "--timeout-s nan: give a positive number"),
-        (["run", "resnet50", "--model-arg", "num_classes=0"], "num_classes=0: give a whole number"),
-        (["run", "timm/resnet18", "--model-arg", "drop_rate=abc"], "give a probability from 0"),
+        (
+            ["run", "resnet50", "--model-arg", "num_classes=0"],
+            "--model-arg num_classes=0: give a whole number",
+        ),
+        (
+            ["run", "timm/resnet18", "--model-arg", "drop_rate=abc"],
+            "--model-arg drop_rate='abc': give a probability",
+        ),
         (["run", "json:nosuchfn"], "json defines no 'nosuchfn': name its model function"),
     ],
 )
