@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from accelbench.contention import HostActivity
 from accelbench.result import Result, result_key
 from accelbench.spec import RunSpec
 from accelbench.throughput import Delivered
@@ -215,6 +216,19 @@ def fresh_postgres(postgres_url: str) -> str:
         db.execute("DROP SCHEMA public CASCADE")
         db.execute("CREATE SCHEMA public")
     return postgres_url
+
+
+BUSY_HOST = HostActivity(
+    num_cpus=2,
+    cell_cpus=2.0,
+    busy_cpus=2.0,
+    own_cpus=0.9,
+    steal_frac=0.0,
+    load_avg_start=3.0,
+    load_avg_end=3.0,
+    window_s=5.0,
+)
+"""A steady state beside other work: others kept 1.1 of 2 CPUs busy while the cell needed 2."""
 
 
 def on_platform(result: Result, name: str | None, factor: float, **spec: object) -> Result:

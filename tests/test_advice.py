@@ -11,13 +11,12 @@ from typer.testing import CliRunner
 
 from accelbench import advice, objectives, validity
 from accelbench.cli import app
-from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
 from accelbench.report import advice as advice_text
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
-from .conftest import on_platform, with_rate
+from .conftest import BUSY_HOST, on_platform, with_rate
 from .test_figures import _trained
 
 IPU = {2: 800.0, 4: 1500.0, 8: 2100.0, 16: 2050.0, 32: 1200.0}
@@ -193,16 +192,7 @@ def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) 
 
 def test_a_contended_result_is_never_recommended(two_platforms: list[Result]) -> None:
     base = two_platforms[0]
-    busy = HostActivity(
-        num_cpus=2,
-        cell_cpus=2.0,
-        busy_cpus=2.0,
-        own_cpus=0.9,
-        steal_frac=0.0,
-        load_avg_start=3.0,
-        load_avg_end=3.0,
-        window_s=5.0,
-    )
+    busy = BUSY_HOST
     quick = at(base, "X", 32, 5000.0)
     runs = [at(base, "X", 16, 1000.0), with_metrics(quick, host=busy)]
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput")

@@ -8,13 +8,12 @@ from typer.testing import CliRunner
 from accelbench import comparison
 from accelbench.cli import app
 from accelbench.comparison import Ranking
-from accelbench.contention import HostActivity
 from accelbench.errors import AccelbenchError
 from accelbench.report import compare as compare_text
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
-from .conftest import SIM_PLATFORM, on_platform, with_rate
+from .conftest import BUSY_HOST, SIM_PLATFORM, on_platform, with_rate
 
 
 def train(results: list[Result], platform_has: str = "") -> list[Result]:
@@ -128,16 +127,7 @@ def test_each_cell_defaults_to_its_own_smallest_value(
 
 def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None:
     here = with_rate(train(two_platforms)[0], 1000.0, 0.05)
-    busy = HostActivity(
-        num_cpus=2,
-        cell_cpus=2.0,
-        busy_cpus=2.0,
-        own_cpus=0.9,
-        steal_frac=0.0,
-        load_avg_start=3.0,
-        load_avg_end=3.0,
-        window_s=5.0,
-    )
+    busy = BUSY_HOST
     fast = on_platform(here, "Sim B", 3.0)
     assert fast.metrics is not None
     shared = fast.model_copy(update={"metrics": fast.metrics.model_copy(update={"host": busy})})

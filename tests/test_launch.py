@@ -37,7 +37,10 @@ def test_cell_runs_in_a_child_and_reports_overhead(env: Environment) -> None:
     assert result.overhead_s is not None and 0 < result.overhead_s < result.wall_s
 
 
-def test_cell_past_its_limit_is_a_timeout(env: Environment) -> None:
+def test_cell_past_its_limit_is_a_timeout(
+    env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "_GRACE_S", 2.0)  # its polite stop would wait for the epoch end
     spec = tiny(workload="autoencoder", batch_size=64, steps_per_epoch=1000)
     result = launch.run_in_child(spec, env, timeout_s=1.0)
     assert result.status == "timeout"
@@ -68,6 +71,7 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
     spec_file.write_text(spec.model_dump_json())
     code = (
         "import pathlib; from accelbench import launch; from accelbench.environment import capture;"
+        "launch._GRACE_S = 2.0;"  # the cell is past it: a kill, not its polite stop, ends it
         "from accelbench.spec import RunSpec;"
         f"spec = RunSpec.model_validate_json(pathlib.Path({str(spec_file)!r}).read_text());"
         "launch.run_in_child(spec, capture('cpu'), timeout_s=600)"
@@ -79,7 +83,7 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
         time.sleep(0.2)
         cells = psutil.Process(launcher.pid).children(recursive=True)
     assert cells, "the launcher never started its cell"
-    time.sleep(10)  # let the cell get past reading its spec, so only a kill can stop it
+    time.sleep(5)  # let the cell get past reading its spec, so only a kill can stop it
     launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends
     launcher.wait(timeout=30)
     assert launcher.returncode != 0
