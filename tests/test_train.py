@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 
 import pytest
 import torch
@@ -220,3 +221,11 @@ def test_recompute_keeps_the_numbers_and_is_refused_where_absent() -> None:
     spec = tiny(recompute=True)
     with pytest.raises(AccelbenchError, match="tiny_mlp has no activation checkpointing"):
         TorchEngine(workloads.get(spec.workload), spec, CPU)
+
+
+def test_the_measuring_budget_is_an_upper_bound() -> None:
+    spec = tiny(ci_pct=0.001, max_measure_s=90.0)  # a target no run meets: only time stops it
+    raw = epochs.Raw(epoch_s=[30.0, 30.0], step_ms=[10.0] * 60)
+    now = time.perf_counter()
+    assert not epochs.precise_enough(spec, raw, measure_start=now - 50)  # 50 + 30 <= 90
+    assert epochs.precise_enough(spec, raw, measure_start=now - 70)  # 70 + 30 would pass 90

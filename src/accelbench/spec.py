@@ -141,7 +141,8 @@ class RunSpec(Frozen):
     """Measure more epochs, past `epochs`, until the 95% confidence interval of the delivered
     throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
     max_measure_s: float = Field(default=600.0, gt=0)
-    """Time budget of the epochs run to reach ci_pct."""
+    """Time budget of the epochs run to reach ci_pct, an upper bound: no epoch starts that would
+    end past it (the first `epochs` always run)."""
     repeat: int = Field(default=0, ge=0)
     """Index of a repeat of the same cell, each in a fresh process (--repeats N runs 0..N-1)."""
     seed: int = Field(default=0, ge=-(2**63), lt=2**64)

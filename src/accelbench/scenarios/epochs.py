@@ -184,7 +184,9 @@ def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
     """Whether to stop measuring; rank 0 decides for all replicas, which must stop together."""
     if spec.ci_pct is None:
         return True
-    done = time.perf_counter() - measure_start > spec.max_measure_s
+    # The budget is an upper bound: stop when another epoch as long as the last would pass it.
+    next_epoch_s = raw.epoch_s[-1] if raw.epoch_s else 0.0
+    done = time.perf_counter() - measure_start + next_epoch_s > spec.max_measure_s
     if not done:
         ci = delivered(spec, raw)[2].ci_pct
         done = ci is not None and ci <= spec.ci_pct
