@@ -184,6 +184,8 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
             "--model-arg drop_rate='abc': give a probability",
         ),
         (["run", "json:nosuchfn"], "json defines no 'nosuchfn': name its model function"),
+        (["run", "os:nosuchfn"], "os defines no 'nosuchfn'"),  # a frozen module: no source
+        (["run", f"{EXAMPLE}:nope"], f"{EXAMPLE} defines no 'nope'"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_changes_nothing(
@@ -468,3 +470,22 @@ def test_a_cell_that_exits_without_a_result_says_so(tmp_path: Path) -> None:
     assert code == 1, output
     [(_, text)] = stored(path)
     assert json.loads(str(text))["reason"] == "cell process exited with code 0 and no result"
+
+
+def test_what_a_cell_forked_ends_with_it(tmp_path: Path) -> None:
+    import psutil
+
+    model, pid_file = tmp_path / "forks.py", tmp_path / "pid"
+    model.write_text(
+        "import subprocess, sys\n"
+        f"sys.path.insert(0, {str(EXAMPLE.parent)!r})\n"
+        "from my_model import build as example\n\n"
+        "def build():\n"
+        "    helper = subprocess.Popen(['sleep', '300'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(helper.pid))\n"
+        "    return example()\n"
+    )
+    code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(tmp_path / "r.sqlite"))
+    assert code == 0, output
+    helper = int(pid_file.read_text())
+    assert not psutil.pid_exists(helper) or psutil.Process(helper).status() == psutil.STATUS_ZOMBIE

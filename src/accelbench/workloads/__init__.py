@@ -108,6 +108,7 @@ def check(name: str, model_args: ModelArgs) -> None:
         language.hf_head(name.removeprefix("hf/"), seq_len, args)
     else:
         target, function = _user_target(name) or ("", "")
+        found = True  # unless the source or module says otherwise (a C extension cannot)
         if target.endswith(".py"):
             source: Path | None = _model_file(target)
         elif not _importable(target):
@@ -115,9 +116,15 @@ def check(name: str, model_args: ModelArgs) -> None:
                 f"no module {target} on the Python path: install it or give a file.py path"
             )
         else:
+            source = None
             origin = importlib.util.find_spec(target).origin  # type: ignore[union-attr]
-            source = Path(origin) if origin and origin.endswith(".py") else None
-        if source is not None and not _may_define(source, function):
+            if origin in ("frozen", "built-in"):  # the standard library's own: safe to import
+                found = hasattr(importlib.import_module(target), function)
+            elif origin and origin.endswith(".py"):
+                source = Path(origin)
+        if source is not None:
+            found = _may_define(source, function)
+        if not found:
             raise AccelbenchError(f"{target} defines no {function!r}: name its model function")
 
 
