@@ -108,16 +108,28 @@ def test_a_lost_connection_is_reconnected_and_the_write_kept(
 ) -> None:
     import psycopg
 
+    from accelbench import connect
     from accelbench import store as store_module
 
     monkeypatch.setattr(store_module, "RETRY_WAITS_S", (0.1, 0.1, 0.1))
     again = measured.model_copy(update={"key": "second", "reason": "after the restart"})
     with ResultStore(fresh_postgres) as store:
         store.put(measured)
+        tries: list[str] = []
+        real = connect.postgres
+
+        def restarting(url: str, shown: str) -> object:  # the server is not back at first
+            tries.append(url)
+            if len(tries) == 1:
+                raise AccelbenchError(f"cannot connect to {shown}")
+            return real(url, shown)
+
+        monkeypatch.setattr(connect, "postgres", restarting)
         with psycopg.connect(fresh_postgres, autocommit=True) as admin:  # as a restart does
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE pid <> pg_backend_pid() AND datname = current_database()"
             )
-        store.put(again)  # AdminShutdown on the old connection: reconnected, then written
+        store.put(again)  # AdminShutdown, a failed reconnect, then reconnected and written
+        assert len(tries) == 2
         assert {r.key for r in store.query()} == {measured.key, "second"}

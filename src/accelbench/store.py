@@ -138,7 +138,8 @@ class ResultStore:
         return self._retrying(write)
 
     def has(self, key: str) -> bool:
-        return self.get(key) is not None
+        sql = "SELECT 1 FROM results WHERE key = ?"
+        return self._retrying(lambda: self._execute(sql, (key,)).fetchone()) is not None
 
     def get(self, key: str) -> Result | None:
         def read() -> Any:
@@ -160,10 +161,16 @@ class ResultStore:
                 log.warning("%s: %s; trying again in %g s", self.where, self._message(exc), wait_s)
                 time.sleep(wait_s)
                 if self._url is not None:
-                    with suppress(Exception):
-                        self._db.close()
-                    self._db = connect.postgres(self._url, self.where)
+                    self._reconnect()
         raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        """A new PostgreSQL connection in place of the lost one. If the server is not back yet,
+        the closed connection stays, and the next try fails on it and waits again."""
+        with suppress(Exception):
+            self._db.close()
+        with suppress(AccelbenchError):
+            self._db = connect.postgres(self._url or "", self.where)
 
     def _transient(self, exc: Exception) -> bool:
         if self.dialect is schema.SQLITE:
