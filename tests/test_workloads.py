@@ -212,3 +212,22 @@ def test_listing_does_not_import_torch() -> None:
     code = "import sys, accelbench.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_a_user_function_is_looked_for_in_the_source_without_running_it(tmp_path: Path) -> None:
+    from accelbench.workloads import _may_define
+
+    cases = {
+        "def other(): pass\nprint('not run')\n": False,
+        "import sys\nif sys.version_info > (3,):\n    def build(): pass\n": True,
+        "from helpers import build\n": True,
+        "from helpers import *\n": True,  # cannot tell: allowed
+        "def make(): pass\nglobals()['build'] = make\n": True,  # made by name at run time
+        "def __getattr__(name): pass\n": True,
+    }
+    for i, (source, defined) in enumerate(cases.items()):
+        path = tmp_path / f"m{i}.py"
+        path.write_text(source)
+        assert _may_define(path, "build") is defined, source
+    with pytest.raises(AccelbenchError, match="defines no 'build'"):
+        workloads.check(f"{tmp_path / 'm0.py'}:build", {})

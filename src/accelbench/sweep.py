@@ -170,6 +170,56 @@ def check_timeout(timeout_s: float) -> None:
         )
 
 
+Cell = tuple[RunSpec, Environment]
+"""A spec as it will run (device resolved) and the platform it runs on."""
+
+
+def plan(
+    specs: Iterable[RunSpec],
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    envs: dict[str, Environment] | None = None,
+) -> list[Cell]:
+    """Everything checked before a cell runs, nothing stored: the time limit, each input once,
+    and whether this platform can run each spec. Each device is probed once per call, or once
+    for all the calls given the same `envs`."""
+    check_timeout(timeout_s)
+    specs = list(specs)
+    check_cells(specs)
+    envs = {} if envs is None else envs
+    for device in {s.device for s in specs} - envs.keys():
+        envs[device] = launch.probe_environment(device)
+    cells = []
+    for spec in specs:
+        env = envs[spec.device]
+        check_supported(spec.precision, env.device_type, env.cuda_capability)
+        launch.check_launchable(spec, env)
+        cells.append((spec.model_copy(update={"device": env.device_type}), env))
+    return cells
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    store: ResultStore,
+    *,
+    force: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    on_start: Callable[[RunSpec], None] | None = None,
+    on_result: Callable[[Result, bool], None] | None = None,
+) -> list[Result]:
+    """Run each planned cell in a fresh process and store it as it finishes.
+
+    A cell already in the store for this platform is skipped (its stored result is returned and
+    reported with `skipped=True`) unless `force` or it was interrupted: a sweep killed at any
+    point and run again does what is left, nothing twice. A failing cell is stored with its
+    status and the sweep goes on; SIGTERM or Ctrl-C stores the cell in flight as interrupted
+    and raises launch.Interrupted."""
+    with launch.sigterm_interrupts():
+        return [
+            _run_cell(spec, env, store, force, timeout_s, on_start, on_result)
+            for spec, env in cells
+        ]
+
+
 def run_sweep(
     specs: Iterable[RunSpec],
     store: ResultStore,
@@ -180,33 +230,11 @@ def run_sweep(
     on_result: Callable[[Result, bool], None] | None = None,
     envs: dict[str, Environment] | None = None,
 ) -> list[Result]:
-    """Run each spec in a fresh process and store it as it finishes.
-
-    A cell already in the store for this platform is skipped (its stored result is returned and
-    reported with `skipped=True`) unless `force` or it was interrupted: a sweep killed at any
-    point and run again does what is left, nothing twice. A failing cell is stored with its
-    status and the sweep goes on; SIGTERM or Ctrl-C stores the cell in flight as interrupted
-    and raises launch.Interrupted. A spec the platform cannot run raises before any cell starts.
-    Each device is probed once per call, or once for all the calls given the same `envs`.
-    """
-    check_timeout(timeout_s)
-    specs = list(specs)
-    check_cells(specs)
-    envs = {} if envs is None else envs
-    for device in {s.device for s in specs} - envs.keys():
-        envs[device] = launch.probe_environment(device)
-    cells: list[tuple[RunSpec, Environment]] = []
-    for spec in specs:
-        env = envs[spec.device]
-        check_supported(spec.precision, env.device_type, env.cuda_capability)
-        launch.check_launchable(spec, env)
-        cells.append((spec.model_copy(update={"device": env.device_type}), env))
-
-    results = []
-    with launch.sigterm_interrupts():
-        for spec, env in cells:
-            results.append(_run_cell(spec, env, store, force, timeout_s, on_start, on_result))
-    return results
+    """plan, then run_cells: a spec that cannot run raises before any cell starts."""
+    cells = plan(specs, timeout_s, envs)
+    return run_cells(
+        cells, store, force=force, timeout_s=timeout_s, on_start=on_start, on_result=on_result
+    )
 
 
 def _run_cell(

@@ -38,10 +38,13 @@ from accelbench.spec import MAX_REPEATS, RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import (
     DEFAULT_TIMEOUT_S,
+    Cell,
     SweepFile,
     check_cells,
     check_timeout,
     load_sweep,
+    plan,
+    run_cells,
     run_sweep,
 )
 
@@ -118,23 +121,21 @@ def run(
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
-    check_timeout(timeout_s)
-    specs = cells_of(ctx)
-    check_cells(specs)  # before the database is opened: a bad input leaves no trace
+    cells = plan(cells_of(ctx), timeout_s)  # before the database is opened: no trace if bad
     with ResultStore(db) as store:
         _warn_if_busy()
-        console.print(f"{len(specs)} cell(s); results go to {store.where}")
-        results = _sweep(specs, store, force, timeout_s)
+        console.print(f"{len(cells)} cell(s); results go to {store.where}")
+        results = _sweep(cells, store, force, timeout_s)
     show(results, latency_bound_ms)
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
         raise typer.Exit(1)
 
 
-def _sweep(specs: list[RunSpec], store: ResultStore, force: bool, timeout_s: float) -> list[Result]:
+def _sweep(cells: list[Cell], store: ResultStore, force: bool, timeout_s: float) -> list[Result]:
     """Run the cells with a progress bar, printing each as it finishes."""
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("starting", total=len(specs))
+        task = progress.add_task("starting", total=len(cells))
 
         def started(spec: RunSpec) -> None:
             progress.update(task, description=escape(inert.plain(describe(spec))))
@@ -143,8 +144,8 @@ def _sweep(specs: list[RunSpec], store: ResultStore, force: bool, timeout_s: flo
             progress.console.print(cell_line(result, skipped))
             progress.advance(task)
 
-        return run_sweep(
-            specs, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
+        return run_cells(
+            cells, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
         )
 
 

@@ -164,6 +164,8 @@ def _may_define(source: Path, function: str) -> bool:
         elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            if _dynamic(node):  # globals()[name] = ...
+                return True
         elif isinstance(node, ast.Import | ast.ImportFrom):
             if any(a.name == "*" for a in node.names):
                 return True
@@ -173,9 +175,22 @@ def _may_define(source: Path, function: str) -> bool:
                 todo += getattr(node, field, [])
         elif isinstance(node, ast.ExceptHandler):
             todo += node.body
-        elif not isinstance(node, ast.Expr | ast.Pass):  # globals(), exec, ...: cannot tell
+        elif isinstance(node, ast.Expr | ast.Pass):
+            if _dynamic(node):  # exec(...), globals().update(...)
+                return True
+        else:  # a statement this reading does not follow: cannot tell
             return True
     return function in names or "__getattr__" in names
+
+
+def _dynamic(node: ast.AST) -> bool:
+    """Whether a statement may define module names by name at run time."""
+    tricks = {"globals", "vars", "exec", "setattr", "__dict__"}
+    return any(
+        (isinstance(n, ast.Name) and n.id in tricks)
+        or (isinstance(n, ast.Attribute) and n.attr in tricks)
+        for n in ast.walk(node)
+    )
 
 
 def get(name: str, model_args: ModelArgs | None = None) -> Workload:
