@@ -127,8 +127,9 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def _from_sqlite(path: Path) -> list[Result]:
-    """The results of another database, read from a copy: an older schema is migrated in the
-    copy, and the file itself is never written."""
+    """The results of another database, read from a consistent copy (SQLite's backup, safe
+    while another process writes to it) opened read-only: the file itself is never written,
+    an older schema is read as it is, and a database with no results is refused."""
     from accelbench.store import ResultStore
 
     with tempfile.TemporaryDirectory(prefix="accelbench-import-") as tmp:
