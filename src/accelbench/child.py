@@ -7,4 +7,5 @@ import sys
 
 from accelbench.launch import child_main
 
-sys.exit(child_main(sys.argv[1:]))
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

@@ -140,10 +140,9 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
 
 def check_cells(specs: Sequence[RunSpec]) -> None:
     """check_inputs once for each workload, model args and data the cells use."""
-    for workload, args, data_path in {
-        (s.workload, json.dumps(s.model_args, sort_keys=True), s.data) for s in specs
-    }:
-        check_inputs(workload, json.loads(args), data_path)
+    distinct = {(s.workload, json.dumps(s.model_args, sort_keys=True), s.data): s for s in specs}
+    for s in distinct.values():
+        check_inputs(s.workload, s.model_args, s.data)
 
 
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:
