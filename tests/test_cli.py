@@ -290,9 +290,20 @@ def test_user_model_on_real_images_reports_input_wait(
     assert 0 <= record["metrics"]["input_wait_frac"] <= 1
 
 
-def test_a_broken_user_model_is_stored_as_an_error(tmp_path: Path) -> None:
+def test_a_user_model_that_fails_only_when_it_runs_is_stored_as_an_error(tmp_path: Path) -> None:
+    """What the pre-flight cannot see (it runs the loss on the meta device) fails in its cell:
+    stored with its traceback, and a sweep whose every cell failed exits 1."""
     model, path = tmp_path / "broken.py", tmp_path / "results.sqlite"
-    model.write_text("def build():\n    return undefined_name\n")
+    model.write_text(
+        "import torch\nfrom accelbench import Workload\n\n"
+        "def loss(model, batch):\n"
+        "    if batch['x'].is_meta:\n"
+        "        return model(batch['x']).sum()\n"
+        "    return undefined_name\n\n"
+        "def build():\n"
+        "    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(4)}, loss)\n"
+    )
     code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(path))
     assert code == 1 and output.endswith("error: every cell failed: the reasons are above\n")
     [(_, text)] = stored(path)

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from accelbench import workloads
 from accelbench.cli import app
-from accelbench.data import check_fits, check_readable, data_format, make_loader
+from accelbench.data import DIGITS, check_fits, check_readable, data_format, make_loader
 from accelbench.errors import AccelbenchError
 from accelbench.scenarios import train
-from accelbench.workload import Batch, Tokens, reading
+from accelbench.workload import Arrays, Batch, Tokens, reading
 
 from .conftest import make_image_folder, make_mnist, make_shards, make_tokens, tiny
 
@@ -164,3 +164,39 @@ def test_malformed_data_is_refused_before_any_cell(tmp_path: Path) -> None:
     )
     assert out.exit_code == 2 and "cannot identify image file" in out.output
     assert not db.exists()  # refused before the database was opened
+
+
+def test_arrays_are_read_row_by_row_and_misshapen_ones_refused(tmp_path: Path) -> None:
+    reads = Arrays(features=(3, 2), targets=(1,))
+    workload = reading(reads, lambda: torch.nn.Linear(2, 1), lambda m, b: b["target"].sum(), "rows")
+    good = tmp_path / "good"
+    good.mkdir()
+    np.save(good / "features.npy", np.arange(60, dtype=np.float64).reshape(10, 3, 2))
+    np.save(good / "targets.npy", np.arange(10, dtype=np.int16).reshape(10, 1))
+    assert data_format(str(good)) == "arrays"
+    check_readable(str(good), workload, "rows")
+    loader = make_loader(workload, tiny(data=str(good), batch_size=10, steps_per_epoch=1), False)
+    batch = next(iter(loader))
+    assert batch["features"].dtype == torch.float32 and batch["features"].shape == (10, 3, 2)
+    # Each target comes with its own row of features: sampling keeps pairs together.
+    assert torch.equal(batch["features"][:, 0, 0], batch["target"][:, 0] * 6)
+    cases = {
+        "wide": (
+            (10, 3, 3),
+            (10, 1),
+            "holds float64 (10, 3, 3); the workload reads numbers of shape (records, 3, 2)",
+        ),
+        "short": ((10, 3, 2), (9, 1), "10 rows of features and 9 of targets"),
+    }
+    for name, (features, targets, message) in cases.items():
+        (tmp_path / name).mkdir()
+        np.save(tmp_path / name / "features.npy", np.zeros(features))
+        np.save(tmp_path / name / "targets.npy", np.zeros(targets))
+        with pytest.raises(AccelbenchError, match=re.escape(message)):
+            check_readable(str(tmp_path / name), workload, "rows")
+    (tmp_path / "text").mkdir()
+    np.save(tmp_path / "text" / "features.npy", np.full((10, 3, 2), "a"))
+    with pytest.raises(AccelbenchError, match="holds <U1"):
+        check_readable(str(tmp_path / "text"), workload, "rows")
+    with pytest.raises(AccelbenchError, match=r"rows reads arrays, but .* holds images"):
+        check_fits(DIGITS, reads, "rows")

@@ -256,3 +256,40 @@ def test_projection_from_throughput_is_marked_and_checked(tmp_path: Path) -> Non
     assert "not measured" in line
     half = invoke(app, ["results", "--project-epochs", "90", "--db", str(path)])
     assert half.exit_code == 2 and "--epoch-items" in half.output
+
+
+FORECAST = Path(__file__).parents[1] / "examples" / "forecast.py"
+
+
+def test_a_user_model_trains_to_target_on_its_own_arrays(tmp_path: Path) -> None:
+    """examples/forecast.py reads features.npy and targets.npy; a user model that reads nothing
+    is refused before any cell, in one line, where it used to fail inside its cell."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("forecast", FORECAST)
+    assert spec is not None and spec.loader is not None
+    forecast = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(forecast)
+    forecast.write_series(tmp_path / "series", length=512)
+    db = tmp_path / "r.sqlite"
+    args = ["--scenario", "time-to-train", "--target", "val_loss<=0.05", "--epochs", "20"]
+    args += ["--data", str(tmp_path / "series"), "--device", "cpu", "--db", str(db)]
+    result = CliRunner().invoke(app, ["run", f"{FORECAST}:build", *args])
+    assert result.exit_code == 0, result.output
+    with sqlite3.connect(db) as conn:
+        [(status, record)] = conn.execute("SELECT status, record FROM results").fetchall()
+    ttt = json.loads(record)["metrics"]["time_to_train"]
+    assert status == "ok" and ttt["outcome"] == "reached"
+    assert ttt["num_held_out_items"] == -(-512 // HELD_OUT_EVERY)  # rows 0, 5, 10, ...
+
+    plain = tmp_path / "plain.py"
+    plain.write_text(
+        "import torch\nfrom accelbench import Workload\n\ndef build():\n"
+        "    return Workload('rows', lambda: torch.nn.Linear(32, 1), "
+        "lambda g: {'x': torch.randn(32)}, lambda m, b: m(b['x']).mean())\n"
+    )
+    db.unlink()
+    refused = CliRunner().invoke(app, ["run", f"{plain}:build", *args])
+    assert refused.exit_code == 2
+    assert refused.output.startswith(f"error: {plain}:build trains on synthetic data only")
+    assert refused.output.count("\n") == 1 and not db.exists()

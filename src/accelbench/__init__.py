@@ -13,9 +13,10 @@ from accelbench.runner import run
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import grid, run_sweep
-from accelbench.workload import Images, Tokens, Workload, reading
+from accelbench.workload import Arrays, Images, Tokens, Workload, reading
 
 __all__ = [
+    "Arrays",
     "Images",
     "Result",
     "ResultStore",

@@ -8,6 +8,8 @@ pipeline would. Formats:
   brace pattern such as shards-{000..015}.tar);
 - mnist: an IDX images file (train-images-idx3-ubyte), with its labels file beside it if present;
 - tokens: a .npy file of token ids, read in windows of the workload's sequence length;
+- arrays: a directory of features.npy and targets.npy, row i of each one record (time series
+  windows, tabular data), for a workload that reads Arrays;
 - digits: `sklearn:digits`, the 1,797 8x8 handwritten digits that scikit-learn ships (UCI), as
   greyscale images: real data at hand on any machine, for time-to-train.
 
@@ -25,9 +27,9 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
 
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.spec import RunSpec
-from accelbench.workload import Batch, Images, Tokens, Workload
+from accelbench.workload import Arrays, Batch, Images, Reads, Tokens, Workload
 
-DataFormat = Literal["imagefolder", "webdataset", "mnist", "tokens", "digits"]
+DataFormat = Literal["imagefolder", "webdataset", "mnist", "tokens", "digits", "arrays"]
 DIGITS = "sklearn:digits"
 HELD_OUT_EVERY = 5
 """Time-to-train validates on records 0, 5, 10, ... (20%), the same ones in every run."""
@@ -59,25 +61,33 @@ def data_format(path: str) -> DataFormat:
             return "tokens"
         if "idx3-ubyte" in p.name:
             return "mnist"
+    elif (p / "features.npy").is_file():
+        return "arrays"
     elif any(p.glob("*.tar")):
         return "webdataset"
     elif any(child.is_dir() for child in p.iterdir()):
         return "imagefolder"
     raise AccelbenchError(
         f"cannot tell the format of {path}: expected an ImageFolder directory, .tar shards, "
-        f"an MNIST *-idx3-ubyte file, a .npy token file or {DIGITS}"
+        f"an MNIST *-idx3-ubyte file, a .npy token file, a directory of features.npy and "
+        f"targets.npy, or {DIGITS}"
     )
 
 
-def check_fits(path: str, reads: Images | Tokens | None, name: str) -> DataFormat:
+KINDS: dict[type, str] = {Images: "images", Tokens: "tokens", Arrays: "arrays"}
+
+
+def check_fits(path: str, reads: Reads | None, name: str) -> DataFormat:
     """The format of the data at `path`; raises unless the workload `name` can read it."""
     fmt = data_format(path)
-    kind = "tokens" if fmt == "tokens" else "images"
-    wanted = None if reads is None else "tokens" if isinstance(reads, Tokens) else "images"
-    if wanted is None:
-        raise AccelbenchError(f"{name} trains on synthetic data only: leave out --data")
-    if kind != wanted:
-        raise AccelbenchError(f"{name} reads {wanted}, but {path} holds {kind}")
+    kind = fmt if fmt in ("tokens", "arrays") else "images"
+    if reads is None:
+        raise AccelbenchError(
+            f"{name} trains on synthetic data only: leave out --data, or have it say what it "
+            "reads (reads=Images, Tokens or Arrays; see examples/forecast.py)"
+        )
+    if kind != KINDS[type(reads)]:
+        raise AccelbenchError(f"{name} reads {KINDS[type(reads)]}, but {path} holds {kind}")
     return fmt
 
 
@@ -152,10 +162,12 @@ Reader = tuple[int, Callable[[int], Batch]]
 
 
 def _real_dataset(
-    path: str, fmt: DataFormat, reads: Images | Tokens, prepare: Prepare, seed: int
+    path: str, fmt: DataFormat, reads: Reads, prepare: Prepare, seed: int
 ) -> Dataset[Batch]:
     if isinstance(reads, Tokens):
         return _Records(_token_windows(path, reads), prepare, seed)
+    if isinstance(reads, Arrays):
+        return _Records(_arrays(path, reads), prepare, seed)
     transform = _image_transform(reads)
     if fmt == "webdataset":
         return _Shards(path, transform, prepare, seed)
@@ -269,8 +281,8 @@ def split_loaders(
     dataset = _real_dataset(spec.data, fmt, workload.reads, workload.prepare, spec.seed)
     if not isinstance(dataset, _Records):
         raise AccelbenchError(
-            "time-to-train holds out records by index: give ImageFolder, MNIST, token or "
-            f"{DIGITS} data, not webdataset shards"
+            "time-to-train holds out records by index: give ImageFolder, MNIST, token, array "
+            f"or {DIGITS} data, not webdataset shards"
         )
     indices = range(len(dataset))
     train = Subset(dataset, [i for i in indices if i % HELD_OUT_EVERY])
@@ -322,6 +334,38 @@ def _token_windows(path: str, reads: Tokens) -> Reader:
         return {"input_ids": torch.from_numpy(ids[start : start + reads.seq_len].astype(np.int64))}
 
     return num_windows, read
+
+
+def _arrays(path: str, reads: Arrays) -> Reader:
+    import numpy as np
+
+    arrays = {}
+    for name, shape in (("features", reads.features), ("targets", reads.targets)):
+        file = Path(path, f"{name}.npy")
+        try:
+            array = np.load(file, mmap_mode="r")
+        except (OSError, ValueError) as exc:
+            raise AccelbenchError(f"cannot read {file}: {one_line(exc)}") from None
+        if not np.issubdtype(array.dtype, np.number) or array.shape[1:] != shape:
+            raise AccelbenchError(
+                f"{file} holds {array.dtype} {array.shape}; the workload reads numbers of shape "
+                f"(records{''.join(f', {size}' for size in shape)})"
+            )
+        arrays[name] = array
+    features, targets = arrays["features"], arrays["targets"]
+    if len(features) != len(targets):
+        raise AccelbenchError(
+            f"{path} has {len(features)} rows of features and {len(targets)} of targets: one of "
+            "each per record"
+        )
+
+    def read(index: int) -> Batch:
+        return {
+            "features": torch.from_numpy(np.asarray(features[index], dtype=np.float32)),
+            "target": torch.from_numpy(np.asarray(targets[index], dtype=np.float32)),
+        }
+
+    return len(features), read
 
 
 class _Shards(IterableDataset[Batch]):

@@ -11,6 +11,7 @@ fails writes its own, and torchrun then stops the others.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -18,14 +19,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from accelbench import interruption
+from accelbench import interruption, preflight
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.result import MEASURED, Result, Status
@@ -75,19 +76,42 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
-def probe_environment(device: str) -> Environment:
-    """The platform a cell would see, captured in a child so this process never touches the device."""
+def probe_environment(device: str, inputs: Sequence[preflight.Inputs] = ()) -> Environment:
+    """The platform a cell would see, captured in a child so this process never touches the
+    device; the child also tries `inputs` (preflight.check), and what fails there raises here."""
+    return Environment.model_validate_json(_inspect(["env", device], inputs, device))
+
+
+def preflight_in_child(inputs: Sequence[preflight.Inputs]) -> None:
+    """preflight.check in a child process, so that a user's code never runs in this one."""
+    if inputs:
+        _inspect(["check", "-"], inputs, "cpu")
+
+
+PROBE_TIMEOUT_S = 600.0
+"""How long a probe may take: importing a user's module and building models on the meta device."""
+
+
+def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -> str:
     with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
-        out = Path(tmp, "env.json")
-        proc = subprocess.run(
-            [sys.executable, "-m", "accelbench.child", "env", device, str(out)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        out, todo = Path(tmp, "out.json"), Path(tmp, "inputs.json")
+        todo.write_text(json.dumps(list(inputs)))
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-m", "accelbench.child", *args, str(out), str(todo)],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=PROBE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise AccelbenchError(
+                f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} s: "
+                "does a model file wait for something when imported?"
+            ) from None
         if proc.returncode != 0 or not out.exists():
             raise AccelbenchError(_last_line(proc.stderr) or f"could not inspect device {device!r}")
-        return Environment.model_validate_json(out.read_text())
+        return out.read_text()
 
 
 def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
@@ -276,14 +300,15 @@ def _last_line(text: str) -> str:
 def child_main(argv: list[str]) -> int:
     from accelbench import environment, runner
 
-    what, arg, out = argv
+    what, arg, out, *inputs = argv
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:  # ranks must stop together: torchrun's SIGTERM ends them as before
         interruption.stop_on_sigterm()
     failed = False
     try:
-        if what == "env":
-            text = environment.capture(arg).model_dump_json()
+        if what in ("env", "check"):
+            text = environment.capture(arg).model_dump_json() if what == "env" else "{}"
+            preflight.check(json.loads(Path(inputs[0]).read_text()) if inputs else [])
         else:
             result = runner.run(RunSpec.model_validate_json(Path(arg).read_text()))
             failed = result.status not in MEASURED

@@ -200,8 +200,8 @@ class RunSpec(Frozen):
             )
         if self.scenario == "time-to-train" and self.data is None:
             raise ValueError(
-                "time-to-train needs real data to hold out a validation split: give --data "
-                "(sklearn:digits is at hand), not synthetic samples"
+                "time-to-train needs real data to hold out a validation split: give --data, a "
+                "data set the workload reads (sklearn:digits is at hand for lenet5)"
             )
         if self.scenario == "time-to-train" and self.num_processes > 1:
             raise ValueError(

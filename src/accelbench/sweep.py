@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError, field_validator
 
-from accelbench import launch, workloads
+from accelbench import launch, preflight, workloads
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.frozen import Frozen
@@ -138,16 +138,21 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
     ]
 
 
-def check_cells(specs: Sequence[RunSpec]) -> None:
-    """check_inputs once for each workload, model args and data the cells use."""
+def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
+    """check_inputs once for each workload, model args and data the cells use; returns those
+    inputs, for preflight.check to try in a child."""
     distinct = {(s.workload, json.dumps(s.model_args, sort_keys=True), s.data): s for s in specs}
     for s in distinct.values():
         check_inputs(s.workload, s.model_args, s.data)
+    return [
+        {"workload": s.workload, "model_args": s.model_args, "data": s.data}
+        for s in distinct.values()
+    ]
 
 
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:
-    """Raise if the workload, its model args or its data cannot work, before any cell starts.
-    A user's model is only looked for here: its code first runs in its cell."""
+    """Raise if the workload, its model args or its data cannot work, as far as can be told
+    without running anything: names, values, paths. preflight.check tries the rest in a child."""
     workloads.check(workload, model_args)
     if data_path is None:
         return
@@ -155,10 +160,7 @@ def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | Non
         raise AccelbenchError("--data is empty or over 4,096 characters: give a local path")
     from accelbench import data  # imports torch
 
-    if workloads.is_user(workload):
-        data.data_format(data_path)
-    else:
-        data.check_readable(data_path, workloads.get(workload, model_args), workload)
+    data.data_format(data_path)
 
 
 def check_timeout(timeout_s: float) -> None:
@@ -169,6 +171,10 @@ def check_timeout(timeout_s: float) -> None:
         )
 
 
+_TRIED: set[str] = set()
+"""The inputs preflight.check has passed in this process (as JSON): a tuning search tries its
+workload once, not once per trial."""
+
 Cell = tuple[RunSpec, Environment]
 """A spec as it will run (device resolved) and the platform it runs on."""
 
@@ -178,15 +184,20 @@ def plan(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     envs: dict[str, Environment] | None = None,
 ) -> list[Cell]:
-    """Everything checked before a cell runs, nothing stored: the time limit, each input once,
-    and whether this platform can run each spec. Each device is probed once per call, or once
-    for all the calls given the same `envs`."""
+    """Everything checked before a cell runs, nothing stored: the time limit, each input (tried
+    once per process, in the child that probes the first device), and whether this platform can
+    run each spec. Each device is probed once per call, or once for all the calls given the same
+    `envs`."""
     check_timeout(timeout_s)
     specs = list(specs)
-    check_cells(specs)
+    untried = {json.dumps(i, sort_keys=True): i for i in check_cells(specs)}.keys() - _TRIED
+    inputs = [json.loads(i) for i in sorted(untried)]
     envs = {} if envs is None else envs
-    for device in {s.device for s in specs} - envs.keys():
-        envs[device] = launch.probe_environment(device)
+    for device in sorted({s.device for s in specs} - envs.keys()):
+        envs[device] = launch.probe_environment(device, inputs)
+        inputs = []  # tried once, in the first probe
+    launch.preflight_in_child(inputs)
+    _TRIED.update(untried)
     cells = []
     for spec in specs:
         env = envs[spec.device]

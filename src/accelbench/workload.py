@@ -5,7 +5,8 @@ compute the loss of a batch. Scenarios (how it is measured) and engines (how a s
 these functions and nothing else, so adding a workload touches neither.
 
 A workload that can also train on real local data says what kind of record it reads (`reads`) and
-how a record becomes one of its samples (`prepare`). The data readers (data.py) make the records.
+how a record becomes one of its samples (`prepare`): images, tokens or arrays. The data readers
+(data.py) make the records.
 
 A user's own model is a function that returns a Workload (see examples/my_model.py).
 """
@@ -47,6 +48,20 @@ class Tokens:
     """Ids of the data must be below this."""
 
 
+@dataclass(frozen=True)
+class Arrays:
+    """Array records: {"features": float32 features, "target": float32 targets}, row i of the two
+    .npy files of a directory (features.npy, targets.npy): tabular data, time-series windows."""
+
+    features: tuple[int, ...]
+    """The shape of one record's features, e.g. (window, channels)."""
+    targets: tuple[int, ...] = ()
+    """The shape of one record's targets; () for one number per record."""
+
+
+Reads = Images | Tokens | Arrays
+
+
 def _as_is(record: Batch, gen: torch.Generator) -> Batch:
     return record
 
@@ -63,7 +78,7 @@ class Workload:
     """One item (no batch dimension) generated on the host from the generator."""
     loss: Callable[[torch.nn.Module, Batch], torch.Tensor]
     """The scalar training loss of a collated batch already on the device."""
-    reads: Images | Tokens | None = None
+    reads: Reads | None = None
     """The kind of real data it can train on (`--data`); None: synthetic data only."""
     prepare: Callable[[Batch, torch.Generator], Batch] = _as_is
     """Turns one record of real data into one sample (adds masks, labels, ...); runs on the host,
@@ -73,10 +88,15 @@ class Workload:
     tensor), for the val_accuracy target of time-to-train; None: not a classifier."""
 
 
-def synthetic_record(reads: Images | Tokens, gen: torch.Generator) -> Batch:
+def synthetic_record(reads: Reads, gen: torch.Generator) -> Batch:
     """A random record of the kind real data would give: what `make_sample` starts from."""
     import torch
 
+    if isinstance(reads, Arrays):
+        return {
+            "features": torch.randn(reads.features, generator=gen),
+            "target": torch.randn(reads.targets, generator=gen),
+        }
     if isinstance(reads, Images):
         size = (reads.channels, reads.size, reads.size)
         normal = reads.recipe == "imagenet"
@@ -86,7 +106,7 @@ def synthetic_record(reads: Images | Tokens, gen: torch.Generator) -> Batch:
 
 
 def reading(
-    reads: Images | Tokens,
+    reads: Reads,
     build_model: Callable[[], torch.nn.Module],
     loss: Callable[[torch.nn.Module, Batch], torch.Tensor],
     item_unit: str,

@@ -1,0 +1,100 @@
+"""What a cell's inputs would fail on, found before any cell runs, by trying them once on no data.
+
+For each distinct workload, model args and data of a sweep: the workload is made (a user's file
+imported and their function called, a timm or transformers model's arguments taken), its model is
+built on the `meta` device, where tensors have shapes but no storage, and a batch of two synthetic
+samples goes through its loss there: shape mismatches, impossible configs and a loss that is not
+one number show up in about a second and without memory. Then one item of the data set is read.
+
+It runs in a child process (launch.probe_environment or launch.preflight), so a user's code never
+runs in the sweep's process. An operation the meta device cannot run (one that reads a value,
+such as `.item()`) leaves that part untried: its cell finds out.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from accelbench import workloads
+from accelbench.errors import AccelbenchError, one_line
+from accelbench.workload import Workload
+
+Inputs = Mapping[str, Any]
+"""{"workload": name, "model_args": {...}, "data": path or None}: what a cell is built from."""
+
+
+def check(inputs: Sequence[Inputs]) -> None:
+    """Raise an AccelbenchError on the first input that cannot work, naming it and why."""
+    for item in inputs:
+        _check_one(item["workload"], item["model_args"], item.get("data"))
+
+
+def _check_one(name: str, args: dict[str, Any], data_path: str | None) -> None:
+    what = name + "".join(f" --model-arg {k}={v}" for k, v in args.items())
+    try:
+        workload = workloads.get(name, args)
+    except AccelbenchError:
+        raise
+    except Exception as exc:
+        raise _fault(what, "cannot be made", exc) from None
+    _on_meta(what, workload)
+    if data_path is not None:
+        from accelbench import data
+
+        data.check_readable(data_path, workload, name)
+
+
+def _on_meta(what: str, workload: Workload) -> None:
+    """Build the model on the meta device and take the loss of two synthetic samples there."""
+    import torch
+    from torch.utils.data import default_collate
+
+    step = "cannot build its model"
+    try:
+        with torch.device("meta"):
+            model = workload.build_model()
+        step = "cannot make a sample"
+        gen = torch.Generator().manual_seed(0)
+        batch = default_collate([workload.make_sample(gen) for _ in range(2)])
+        step = "fails on a batch"
+        with torch.device("meta"):
+            loss = workload.loss(model, {key: value.to("meta") for key, value in batch.items()})
+    except Exception as exc:
+        if _meta_only(exc):
+            return  # the meta device cannot run this: the cell will tell
+        raise _fault(what, step, exc) from None
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+        shape = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise AccelbenchError(
+            f"{what}: its loss gave {shape} for a batch; a loss must be one number (a scalar "
+            "tensor): reduce it, e.g. with .mean()"
+        )
+
+
+def _fault(what: str, step: str, exc: Exception) -> AccelbenchError:
+    """The error of a workload whose code raised `exc`, naming where it was raised."""
+    return AccelbenchError(f"{what} {step}: {one_line(exc)}{_where(exc)}")
+
+
+def _meta_only(exc: Exception) -> bool:
+    """Whether `exc` is the meta device declining an operation, not the model's own fault."""
+    text = str(exc).lower()
+    return isinstance(exc, NotImplementedError) or "meta" in text or "data-dependent" in text
+
+
+def _where(exc: Exception) -> str:
+    """(file:line) of the innermost frame of the user's own code that `exc` passed through, if
+    any: not accelbench's, the standard library's or an installed package's."""
+    ours = Path(workloads.__file__).parent.parent
+    own = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if Path(frame.filename).is_file()
+        and "-packages" not in frame.filename
+        and ours not in Path(frame.filename).parents
+        and Path(traceback.__file__).parent not in Path(frame.filename).parents
+    ]
+    return f" ({Path(own[-1].filename).name}:{own[-1].lineno})" if own else ""

@@ -1,0 +1,77 @@
+"""A workload that cannot work is refused before any cell starts, in one line, with exit 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from accelbench import preflight, workloads
+from accelbench.errors import AccelbenchError
+
+from .test_cli import QUICK, invoke
+
+HEADER = "import torch\nfrom accelbench import Workload\n"
+BROKEN = {
+    "syntax": ("def build(:\n", r"cannot be made: SyntaxError: .*line 3"),
+    "raises": (
+        "def build():\n    return 1 / 0\n",
+        r"cannot be made: ZeroDivisionError: .*\(m\.py:4\)",
+    ),
+    "returns": (
+        "def build():\n    return 42\n",
+        r"returned int; it must return an accelbench\.Workload",
+    ),
+    "model": (
+        "def build():\n    return Workload('items', lambda: torch.nn.Linear(-1, 2), "
+        "lambda g: {'x': torch.randn(4)}, lambda m, b: m(b['x']).sum())\n",
+        r"cannot build its model: RuntimeError: Trying to create tensor with negative dimension",
+    ),
+    "shapes": (
+        "def build():\n    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(5)}, lambda m, b: m(b['x']).sum())\n",
+        r"fails on a batch: RuntimeError: .*\[2, 5\] X \[4, 2\].*\(m\.py:4\)",
+    ),
+    "vector loss": (
+        "def build():\n    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(4)}, lambda m, b: m(b['x']))\n",
+        r"its loss gave \(2, 2\) for a batch; a loss must be one number",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_a_broken_user_model_is_named_with_its_fault(tmp_path: Path, case: str) -> None:
+    source, message = BROKEN[case]
+    (tmp_path / "m.py").write_text(HEADER + source)
+    with pytest.raises(AccelbenchError, match=message):
+        preflight.check([{"workload": f"{tmp_path / 'm.py'}:build", "model_args": {}}])
+
+
+@pytest.mark.parametrize(
+    ("name", "args", "message"),
+    [
+        ("timm/resnet18", {"imagesize": 64}, "unexpected keyword argument 'imagesize'"),
+        ("hf/bert", {"hidden_size": 100, "num_attention_heads": 3}, r"not a multiple of"),
+    ],
+)
+def test_impossible_model_args_are_named(name: str, args: dict[str, int], message: str) -> None:
+    with pytest.raises(AccelbenchError, match=message):
+        preflight.check([{"workload": name, "model_args": args}])
+
+
+def test_every_registered_workload_passes() -> None:
+    """No false refusal: each seed workload is made, built and (where meta allows) run."""
+    preflight.check([{"workload": name, "model_args": {}} for name in workloads.WORKLOADS])
+
+
+def test_a_bad_model_exits_2_before_any_cell(tmp_path: Path) -> None:
+    model, db = tmp_path / "broken.py", tmp_path / "results.sqlite"
+    model.write_text("def build():\n    return undefined_name\n")
+    code, output = invoke("run", f"{model}:build", "--batch-size", "2,4", *QUICK, "--db", str(db))
+    assert code == 2
+    assert output == (
+        f"error: {model}:build cannot be made: NameError: name 'undefined_name' is not defined "
+        "(broken.py:2)\n"
+    )
+    assert not db.exists()  # no cell ran, nothing was opened
