@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-SOURCE = "Graphcore, Performance Results, 4 July 2023 (seed 002)"
+SOURCE = "Graphcore, Performance Results, 4 July 2023"
 TABLES = {
     "Bow Platform - Training": "train",
     "Bow Platform - Inference": "infer",

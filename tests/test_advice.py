@@ -13,7 +13,8 @@ from accelbench import advice, objectives, validity
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.report import advice as advice_text
-from accelbench.result import Result
+from accelbench.result import Result, ServerMetrics, ServerTrial
+from accelbench.stats import summarize
 from accelbench.store import ResultStore
 
 from .conftest import BUSY_HOST, on_platform, with_rate
@@ -110,6 +111,42 @@ def test_latency_bound_picks_the_fastest_within_it(two_platforms: list[Result]) 
     assert unknown.options == [] and unknown.excluded == {advice.Out.LATENCY: 3}  # p99 not known
     with pytest.raises(AccelbenchError, match="needs --latency-bound-ms"):
         advice.recommend(runs, "tiny_mlp", "latency")
+
+
+def test_a_server_run_that_held_its_p99_answers_the_latency_objective(
+    two_platforms: list[Result],
+) -> None:
+    """A server run that sustained 480 queries/s at a p99 of 6.1 ms counts for a 10 ms bound,
+    beside the inference runs, and is named as the server scenario it is."""
+    base = next(r for r in two_platforms if r.spec.scenario == "infer")
+    slow = at(base, "Sim GPU", 1, 300.0)  # its batch p99 is unknown (few batches): left out
+    held = summarize([6.1] * validity.MIN_P99_SAMPLES)
+    trial = ServerTrial(
+        target_per_s=500.0, achieved_per_s=480.0, latency_ms=[6.1], latency=held, mean_batch=4.0
+    )
+    server = with_metrics(
+        at(base, "Sim GPU", 8, 480.0, scenario="server", latency_bound_ms=10.0),
+        server=ServerMetrics(latency_bound_ms=10.0, trials=[trial], reported=0, search="given"),
+    )
+    (a,) = advice.recommend(
+        [slow, server], "tiny_mlp", "latency", objectives.Constraints(latency_bound_ms=10)
+    )
+    assert [o.result for o in a.options] == [server] and a.options[0].value == 480.0
+    assert a.excluded == {advice.Out.LATENCY: 1}
+    lines = advice_text.advice_lines([a], "latency", objectives.Constraints(latency_bound_ms=10))
+    assert lines[0].startswith("1. Sim GPU: server bs=8 fp32: 480 items/s")
+    (tight,) = advice.recommend(
+        [slow, server], "tiny_mlp", "latency", objectives.Constraints(latency_bound_ms=5)
+    )
+    assert tight.options == [] and tight.excluded == {advice.Out.LATENCY: 2}
+
+
+def test_energy_never_measured_is_said_so(chips: list[Result]) -> None:
+    gpu = [r for r in chips if r.env.platform == "Sim GPU"]
+    (a,) = advice.recommend(gpu, "tiny_mlp", "energy")
+    assert a.options == [] and a.excluded == {advice.Out.NO_ENERGY: 4}
+    (line,) = advice_text.advice_lines([a], "energy", objectives.Constraints())
+    assert line == "1. Sim GPU: energy was never measured here: no answer"
 
 
 def test_energy_and_cost_objectives(chips: list[Result], tmp_path: Path) -> None:

@@ -63,7 +63,7 @@ def test_run_stores_every_cell_and_ends_with_the_table(swept: tuple[Path, str]) 
         "Replicas",
         "Micro batch",
         "Precision",
-        "Last epoch (s)",
+        "Last epoch (s / items)",
         "Throughput",
     ):
         assert header in output
@@ -337,7 +337,7 @@ def test_repeats_run_interleaved_and_report_their_spread(tmp_path: Path) -> None
     # Every cell once, then again.
     assert rows == [(0, 2), (0, 4), (1, 2), (1, 4)]
     assert output.count("2 repeats,") == 2
-    assert "Verdict" in output and "± CI (%)" in output and "MFU (%)" in output
+    assert "Verdict" in output and "95% CI (%)" in output and "MFU (%)" in output
 
 
 def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Path) -> None:
@@ -476,7 +476,16 @@ def test_an_output_path_that_cannot_be_written_is_one_line(
 
 def test_a_cell_that_exits_without_a_result_says_so(tmp_path: Path) -> None:
     model, path = tmp_path / "quits.py", tmp_path / "results.sqlite"
-    model.write_text("import os\n\ndef build():\n    os._exit(0)\n")
+    model.write_text(
+        "import os, torch\nfrom accelbench import Workload\n\n"
+        "def loss(model, batch):\n"
+        "    if not batch['x'].is_meta:  # the pre-flight passes; the cell quits\n"
+        "        os._exit(0)\n"
+        "    return model(batch['x']).sum()\n\n"
+        "def build():\n"
+        "    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(4)}, loss)\n"
+    )
     code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(path))
     assert code == 1, output
     [(_, text)] = stored(path)

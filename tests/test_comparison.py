@@ -89,7 +89,8 @@ def test_by_spec_field_matches_all_else(two_platforms: list[Result]) -> None:
 def test_compare_command_across_two_databases(two_platforms: list[Result], tmp_path: Path) -> None:
     here, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
     with ResultStore(here) as a, ResultStore(there) as b:
-        for r in train(two_platforms):
+        for i, measured in enumerate(train(two_platforms)):
+            r = with_rate(measured, 1000.0 * (i + 1), 0.05)  # known to +-5%: ranked
             a.put(r)
             b.put(on_platform(r, "Sim B", 3.0))
     out = CliRunner().invoke(
@@ -108,21 +109,26 @@ def test_compare_command_across_two_databases(two_platforms: list[Result], tmp_p
     )
     assert out.exit_code == 0, out.output
     assert "0.33x" in out.output and "Sim B faster" in out.output
-    assert "against Sim B: 0.33x throughput (geometric mean of 3 matched cells)" in out.output
+    assert (
+        "against Sim B: 0.33x throughput (geometric mean of the 3 ranked of 3 matched cells)"
+        in out.output
+    )
     neither = CliRunner().invoke(app, ["compare", "--db", str(here)])
     assert neither.exit_code == 2 and "give --by FIELD" in neither.output
 
 
-def test_each_cell_defaults_to_its_own_smallest_value(
-    two_platforms: list[Result], caplog: pytest.LogCaptureFixture
-) -> None:
+def test_each_cell_defaults_to_its_own_smallest_value(two_platforms: list[Result]) -> None:
     here = train(two_platforms)  # batch 4, 16 and 64 as measured...
     longer = [on_platform(r, None, 1.0, steps_per_epoch=13) for r in here[1:]]  # ...16, 64 at 13
     found = comparison.ratios([*here, *longer], "batch_size")
     assert sorted((r.value, r.baseline) for r in found) == [("16", "4"), ("64", "16"), ("64", "4")]
     given = comparison.ratios([*here, *longer], "batch_size", baseline="4")
     assert sorted((r.value, r.baseline) for r in given) == [("16", "4"), ("64", "4")]
-    assert "1 cell(s) were not run at batch_size 4 and are not compared" in caplog.text
+    missing = comparison.unmatched([*here, *longer], "batch_size", baseline="4")
+    assert sorted((u.result.spec.batch_size, u.missing_baseline) for u in missing) == [
+        (16, "4"),
+        (64, "4"),
+    ]
 
 
 def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None:
@@ -136,3 +142,38 @@ def test_a_contended_result_is_never_ranked(two_platforms: list[Result]) -> None
     (r,) = comparison.ratios([here, shared], "platform", baseline=here.env.platform)
     assert r.ranking is Ranking.CONTENDED and not r.ranking.ranked
     assert compare_text.ranking_text(r).startswith("not ranked: contended")
+
+
+def test_the_baseline_is_chosen_by_meaning_not_by_spelling(two_platforms: list[Result]) -> None:
+    here = with_rate(train(two_platforms)[0], 1000.0, 0.05)
+    runs = [here, on_platform(here, None, 1.5, precision="amp-bf16")]
+    (r,) = comparison.ratios(runs, "precision")
+    assert (r.value, r.baseline) == ("amp-bf16", "fp32")  # not the alphabetical first
+    runs = [here, on_platform(here, None, 1.2, compile=True)]
+    (r,) = comparison.ratios(runs, "compile")
+    assert (r.value, r.baseline) == ("True", "False")
+
+
+def test_no_summary_ratio_from_pairs_that_were_not_ranked(two_platforms: list[Result]) -> None:
+    here = [with_rate(r, 1000.0, None) for r in train(two_platforms)]  # no intervals
+    found = comparison.ratios([*here, *(on_platform(r, "Sim B", 1.17) for r in here)], "platform")
+    (summary,) = comparison.summary(found)
+    assert summary.num_matched == 3 and summary.num_ranked == 0 and summary.geomean is None
+    (line,) = compare_text.ratio_summary_lines([summary])
+    assert line.endswith("ranked in none of 3 matched cells (see the verdicts): no summary ratio")
+    assert "1.17" not in line
+
+
+def test_cells_that_could_not_be_matched_are_said_with_why(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)  # batch 4, 16 and 64 at the same steps per epoch
+    steps = here[0].spec.steps_per_epoch
+    odd = on_platform(here[0], None, 1.0, batch_size=32, steps_per_epoch=steps + 3)
+    (alone,) = comparison.unmatched([*here, odd], "batch_size")
+    assert alone.result is odd and alone.missing_baseline is None
+    assert alone.nearest == (("steps_per_epoch", str(steps + 3), str(steps)),)
+    (line,) = compare_text.unmatched_lines([alone], "batch_size")
+    assert line.endswith(
+        f"not compared: the closest run at another batch_size differs in steps_per_epoch "
+        f"{steps + 3} vs {steps}"
+    )
+    assert comparison.unmatched(here, "batch_size") == []  # every one was matched

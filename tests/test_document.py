@@ -83,7 +83,7 @@ def test_page_is_self_contained_and_escapes_every_name(page: Path) -> None:
     assert "Content-Security-Policy" in text
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", text)  # nothing fetched
     assert text.count("<figure") == 6
-    assert "seed 003, Table 1" in text  # two device counts: Table 1's layout is there
+    assert "PEARC '22, Table 1" in text  # two device counts: Table 1's layout is there
 
 
 @needs_chromium
@@ -123,7 +123,7 @@ def test_screenshot_shows_the_plotted_lines(page: Path, tmp_path: Path) -> None:
 def test_markdown_tables_escape_markup(two_platforms: list[Result]) -> None:
     text = document.markdown(two_platforms)
     assert "<script>" not in text and "&lt;script>" in text  # no tag can open
-    assert text.startswith("**Results (seed 003, Table 4 layout)**")
+    assert text.startswith("**Results (in the layout of PEARC '22, Table 4)**")
     grid = tables.Grid("", ("a", "b"), [("x|y", "1")], frozenset({0}))
     assert tables.markdown(grid).splitlines()[2] == "| x\\|y | 1 |"
 

@@ -75,3 +75,14 @@ def test_a_bad_model_exits_2_before_any_cell(tmp_path: Path) -> None:
         "(broken.py:2)\n"
     )
     assert not db.exists()  # no cell ran, nothing was opened
+
+
+def test_a_model_that_ends_the_process_is_refused_in_one_line(tmp_path: Path) -> None:
+    model, db = tmp_path / "quits.py", tmp_path / "results.sqlite"
+    model.write_text("import os\n\ndef build():\n    os._exit(0)\n")
+    code, output = invoke("run", f"{model}:build", *QUICK, "--db", str(db))
+    assert code == 2 and not db.exists()
+    assert output == (
+        "error: inspecting device 'cpu' and the inputs ended with exit code 0 and no answer: "
+        "does a model's code end its process?\n"
+    )

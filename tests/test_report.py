@@ -34,6 +34,17 @@ def test_invalid_throughput_is_never_shown_as_a_plain_number() -> None:
     assert lines[-1] == results_text.NOT_VALID_NOTE
 
 
+def test_a_lopsided_interval_shows_both_sides() -> None:
+    result = with_rate(run(tiny()), 1000.0, spread=0.02)
+    assert cells.ci_text(result) == "±2.0"
+    assert result.metrics is not None
+    delivered = result.metrics.delivered.model_copy(update={"ci_low": 970.0, "ci_high": 1060.0})
+    lopsided = result.model_copy(
+        update={"metrics": result.metrics.model_copy(update={"delivered": delivered})}
+    )
+    assert cells.ci_text(lopsided) == "+6.0/-3.0"
+
+
 def test_rate_text_keeps_three_digits_for_slow_rates() -> None:
     assert cells.rate_text(24.44) == "24.4"
     assert cells.rate_text(5833.2) == "5,833"

@@ -45,11 +45,14 @@ def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> No
         "2",
     )
     assert code == 0, output
+    assert output.endswith(f"\nwrote {out}; results go to {tmp_path / 'r.sqlite'}\n")
     text = out.read_text()
     subprocess.run(["bash", "-n", str(out)], check=True)  # valid shell
     for directive in (
         "--nodes=2",
         "--ntasks-per-node=1",
+        "--exclusive",
+        "--mem=0",
         "--gpus-per-node=4",
         "--time=02:00:00",
         "--partition=gpu",
@@ -72,7 +75,10 @@ def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> No
             ["--nodes", "2", "--", "run", "resnet50", "--replicaz", "2"],
             "No such option: --replicaz",
         ),
-        (["--nodes", "1", "--", "run", "resnet50", "--nodes", "2"], "raise --nodes of the job"),
+        (
+            ["--nodes", "1", "--", "run", "resnet50", "--replicas", "2", "--nodes", "2"],
+            "raise --nodes of the job",
+        ),
         (
             ["--nodes", "1", "--time", "2h", "--", "run", "resnet50"],
             "'2h' is not a Slurm time limit",
@@ -83,7 +89,33 @@ def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> No
         (["--nodes", "1", "--", "run", "nosuch"], "unknown workload 'nosuch'"),
         (["--nodes", "1", "--", "run", "resnet50", "--timeout-s", "0"], "positive number"),
         (["--nodes", "1000000000000000000", "--", "run", "resnet50"], "--nodes"),
-        (["--nodes", "1", "--", "run", "resnet50", "--db", "x"], "give --db to `accelbench slurm`"),
+        (["--nodes", "1", "--", "run", "resnet50", "--db", "x"], "give the database once"),
+        (["--nodes", "1", "--", "run", "resnet5O"], "unknown workload 'resnet5O'"),
+        (
+            [
+                "--nodes",
+                "2",
+                "--gpus-per-node",
+                "4",
+                "--",
+                "run",
+                "resnet50",
+                "--replicas",
+                "16",
+                "--nodes",
+                "2",
+            ],
+            "a cell of 16 processes on 2 node(s) puts 8 on a node with 4 GPUs: give the sweep "
+            "--nodes 4",
+        ),
+        (
+            ["--nodes", "2", "--gpus-per-node", "4", "--", "run", "resnet50", "--replicas", "8"],
+            "puts 8 on a node with 4 GPUs: give the sweep --nodes 2",
+        ),
+        (
+            ["--nodes", "1", "--", "run", "timm/resnet18", "--model-arg", "imagesize=64"],
+            "unexpected keyword argument 'imagesize'",
+        ),
     ],
 )
 def test_bad_job_requests_write_nothing(tmp_path: Path, args: list[str], message: str) -> None:
@@ -128,6 +160,7 @@ def test_script_runs_a_two_node_cell_through_srun_and_torchrun(tmp_path: Path) -
     env = os.environ | {
         "PATH": f"{FAKE_SLURM}:{os.environ['PATH']}",
         "SLURM_JOB_ID": "7",
+        "SLURM_CPUS_ON_NODE": "2",
         "SLURM_SUBMIT_DIR": str(tmp_path),
     }
     job = subprocess.run(["bash", str(out)], env=env, capture_output=True, text=True, timeout=300)
@@ -151,3 +184,22 @@ def test_a_database_password_never_enters_the_script(tmp_path: Path) -> None:
     assert secret.read_text().strip() == url and secret.stat().st_mode & 0o777 == 0o600
     assert f'export ACCELBENCH_DB="$(< {secret})"' in out.read_text()
     subprocess.run(["bash", "-n", str(out)], check=True)
+
+
+def test_the_database_may_follow_the_sweep_and_a_node_local_one_is_warned_of(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "job.sbatch"
+    args = ["slurm", "--nodes", "1", "--out", str(out), "--", "run", "resnet50"]
+    result = runner.invoke(app, [*args, "--db", "results/r.sqlite"])
+    assert result.exit_code == 0, result.output
+    where = tmp_path / "results" / "r.sqlite"  # resolved where sbatch is run, and said
+    assert result.output.endswith(f"wrote {out}; results go to {where}\n")
+    assert out.read_text().strip().endswith(f"run resnet50 --db {where}")
+    result = runner.invoke(app, [*args, "--db=/tmp/r.sqlite"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(
+        "warning: /tmp/r.sqlite is on the batch node's own disk, which other nodes and the login "
+        "node do not see: give --db a path on the shared file system\n"
+    )

@@ -46,3 +46,16 @@ def test_html_table_escapes_cells() -> None:
     text = tables.to_html(grid)
     assert "<script>" not in text and "<b>" not in text and "<i>" not in text
     assert "&lt;script&gt;x&lt;/script&gt;" in text
+
+
+def test_a_narrow_terminal_folds_long_names_instead_of_cutting_them() -> None:
+    from rich.console import Console
+
+    name = "/home/someone/projects/forecasting/models/temporal_fusion.py:build_large_model"
+    grid = tables.Grid("", ("Workload", "Items/s"), [(name, "1,234")], frozenset({0}))
+    console = Console(width=40, record=True)
+    console.print(tables.rich(grid))
+    text = console.export_text()
+    assert "…" not in text
+    column = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
+    assert "".join(column) == name

@@ -20,7 +20,7 @@ from enum import StrEnum
 from accelbench import references, validity
 from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
-from accelbench.objectives import GOALS, Constraints, Goal, price_of, within_latency
+from accelbench.objectives import GOALS, Constraints, Goal, latency, price_of, within_latency
 from accelbench.result import ANY_BATCH, Result, cell_key
 
 BATCH_RANGE_FRAC = 0.95
@@ -71,6 +71,7 @@ class Out(StrEnum):
     LATENCY = "latency"
     MEMORY = "memory"
     NO_PRICE = "no-price"
+    NO_ENERGY = "no-energy"
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ def _why_out(r: Result, constraints: Constraints) -> Out | None:
         return Out.DEVICES
     if (
         c.latency_bound_ms is not None
-        and r.spec.scenario == "infer"
+        and r.spec.scenario in ("infer", "server")
         and not within_latency(r, c.latency_bound_ms)
     ):
         return Out.LATENCY
@@ -181,9 +182,8 @@ def recommend(
         raise AccelbenchError(
             "the cost objective needs --prices FILE ($ per device-hour; none are built in)"
         )
-    goal = GOALS[objective]
-    wanted = scenario or goal.scenario
-    mine = [r for r in results if r.spec.workload == workload and r.spec.scenario == wanted]
+    wanted = (scenario,) if scenario else GOALS[objective].scenarios
+    mine = [r for r in results if r.spec.workload == workload and r.spec.scenario in wanted]
     by_platform: dict[str, list[Result]] = defaultdict(list)
     for r in mine:
         by_platform[r.env.platform].append(r)
@@ -192,7 +192,7 @@ def recommend(
         for platform, runs in by_platform.items()
     ]
     ranked = [a for a in out if a.options]
-    ranked.sort(key=lambda a: a.options[0].value, reverse=not goal.lower_is_better)
+    ranked.sort(key=lambda a: a.options[0].value, reverse=not GOALS[objective].lower_is_better)
     return ranked + [a for a in out if not a.options]
 
 
@@ -215,8 +215,9 @@ def _platform_advice(
     options = [o for cell in cells.values() if (o := _option(cell, objective, constraints))]
     options.sort(key=lambda o: o.value, reverse=not goal.lower_is_better)
     advice.options = options
-    if objective == "cost" and cells and not options:
-        advice.excluded[Out.NO_PRICE] = sum(map(len, cells.values()))
+    if objective in ("cost", "energy") and cells and not options:
+        unknown = Out.NO_PRICE if objective == "cost" else Out.NO_ENERGY
+        advice.excluded[unknown] = sum(map(len, cells.values()))
     if not options:
         return advice
     advice.confidence = _confidence(options, goal)
@@ -285,15 +286,15 @@ def _gaps(best: Option, runs: list[Result], objective: str) -> Gaps:
 
 def _pareto(options: list[Option]) -> list[Option]:
     """Options no other is at least as good as on every measure and better on one: throughput
-    (up), devices, p99 latency when inferring (a training step's time only grows with its batch)
-    and J per item where every option has it (down)."""
+    (up), devices, p99 latency when inferring or serving (a training step's time only grows
+    with its batch) and J per item where every option has it (down)."""
     energy = all(o.result.metrics and o.result.metrics.joules_per_item for o in options)
 
     def measures(o: Option) -> list[float]:
         m = o.result.metrics
         assert m is not None
         values = [-m.items_per_s, float(o.result.num_devices)]
-        values += [m.step_ms_steady.p99] if o.result.spec.scenario == "infer" else []
+        values += [s.p99] if (s := latency(o.result)) else []
         return values + ([m.joules_per_item or 0.0] if energy else [])
 
     table = [measures(o) for o in options]

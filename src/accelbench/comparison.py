@@ -1,6 +1,7 @@
 """Ratios between configurations at matched conditions: `accelbench compare --by platform` (or
 precision, or any spec field) sets each value's throughput against a baseline's (given, or
-else the smallest value in each cell) for every cell that was run at both, all else equal.
+else the natural one in each cell: fp32, one device, the smallest batch) for every cell that was
+run at both, all else equal; the configurations that could not be matched are said, with why.
 
 A ratio carries an interval: the lowest and the highest ratio the two throughputs' 95% intervals
 allow (repeats of a cell widen its interval to cover all of them). Two configurations are ranked
@@ -11,11 +12,10 @@ work shared its host (contended) is never ranked.
 
 from __future__ import annotations
 
-import logging
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -23,8 +23,6 @@ from accelbench import validity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result, cell_key
 from accelbench.spec import RunSpec
-
-log = logging.getLogger(__name__)
 
 NOT_MATCHED = ("repeat", "seed")
 """Spec fields that never separate cells being compared: repeats and seeds pool together."""
@@ -120,40 +118,98 @@ def _matched(result: Result, by: str) -> str:
     return cell_key(result, ignore=(by, *NOT_MATCHED), platform=by != "platform")
 
 
-def _order(value: str) -> tuple[int, float, str]:
-    try:
-        return 0, float(value), value
-    except ValueError:
-        return 1, 0.0, value
+def _order(by: str) -> Callable[[str], tuple[int, float, bool, str]]:
+    """How values of `by` sort, the natural baseline first: numbers from the smallest (one
+    device, the smallest batch); words from the spec's default (fp32, no compile), then A-Z."""
+    field = RunSpec.model_fields.get(by)
+    default = None if field is None else str(field.default)
+
+    def key(value: str) -> tuple[int, float, bool, str]:
+        try:
+            return 0, float(value), False, value
+        except ValueError:
+            return 1, 0.0, value != default, value
+
+    return key
 
 
-def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Ratio]:
-    """Every value of `by` against the baseline value in each cell that has both: `baseline`,
-    or else each cell's smallest value. Only results with status ok count."""
+def _cells(results: Sequence[Result], by: str) -> dict[str, dict[str, list[Result]]]:
+    """The measured results by matched conditions, then by their value of `by`."""
     if by not in fields():
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
     cells: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
         if r.status == "ok" and r.items_per_s and r.items_per_s > 0:
             cells[_matched(r, by)][value_of(r, by)].append(r)
-    values = sorted({v for cell in cells.values() for v in cell}, key=_order)
-    if baseline is not None and baseline not in values:
+    return cells
+
+
+def _check_baseline(cells: dict[str, dict[str, list[Result]]], by: str, baseline: str) -> None:
+    values = sorted({v for cell in cells.values() for v in cell}, key=_order(by))
+    if baseline not in values:
         raise AccelbenchError(
             f"no stored result has {by} {baseline!r}: give --baseline one of {', '.join(values)}"
         )
-    out, missing = [], 0
+
+
+def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Ratio]:
+    """Every value of `by` against the baseline value in each cell that has both: `baseline`,
+    or else each cell's first in the natural order (_order). Only results with status ok count."""
+    cells = _cells(results, by)
+    if baseline is not None:
+        _check_baseline(cells, by, baseline)
+    out = []
     for cell in cells.values():
-        base = baseline or min(cell, key=_order)
-        if base not in cell:
-            missing += len(cell) > 1
-            continue
-        reference = band(cell[base])
-        for value in sorted(cell, key=_order):
-            if value != base:
-                out.append(Ratio(cell[base][0], value, base, band(cell[value]), reference))
-    if missing:
-        log.warning("%d cell(s) were not run at %s %s and are not compared", missing, by, baseline)
+        base = baseline or min(cell, key=_order(by))
+        if base in cell:
+            reference = band(cell[base])
+            out += [
+                Ratio(cell[base][0], value, base, band(cell[value]), reference)
+                for value in sorted(cell, key=_order(by))
+                if value != base
+            ]
     return out
+
+
+@dataclass(frozen=True)
+class Unmatched:
+    """A configuration that was compared with nothing, and why."""
+
+    result: Result
+    """One of its results, which names it."""
+    missing_baseline: str | None
+    """The baseline it was not run at, when one was given."""
+    nearest: tuple[tuple[str, str, str], ...]
+    """Where the closest configuration run at another value differs: (field, its value here,
+    there); empty when no configuration was run at another value."""
+
+
+def unmatched(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Unmatched]:
+    """The configurations `ratios` compares with nothing: run at one value of `by` only, or not
+    at the given baseline. A run at 16 steps an epoch is no match for one at 13, whatever its
+    batch, so the fields that keep it apart are said."""
+    cells = _cells(results, by)
+    if len({v for cell in cells.values() for v in cell}) < 2:
+        return []  # nothing was run at two values: there is nothing to miss
+    out = []
+    for key, cell in cells.items():
+        first = next(iter(cell.values()))[0]
+        if baseline is not None and baseline not in cell:
+            out += [Unmatched(runs[0], baseline, ()) for runs in cell.values()]
+        elif len(cell) == 1:
+            others = [next(iter(c.values()))[0] for k, c in cells.items() if k != key]
+            nearest = min((_differences(first, o, by) for o in others), key=len)
+            out.append(Unmatched(first, None, nearest))
+    return out
+
+
+def _differences(a: Result, b: Result, by: str) -> tuple[tuple[str, str, str], ...]:
+    """The matched conditions on which two results differ: (field, a's value, b's)."""
+    return tuple(
+        (name, value_of(a, name), value_of(b, name))
+        for name in fields()
+        if name != by and value_of(a, name) != value_of(b, name)
+    )
 
 
 @dataclass(frozen=True)
@@ -162,8 +218,9 @@ class Summary:
 
     value: str
     baseline: str
-    geomean: float
-    """Geometric mean of the ratios."""
+    geomean: float | None
+    """Geometric mean of the ratios of the ranked cells; None when none could be ranked, since
+    ratios that their intervals cannot tell from 1 say nothing, however many are averaged."""
     num_matched: int
     num_faster: int
     num_slower: int
@@ -174,8 +231,8 @@ class Summary:
 
 
 def summary(found: Sequence[Ratio]) -> list[Summary]:
-    """Per value and baseline: the geometric mean ratio over its matched cells, and how many of
-    them could be ranked either way."""
+    """Per value and baseline: how many matched cells could be ranked either way, and the
+    geometric mean ratio over those."""
     groups: dict[tuple[str, str], list[Ratio]] = defaultdict(list)
     for r in found:
         groups[(r.value, r.baseline)].append(r)
@@ -183,10 +240,14 @@ def summary(found: Sequence[Ratio]) -> list[Summary]:
         Summary(
             value=value,
             baseline=baseline,
-            geomean=math.exp(statistics.fmean(math.log(r.ratio) for r in members)),
+            geomean=_geomean([r.ratio for r in members if r.ranking.ranked]),
             num_matched=len(members),
             num_faster=sum(r.ranking is Ranking.FASTER for r in members),
             num_slower=sum(r.ranking is Ranking.SLOWER for r in members),
         )
         for (value, baseline), members in groups.items()
     ]
+
+
+def _geomean(values: Sequence[float]) -> float | None:
+    return math.exp(statistics.fmean(map(math.log, values))) if values else None

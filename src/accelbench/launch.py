@@ -110,7 +110,11 @@ def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -
                 "does a model file wait for something when imported?"
             ) from None
         if proc.returncode != 0 or not out.exists():
-            raise AccelbenchError(_last_line(proc.stderr) or f"could not inspect device {device!r}")
+            raise AccelbenchError(
+                _last_line(proc.stderr)
+                or f"inspecting device {device!r} and the inputs ended with exit code "
+                f"{proc.returncode} and no answer: does a model's code end its process?"
+            )
         return out.read_text()
 
 
@@ -188,6 +192,10 @@ def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
         return [*torchrun, "--standalone", *cell]
     rendezvous = f"{socket.gethostname()}:{_free_port()}"
     srun = ["srun", "--nodes", str(spec.nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
+    # Not inherited from the job since Slurm 22.05: each node's torchrun gets the CPUs and memory
+    # the job has there, not one core for its ranks and their loader workers to share.
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK") or os.environ.get("SLURM_CPUS_ON_NODE")
+    srun += [*(["--cpus-per-task", cpus] if cpus else []), "--mem=0"]
     torchrun += ["--nnodes", str(spec.nodes), "--rdzv-backend", "c10d"]
     torchrun += ["--rdzv-endpoint", rendezvous, "--rdzv-id", Path(cell_args[0]).parent.name]
     return [*srun, *torchrun, *cell]

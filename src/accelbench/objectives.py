@@ -15,6 +15,7 @@ from typing import Literal, get_args
 from accelbench import validity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result, cell_key
+from accelbench.stats import Summary
 
 Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost"]
 
@@ -36,17 +37,18 @@ class Constraints:
 
 @dataclass(frozen=True)
 class Goal:
-    scenario: str
+    scenarios: tuple[str, ...]
+    """The scenarios whose results answer it."""
     unit: str
     lower_is_better: bool
 
 
 GOALS: dict[str, Goal] = {
-    "throughput": Goal("train", "items/s", False),
-    "time-to-train": Goal("time-to-train", "s to target (median over seeds)", True),
-    "latency": Goal("infer", "items/s within the latency bound", False),
-    "energy": Goal("train", "J per item", True),
-    "cost": Goal("train", "$ per million items", True),
+    "throughput": Goal(("train",), "items/s", False),
+    "time-to-train": Goal(("time-to-train",), "s to target (median over seeds)", True),
+    "latency": Goal(("infer", "server"), "items/s within the latency bound", False),
+    "energy": Goal(("train",), "J per item", True),
+    "cost": Goal(("train",), "$ per million items", True),
 }
 
 
@@ -72,10 +74,21 @@ def price_of(platform: str, prices: dict[str, float]) -> float | None:
     return max(found)[1] if found else None
 
 
+def latency(r: Result) -> Summary | None:
+    """The latency an inference result promises: a batch's, or for the server scenario a
+    query's at the rate it sustained (queueing included); None where it has none."""
+    m = r.metrics
+    if m is None or r.spec.scenario not in ("infer", "server"):
+        return None
+    if m.server is None:
+        return m.step_ms_steady
+    return None if m.server.reported is None else m.server.trials[m.server.reported].latency
+
+
 def within_latency(r: Result, bound_ms: float) -> bool:
-    """Whether an inference result's p99 latency is known to be within the bound: only p99s
-    with enough batches behind them count."""
-    s = r.metrics.step_ms_steady if r.metrics else None
+    """Whether an inference or server result's p99 latency is known to be within the bound:
+    only p99s with enough batches (or queries) behind them count."""
+    s = latency(r)
     return s is not None and s.n >= validity.MIN_P99_SAMPLES and s.p99 <= bound_ms
 
 

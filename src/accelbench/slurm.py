@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -22,6 +23,7 @@ from accelbench.connect import is_url
 from accelbench.errors import AccelbenchError
 from accelbench.frozen import Frozen
 from accelbench.launch import CELL_DIR
+from accelbench.spec import RunSpec
 
 _TIME = re.compile(r"^(?:\d+-)?\d+(?::(\d{2}))?(?::(\d{2}))?$")
 """minutes, MM:SS, HH:MM:SS or D-HH:MM:SS (and D-HH, D-HH:MM); groups: the last two fields."""
@@ -37,6 +39,7 @@ class JobSpec(Frozen):
     gpus_per_node: int = Field(ge=0, le=64)
     """GPUs on each node (0 for a CPU-only partition)."""
     cpus_per_node: int | None = Field(default=None, gt=0, le=100_000)
+    """CPUs to ask for on each node (default: all of them; the job has its nodes to itself)."""
     time: str = "01:00:00"
     """Time limit in Slurm's notation: minutes, MM:SS, HH:MM:SS or D-HH:MM:SS."""
     partition: str | None = Field(default=None, pattern=_NAME)
@@ -54,6 +57,45 @@ class JobSpec(Frozen):
         return time
 
 
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/scratch/local")
+"""Folders that are each node's own on a cluster: a database there is not where the user looks."""
+
+
+def check_allocation(job: JobSpec, specs: Sequence[RunSpec]) -> None:
+    """Raise, naming the fix, if a cell of the sweep cannot run on the job's allocation: it
+    would wait in the queue and then fail."""
+    for spec in specs:
+        per_node = spec.processes_per_node
+        if spec.nodes > job.nodes:
+            raise AccelbenchError(
+                f"the sweep asks for {spec.nodes} nodes and the job for {job.nodes}: raise "
+                "--nodes of the job"
+            )
+        devices = job.gpus_per_node or job.cpus_per_node
+        if devices and per_node > devices:
+            kind = "GPUs" if job.gpus_per_node else "CPUs"
+            need = -(-spec.num_processes // devices)
+            raise AccelbenchError(
+                f"a cell of {spec.num_processes} processes on {spec.nodes} node(s) puts "
+                f"{per_node} on a node with {devices} {kind}: give the sweep --nodes {need} "
+                f"(and the job at least that), or fewer --replicas"
+            )
+
+
+def database_path(db: Path | str) -> str:
+    """The database as the job will name it: a URL as is, a path made absolute (a relative one
+    is under the directory the script is written from, where sbatch is run)."""
+    return str(db) if is_url(db) else str(Path(db).resolve())
+
+
+def node_local(db: str) -> bool:
+    """Whether the database path is on a node's own disk, not the cluster's shared one."""
+    return not is_url(db) and any(
+        db == folder or db.startswith(folder + "/")
+        for folder in (*NODE_LOCAL, os.environ.get("TMPDIR", "/tmp").rstrip("/"))
+    )
+
+
 def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | None = None) -> str:
     """The sbatch script that runs `accelbench run_args...` into the database `db`; with
     `db_file`, the script reads the database's URL from that file (see write_private) into
@@ -62,12 +104,14 @@ def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | No
         f"--job-name={job.job_name}",
         f"--nodes={job.nodes}",
         "--ntasks-per-node=1",  # one torchrun agent per node, which starts a rank per device
+        "--exclusive",  # a benchmark shares its nodes with no other job
+        "--mem=0",  # all of each node's memory
         f"--time={job.time}",
         "--output=%x-%j.out",
     ]
     if job.gpus_per_node:
         directives.append(f"--gpus-per-node={job.gpus_per_node}")
-    if job.cpus_per_node:
+    if job.cpus_per_node:  # else --exclusive gives the one task every CPU of the node
         directives.append(f"--cpus-per-task={job.cpus_per_node}")
     if job.partition:
         directives.append(f"--partition={job.partition}")
@@ -77,8 +121,7 @@ def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | No
     if db_file is not None:
         database = f'export ACCELBENCH_DB="$(< {shlex.quote(str(db_file.resolve()))})"'
     else:
-        db_arg = str(db) if is_url(db) else str(Path(db).resolve())
-        database, command = "", command + " --db " + shlex.quote(db_arg)
+        database, command = "", command + " --db " + shlex.quote(database_path(db))
     return "\n".join(
         [
             "#!/bin/bash",

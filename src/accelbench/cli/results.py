@@ -147,7 +147,8 @@ def compare(
     baseline: Annotated[
         str | None,
         typer.Option(
-            help="The value of --by the others are set against (default: each cell's smallest)."
+            help="The value of --by the others are set against (default: the natural one in "
+            "each cell: fp32, no compile, the fewest devices, the smallest batch)."
         ),
     ] = None,
     reference: Annotated[
@@ -173,12 +174,17 @@ def compare(
     found, _ = load(db, workload, platform, status="ok")
     if by is not None:
         found_ratios = comparison.ratios(found, by, baseline)
-        if not found_ratios:
-            console.print(f"no cell was run at two values of {by}: nothing to compare")
-            return
-        console.print(compare_text.ratio_table(found_ratios, by))
-        for line in compare_text.ratio_summary_lines(comparison.summary(found_ratios)):
+        if found_ratios:
+            console.print(compare_text.ratio_table(found_ratios, by))
+        summary = comparison.summary(found_ratios)
+        alone = comparison.unmatched(found, by, baseline)
+        for line in [
+            *compare_text.ratio_summary_lines(summary),
+            *compare_text.unmatched_lines(alone, by),
+        ]:
             console.print(line)
+        if not found_ratios:
+            console.print(f"no configuration was run at two values of {by}: nothing to compare")
         return
     matches = [m for m in map(references.match, found) if m is not None]
     if matches:
@@ -349,9 +355,9 @@ def recommend(
     found, _ = load(db, workload, None)
     answers = advice.recommend(found, workload, objective, constraints, scenario)
     goal = objectives.GOALS[objective]
+    read = scenario or " and ".join(goal.scenarios)
     console.print(
-        f"{workload}, objective {objective} ({goal.unit}), "
-        f"{scenario or goal.scenario} results"
+        f"{workload}, objective {objective} ({goal.unit}), {read} results"
         + (
             f"; constraints: {constraints_text(constraints)}"
             if constraints_text(constraints)
@@ -360,7 +366,7 @@ def recommend(
     )
     if not answers:
         console.print(
-            f"no stored {scenario or goal.scenario} results of {workload}: measure some with "
+            f"no stored {read} results of {workload}: measure some with "
             f"`accelbench tune {workload}` or `accelbench run`"
         )
     for line in advice_lines(answers, objective, constraints):

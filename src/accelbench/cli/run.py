@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress
 
-from accelbench import contention, environment
+from accelbench import contention, environment, launch
 from accelbench.cli.app import (
     OPTION_NAMES,
     DbOption,
@@ -240,20 +240,11 @@ def slurm(
             "give the sweep after --, e.g. accelbench slurm --nodes 2 -- run resnet50 "
             "--replicas 8 --nodes 2"
         )
-    if "--db" in run_args:
-        raise AccelbenchError("give --db to `accelbench slurm`, before the --")
+    db = _db_of_sweep(run_args, db)
     try:  # the sweep's options, checked now rather than when the job starts
         parsed = typer.main.get_command(app).commands["run"].make_context("run", run_args[1:])  # type: ignore[attr-defined]
     except typer.TyperException as exc:  # typer's own click: a usage error
         raise AccelbenchError(f"the sweep after --: {exc.format_message()}") from None
-    if parsed.params["nodes"] > nodes:
-        raise AccelbenchError(
-            f"the sweep asks for {parsed.params['nodes']} nodes and the job for {nodes}: "
-            "raise --nodes of the job"
-        )
-    check_timeout(parsed.params["timeout_s"])
-    specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
-    check_cells(specs)
     job = slurm_job.JobSpec(
         nodes=nodes,
         gpus_per_node=gpus_per_node,
@@ -262,19 +253,45 @@ def slurm(
         partition=partition,
         account=account,
     )
+    check_timeout(parsed.params["timeout_s"])
+    specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
+    slurm_job.check_allocation(job, specs)
+    launch.preflight_in_child(check_cells(specs))
     check_out(out)
-    where = db or default_path()
+    where = slurm_job.database_path(db or default_path())
+    if slurm_job.node_local(where):
+        console.print(
+            f"warning: {where} is on the batch node's own disk, which other nodes and the login "
+            "node do not see: give --db a path on the shared file system",
+            style="yellow",
+            soft_wrap=True,
+        )
     secret = None
-    if is_url(where) and redacted(str(where)) != str(where):  # a password: never in the script
+    if is_url(where) and redacted(where) != where:  # a password: never in the script
         secret = out.with_name(out.name + ".db-url")
-        slurm_job.write_private(secret, str(where))
+        slurm_job.write_private(secret, where)
     write_file(out, slurm_job.script(job, run_args, where, secret), mode=0o755)
     console.print(
-        f"wrote {out}"
-        + (f" and {secret} (the database URL, readable by you only)" if secret else "")
+        f"wrote {out}; results go to {redacted(where)}"
+        + (f" (its URL is in {secret}, readable by you only)" if secret else "")
     )
     if submit:
         console.print(slurm_job.submit(out))
+
+
+def _db_of_sweep(run_args: list[str], db: str | None) -> str | None:
+    """The database, given to `slurm` or to the sweep after `--` (taken out of `run_args`)."""
+    found = None
+    for i, arg in enumerate(run_args):
+        if arg == "--db" and i + 1 < len(run_args):
+            found, run_args[i : i + 2] = run_args[i + 1], []
+            break
+        if arg.startswith("--db="):
+            found, run_args[i : i + 1] = arg.removeprefix("--db="), []
+            break
+    if found is not None and db is not None and found != db:
+        raise AccelbenchError(f"--db {db} and, after --, --db {found}: give the database once")
+    return db if found is None else found
 
 
 TUNE_KNOBS = (

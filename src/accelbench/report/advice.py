@@ -8,6 +8,7 @@ from accelbench import advice, objectives, scaling, tuning, validity
 from accelbench.advice import Level, Out
 from accelbench.references import Reference
 from accelbench.report.cells import configuration, rate_text
+from accelbench.result import Result
 
 
 def _objective_text(value: float, objective: str) -> str:
@@ -34,6 +35,16 @@ def _out_text(why: Out, c: objectives.Constraints, platform: str) -> str:
             return f"peak memory leaves under {c.memory_headroom_pct:g}% of the device free"
         case Out.NO_PRICE:
             return f"no price for {platform} in the prices file: add one"
+        case Out.NO_ENERGY:
+            return (
+                "energy was not measured: no power reading on this platform (NVIDIA GPUs via "
+                "NVML, CPUs via RAPL where readable)"
+            )
+
+
+def _scenario(r: Result, objective: str) -> str:
+    """The scenario of the answer where the objective reads several (infer, server)."""
+    return f"{r.spec.scenario} " if len(objectives.GOALS[objective].scenarios) > 1 else ""
 
 
 def _confidence_text(confidence: advice.Confidence) -> str:
@@ -93,6 +104,9 @@ def advice_lines(
             f"{n} measured run(s): {_out_text(why, constraints, a.platform)}"
             for why, n in a.excluded.items()
         ]
+        if not a.options and set(a.excluded) == {Out.NO_ENERGY}:
+            lines.append(f"{i}. {a.platform}: energy was never measured here: no answer")
+            continue
         if not a.options:
             lines.append(f"{i}. {a.platform}: no configuration meets the objective and constraints")
             lines += [f"   left out: {why}" for why in excluded]
@@ -104,7 +118,8 @@ def advice_lines(
             interval = f" [{low} to {high}]"
         keys = ", ".join(r.key[:8] for r in best.runs)
         lines.append(
-            f"{i}. {a.platform}: {configuration(best.result.spec)}: "
+            f"{i}. {a.platform}: {_scenario(best.result, objective)}"
+            f"{configuration(best.result.spec)}: "
             f"{_objective_text(best.value, objective)}{interval}; from {len(best.runs)} run(s): "
             f"{keys}"
         )

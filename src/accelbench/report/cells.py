@@ -42,12 +42,27 @@ def rate_text(items_per_s: float) -> str:
     return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
-def ci_text(result: Result) -> str:
-    """Half-width of the headline's 95% interval, percent; blank where there is none."""
-    ci = result.items_per_s_ci
-    if ci is None or not result.items_per_s:
+LAST_EPOCH = "Last epoch (s / items)"
+"""The header of last_epoch_text: an epoch here is what the spec says (a few steps, often), not
+the paper's pass over 70,000 images, so its size is shown beside its time."""
+
+
+def last_epoch_text(result: Result) -> str:
+    """The time of the result's last epoch and how many items it held."""
+    if result.metrics is None:
         return ""
-    return f"{100 * (ci[1] - ci[0]) / 2 / result.items_per_s:.1f}"
+    last = result.metrics.epochs[-1]
+    return f"{last.time_s:.2f} / {last.num_items:,}"
+
+
+def ci_text(result: Result) -> str:
+    """The headline's 95% interval around it, percent: ±x where its two sides agree to the digit
+    shown, else +up/-down (a bootstrap interval is often lopsided); blank where there is none."""
+    ci, rate = result.items_per_s_ci, result.items_per_s
+    if ci is None or not rate:
+        return ""
+    up, down = (f"{100 * abs(bound - rate) / rate:.1f}" for bound in (ci[1], ci[0]))
+    return f"±{up}" if up == down else f"+{up}/-{down}"
 
 
 def mfu_text(result: Result) -> str:

@@ -65,14 +65,40 @@ def ranking_text(r: comparison.Ratio) -> str:
 
 
 def ratio_summary_lines(found: Sequence[comparison.Summary]) -> list[str]:
-    """One line per value against its baseline."""
-    return [
-        f"{s.value} against {s.baseline}: {s.geomean:.2f}x throughput (geometric mean of "
-        f"{s.num_matched} matched cell{'s' if s.num_matched > 1 else ''}); ranked in "
-        f"{s.num_ranked}: {s.value} faster in {s.num_faster}, {s.baseline} faster in "
-        f"{s.num_slower}"
-        for s in found
-    ]
+    """One line per value against its baseline; a ratio only from cells that were ranked."""
+    lines = []
+    for s in found:
+        matched = f"{s.num_matched} matched cell{'s' if s.num_matched > 1 else ''}"
+        if s.geomean is None:
+            lines.append(
+                f"{s.value} against {s.baseline}: ranked in none of {matched} (see the "
+                "verdicts): no summary ratio"
+            )
+            continue
+        lines.append(
+            f"{s.value} against {s.baseline}: {s.geomean:.2f}x throughput (geometric mean of "
+            f"the {s.num_ranked} ranked of {matched}): {s.value} faster in {s.num_faster}, "
+            f"{s.baseline} faster in {s.num_slower}"
+        )
+    return lines
+
+
+def unmatched_lines(found: Sequence[comparison.Unmatched], by: str) -> list[str]:
+    """Why each configuration was compared with nothing."""
+    lines = []
+    for u in found:
+        where = f"{describe(u.result.spec)} on {u.result.env.platform}: not compared: "
+        if u.missing_baseline is not None:
+            lines.append(where + f"not run at {by} {u.missing_baseline}")
+        elif not u.nearest:
+            lines.append(where + f"run at one {by} only")
+        else:
+            differs = ", ".join(
+                f"{name} {mine} vs {theirs}" for name, mine, theirs in u.nearest[:3]
+            )
+            more = f" and {len(u.nearest) - 3} more" if len(u.nearest) > 3 else ""
+            lines.append(where + f"the closest run at another {by} differs in {differs}{more}")
+    return lines
 
 
 def references_table(refs: Sequence[Reference]) -> Table:

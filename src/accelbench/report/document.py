@@ -41,7 +41,7 @@ def grids(results: Sequence[Result]) -> list[tables.Grid]:
         tables.seed_table_3(results),
         time_to_train_grid(results),
     ]
-    main = results_text.results_grid(results, "Results (seed 003, Table 4 layout)")
+    main = results_text.results_grid(results, "Results (in the layout of PEARC '22, Table 4)")
     return [main, *(g for g in optional if g is not None)]
 
 

@@ -9,10 +9,12 @@ from rich.table import Table
 from accelbench import convergence, objectives, scaling, validity
 from accelbench.report import tables
 from accelbench.report.cells import (
+    LAST_EPOCH,
     ci_text,
     describe,
     iqr_text,
     label,
+    last_epoch_text,
     mfu_text,
     rate_text,
     shown_invalid,
@@ -39,7 +41,6 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
     speedups = scaling.speedups(results)
     rows = []
     for r in results:
-        m = r.metrics
         throughput = "" if r.items_per_s is None else rate_text(r.items_per_s)
         if shown_invalid(r) and throughput:
             throughput = f"({throughput})"
@@ -51,7 +52,7 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
                 str(r.spec.replicas),
                 str(r.spec.batch_size),
                 r.spec.precision + (" +compile" if r.spec.compile else ""),
-                "" if m is None else f"{m.epochs[-1].time_s:.2f}",
+                last_epoch_text(r),
                 throughput,
                 ci_text(r),
                 _speedup_text(speedups.get(id(r))),
@@ -67,9 +68,9 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
         "Replicas",
         "Micro batch",
         "Precision",
-        "Last epoch (s)",
+        LAST_EPOCH,
         "Throughput (items/s)",
-        "± CI (%)",
+        "95% CI (%)",
         "Speed-up (eff.)",
         "MFU (%)",
         "Input wait (%)",
@@ -280,7 +281,7 @@ def cell_line(result: Result, skipped: bool) -> str:
     rate = m.delivered
     text = (
         (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
-        + (f" ±{ci_text(result)}%" if ci_text(result) else "")
+        + (f" {ci_text(result)}%" if ci_text(result) else "")
         + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
         + (f", window IQR {iqr}%" if iqr else "")
         + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")

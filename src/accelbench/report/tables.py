@@ -1,5 +1,5 @@
 """Tables as plain data (a title, headers and rows of text) drawn for the terminal, as Markdown
-or as HTML from the same rows; and the seed paper's Tables 1 and 3 (seed 003) built from
+or as HTML from the same rows; and the PEARC '22 paper's Tables 1 and 3 built from
 stored results that have their axes."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from rich.table import Table
 
 from accelbench.report import inert
-from accelbench.report.cells import rate_text
+from accelbench.report.cells import LAST_EPOCH, last_epoch_text, rate_text
 from accelbench.result import Result, measured
 
 
@@ -26,10 +26,12 @@ class Grid:
 
 
 def rich(grid: Grid) -> Table:
-    """The grid for the terminal; every cell inert (no markup, no control sequence)."""
+    """The grid for the terminal; every cell inert (no markup, no control sequence). A narrow
+    terminal folds long names (a path to a user's model) onto more lines, never cuts them."""
     out = Table(title=inert.terminal(grid.title) if grid.title else None)
     for i, name in enumerate(grid.headers):
-        out.add_column(inert.terminal(name), justify="left" if i in grid.text_columns else "right")
+        text = i in grid.text_columns
+        out.add_column(inert.terminal(name), justify="left" if text else "right", overflow="fold")
     for row in grid.rows:
         out.add_row(*map(inert.terminal, row))
     return out
@@ -60,7 +62,7 @@ def to_html(grid: Grid) -> str:
 
 
 def seed_table_1(results: Sequence[Result]) -> Grid | None:
-    """Seed 003 Table 1: throughput in the first and the steady epoch as the device count
+    """PEARC '22 Table 1: throughput in the first and the steady epoch as the device count
     grows (the first epoch holds compilation). None unless some cell was run at two or more
     device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
@@ -90,7 +92,7 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
     if not rows:
         return None
     return Grid(
-        "Training throughput by device count, first and steady epoch (seed 003, Table 1)",
+        "Training throughput by device count, first and steady epoch (PEARC '22, Table 1)",
         (
             "Workload",
             "Platform",
@@ -108,7 +110,7 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
 
 
 def seed_table_3(results: Sequence[Result]) -> Grid | None:
-    """Seed 003 Table 3: batch size on one device, then devices at one batch size, with
+    """PEARC '22 Table 3: batch size on one device, then devices at one batch size, with
     synchronised batch norm's span and the epoch time. None unless some workload and platform
     were run at two or more batch sizes and two or more device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
@@ -135,13 +137,13 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
                     str(r.spec.replicas),
                     str(r.num_devices),
                     rate_text(m.items_per_s),
-                    f"{m.epochs[-1].time_s:.2f}",
+                    last_epoch_text(r),
                 )
             )
     if not rows:
         return None
     return Grid(
-        "Training scaling by batch size and devices (seed 003, Table 3)",
+        "Training scaling by batch size and devices (PEARC '22, Table 3)",
         (
             "Workload",
             "Platform",
@@ -152,7 +154,7 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
             "Replicas",
             "Devices",
             "Throughput (items/s)",
-            "Last epoch (s)",
+            LAST_EPOCH,
         ),
         rows,
         frozenset({0, 1, 2}),
