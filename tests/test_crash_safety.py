@@ -193,3 +193,24 @@ def test_a_cell_dies_with_its_sweep_even_by_kill_9(tmp_path: Path) -> None:
     for orphan in alive:
         orphan.kill()
     assert alive == [], "the cell outlived its sweep"
+
+
+def test_ctrl_c_in_the_python_api_stores_the_cell_in_flight(tmp_path: Path) -> None:
+    """run_sweep is as safe as the CLI: the cell in flight is stored as interrupted."""
+    db = tmp_path / "results.sqlite"
+    script = (
+        "from accelbench import ResultStore, grid, run_sweep\n"
+        "quick = dict(workload='tiny_mlp', epochs=3, steps_per_epoch=300, window_steps=100,"
+        " device='cpu')\n"
+        f"with ResultStore({str(db)!r}) as store:\n"
+        "    run_sweep(grid({'batch_size': [2, 4]}, **quick), store)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    wait_for_rows(db, 1, proc)
+    time.sleep(1.5)  # the second cell's process has started
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=60)[0]
+    assert proc.returncode != 0 and "Interrupted: Ctrl-C" in output, output
+    assert sorted(status for status, _ in stored(db).values()) == ["interrupted", "ok"]
