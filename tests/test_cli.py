@@ -63,7 +63,7 @@ def test_run_stores_every_cell_and_ends_with_the_table(swept: tuple[Path, str]) 
         "Replicas",
         "Micro batch",
         "Precision",
-        "Last epoch (s / items)",
+        "Last epoch (s/items)",
         "Throughput",
     ):
         assert header in output

@@ -41,7 +41,7 @@ class _Console(Console):
 
 # Wide enough for the results table when the output goes to a file or a pipe.
 console = _Console(
-    highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 200
+    highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 240
 )
 
 

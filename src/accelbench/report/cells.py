@@ -42,7 +42,7 @@ def rate_text(items_per_s: float) -> str:
     return f"{items_per_s:,.0f}" if items_per_s >= 100 else f"{items_per_s:.3g}"
 
 
-LAST_EPOCH = "Last epoch (s / items)"
+LAST_EPOCH = "Last epoch (s/items)"
 """The header of last_epoch_text: an epoch here is what the spec says (a few steps, often), not
 the paper's pass over 70,000 images, so its size is shown beside its time."""
 
