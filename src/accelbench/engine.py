@@ -32,6 +32,11 @@ class Engine(Protocol):
         count them). Leaves the weights as they were."""
         ...
 
+    def to_device(self, batch: Batch) -> Batch:
+        """A host batch as `step` feeds it to the model (device, dtype, memory format), so that
+        a batch kept on the device costs `step` no copy."""
+        ...
+
 
 class TorchEngine:
     """Eager or compiled PyTorch on one device, in any precision of precision.PRECISIONS."""
@@ -55,7 +60,9 @@ class TorchEngine:
         self.replicated = distributed.wrap(model, spec, device)
         # torch.compile returns a callable with the module's interface.
         self.model: torch.nn.Module = (
-            torch.compile(self.replicated) if spec.compile else self.replicated  # type: ignore[assignment]
+            torch.compile(self.replicated, mode=spec.compile_mode)  # type: ignore[assignment]
+            if spec.compile
+            else self.replicated
         )
         self.scaler = torch.amp.GradScaler(device.type) if self.settings.grad_scaler else None
 
@@ -63,7 +70,7 @@ class TorchEngine:
         total: torch.Tensor | None = None
         micro_batches = list(micro_batches)
         for index, host_batch in enumerate(micro_batches):
-            batch = {k: self._to_device(v) for k, v in host_batch.items()}
+            batch = self.to_device(host_batch)
             # Replicas exchange gradients once per optimizer step, after its last micro-batch.
             with self._no_sync(last=index == len(micro_batches) - 1):
                 with self._autocast():
@@ -95,7 +102,7 @@ class TorchEngine:
         self.eager.eval()
         with torch.inference_mode(), self._autocast():
             for host_batch in batches:
-                batch = {k: self._to_device(v) for k, v in host_batch.items()}
+                batch = self.to_device(host_batch)
                 n = len(next(iter(batch.values())))
                 loss_sum = loss_sum + self.loss_fn(self.eager, batch).float() * n
                 if correct is not None:
@@ -108,14 +115,16 @@ class TorchEngine:
     def count_flops(self, micro_batch: Batch) -> float | None:
         from torch.utils.flop_counter import FlopCounterMode
 
-        batch = {k: self._to_device(v) for k, v in micro_batch.items()}
+        batch = self.to_device(micro_batch)
         with FlopCounterMode(display=False) as counter, self._autocast():
             self.loss_fn(self.eager, batch).backward()
         self.optimizer.zero_grad(set_to_none=True)
         return float(counter.get_total_flops())
 
-    def _to_device(self, tensor: torch.Tensor) -> torch.Tensor:
-        return to_device(tensor, self.device, self.dtype, self.memory_format)
+    def to_device(self, batch: Batch) -> Batch:
+        return {
+            k: to_device(v, self.device, self.dtype, self.memory_format) for k, v in batch.items()
+        }
 
     def _no_sync(self, last: bool) -> contextlib.AbstractContextManager[object]:
         if last or self.replicated is self.eager:

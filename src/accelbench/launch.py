@@ -93,27 +93,34 @@ PROBE_TIMEOUT_S = 600.0
 
 
 def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -> str:
+    """Run the probe child in a session of its own, as a cell is: whatever a model's code forks
+    in it ends with it, and holds no pipe of ours open."""
     with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
-        out, todo = Path(tmp, "out.json"), Path(tmp, "inputs.json")
+        out, todo, log_path = Path(tmp, "out.json"), Path(tmp, "inputs.json"), Path(tmp, "log")
         todo.write_text(json.dumps(list(inputs)))
-        try:
-            proc = subprocess.run(
+        with log_path.open("w") as log:
+            child = subprocess.Popen(
                 [sys.executable, "-m", "accelbench.child", *args, str(out), str(todo)],
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=PROBE_TIMEOUT_S,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=_on_parent_death(),
             )
-        except subprocess.TimeoutExpired:
+            try:
+                child.wait(timeout=PROBE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise AccelbenchError(
+                    f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} "
+                    "s: does a model file wait for something when imported?"
+                ) from None
+            finally:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.wait()
+        if child.returncode != 0 or not out.exists():
             raise AccelbenchError(
-                f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} s: "
-                "does a model file wait for something when imported?"
-            ) from None
-        if proc.returncode != 0 or not out.exists():
-            raise AccelbenchError(
-                _last_line(proc.stderr)
+                _last_line(log_path.read_text(errors="replace"))
                 or f"inspecting device {device!r} and the inputs ended with exit code "
-                f"{proc.returncode} and no answer: does a model's code end its process?"
+                f"{child.returncode} and no answer: does a model's code end its process?"
             )
         return out.read_text()
 

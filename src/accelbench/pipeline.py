@@ -148,6 +148,9 @@ class PipelineEngine:
     def count_flops(self, micro_batch: Batch) -> float | None:
         return self.flops_per_micro_batch
 
+    def to_device(self, batch: Batch) -> Batch:
+        return {k: to_device(v, self.device, self.dtype) for k, v in batch.items()}
+
 
 def _train_flops(module: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> float:
     """Forward and backward FLOPs of the whole model on one micro-batch, counted before it is

@@ -168,3 +168,25 @@ def set_tf32(enabled: bool) -> None:
     torch.backends.cuda.matmul.fp32_precision = mode
     torch.backends.cudnn.conv.fp32_precision = mode  # type: ignore[attr-defined]
     torch.backends.cudnn.rnn.fp32_precision = mode  # type: ignore[attr-defined]
+
+
+def set_cudnn_benchmark(mode: str, fixed_shapes: bool) -> None:
+    """cuDNN autotuning per the spec's cudnn_benchmark: auto turns it on for fixed shapes."""
+    import torch
+
+    torch.backends.cudnn.benchmark = mode == "on" or (mode == "auto" and fixed_shapes)
+
+
+def global_settings() -> dict[str, str]:
+    """The process-wide torch settings that change speed or numbers, as they stand."""
+    import torch
+
+    return {
+        "cudnn.benchmark": str(torch.backends.cudnn.benchmark),
+        "cudnn.deterministic": str(torch.backends.cudnn.deterministic),
+        "cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32),
+        "cuda.matmul.fp32_precision": torch.backends.cuda.matmul.fp32_precision,
+        "cudnn.conv.fp32_precision": torch.backends.cudnn.conv.fp32_precision,  # type: ignore[attr-defined]
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic_algorithms": str(torch.are_deterministic_algorithms_enabled()),
+    }

@@ -215,6 +215,9 @@ class TrainMetrics(Frozen):
     time_to_train: TimeToTrain | None = None
     """The time-to-train scenario's outcome; its epochs above are the intervals between
     evaluations."""
+    torch_settings: dict[str, str] = Field(default_factory=dict)
+    """Every process-wide torch setting that changes speed or numbers, as the run left them
+    (precision.global_settings): peers set them silently; empty in older records."""
     ranks: list[RankMetrics] = Field(default_factory=list)
     """Per-replica figures of a data-parallel run, in rank order (empty for one replica). The
     run's own step times are each step's slowest rank, as the replicas wait for it."""

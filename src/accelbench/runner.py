@@ -7,7 +7,7 @@ import traceback
 
 from accelbench import distributed, environment, interruption, scenarios, workloads
 from accelbench.errors import AccelbenchError, is_oom, one_line
-from accelbench.precision import check_supported
+from accelbench.precision import check_supported, global_settings, set_cudnn_benchmark
 from accelbench.result import Result, Status
 from accelbench.spec import RunSpec
 
@@ -30,11 +30,12 @@ def run(spec: RunSpec) -> Result:
     reason = detail = None
     metrics = None
     try:
+        workload = workloads.get(spec.workload, spec.model_args)
+        set_cudnn_benchmark(spec.cudnn_benchmark, workload.fixed_shapes)
         metrics = scenarios.get(spec.scenario)(
-            spec,
-            workloads.get(spec.workload, spec.model_args),
-            distributed.device_of(rank, env.device_type),
+            spec, workload, distributed.device_of(rank, env.device_type)
         )
+        metrics = metrics.model_copy(update={"torch_settings": global_settings()})
         distributed.leave()
         ttt = metrics.time_to_train
         if interruption.requested() and len(metrics.epochs) < spec.epochs:

@@ -40,6 +40,8 @@ _ADDED_LATER = (
     "warmup_steps",
     "diverge_factor",
     "threads",
+    "compile_mode",
+    "cudnn_benchmark",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -92,10 +94,18 @@ class RunSpec(Frozen):
     """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16 or fp16."""
     compile: bool = False
     """Run the model through torch.compile."""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
+    """torch.compile's mode, with compile: reduce-overhead replays CUDA graphs, max-autotune also
+    searches kernels (its compilation is in the first epoch, apart from the steady state)."""
+    cudnn_benchmark: Literal["auto", "on", "off"] = "auto"
+    """cuDNN autotuning (torch.backends.cudnn.benchmark): auto is on for workloads whose shapes
+    are fixed and off for those whose shapes vary, where it would tune at every new shape."""
     channels_last: bool = False
     """Channels-last memory format for the model and its image inputs."""
     inputs_on_device: bool = False
-    """infer: keep the queries on the device instead of copying each from the host in its time."""
+    """Device-resident input: a few synthetic batches made on the device once and cycled (infer:
+    the queries), as NVIDIA's DeepLearningExamples and timm's benchmark do, to show the compute
+    ceiling; off: each batch made on the host and copied through the DataLoader in its time."""
     rate_per_s: float | None = Field(default=None, gt=0)
     """server: the queries' mean arrival rate (Poisson); None: search for the highest rate whose
     p99 latency stays within latency_bound_ms."""
@@ -212,6 +222,13 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"1F1B needs at least one micro-batch per stage: give --grad-accum "
                 f"{self.pipeline_stages} or more"
+            )
+        if self.compile_mode != "default" and not self.compile:
+            raise ValueError(f"--compile-mode {self.compile_mode} goes with --compile")
+        if self.inputs_on_device and (self.data is not None or self.scenario == "time-to-train"):
+            raise ValueError(
+                "--inputs-on-device cycles a few synthetic batches: leave it out with --data and "
+                "time-to-train, which read real data"
             )
         if self.replicas % self.bn_span:
             raise ValueError(

@@ -86,6 +86,10 @@ class Workload:
     correct: Callable[[torch.nn.Module, Batch], torch.Tensor] | None = None
     """Classifiers: how many items of a batch on the device the model labels right (a scalar
     tensor), for the val_accuracy target of time-to-train; None: not a classifier."""
+    fixed_shapes: bool = True
+    """False for a workload whose batches change shape from step to step (sequences of many
+    lengths, graphs of many sizes): cuDNN autotuning is then off by default, as it would tune
+    again at every new shape."""
 
 
 def synthetic_record(reads: Reads, gen: torch.Generator) -> Batch:

@@ -46,6 +46,20 @@ def list_workloads() -> None:
     console.print("\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function (see README)")
 
 
+@app.command("suites")
+def list_suites() -> None:
+    """The suites `run --suite` runs: cells at published figures' configurations."""
+    from accelbench import suites
+
+    for name in suites.names():
+        suite = suites.load(name)
+        console.print(f"{name}: {suite.description}", soft_wrap=True)
+        for part in suite.parts:
+            where = ", ".join(part.devices) if part.devices else "any device"
+            cells = len(part.specs())
+            console.print(f"  {cells} cell(s) on {where}: {part.figure}", soft_wrap=True)
+
+
 @app.command()
 def env(
     device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",

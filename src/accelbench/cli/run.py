@@ -110,6 +110,13 @@ def run(
         Path | None,
         typer.Option(help="TOML file of fixed settings and axes; options given here override it."),
     ] = None,
+    suite: Annotated[
+        str | None,
+        typer.Option(
+            help="A suite shipped with accelbench (`accelbench suites`): cells at published "
+            "figures' configurations, for `compare --reference`; options given here override it."
+        ),
+    ] = None,
     timeout_s: Annotated[
         float, typer.Option(help="Time limit of each cell, seconds.")
     ] = DEFAULT_TIMEOUT_S,
@@ -169,16 +176,27 @@ def cells_of(ctx: typer.Context) -> list[RunSpec]:
         if _from_command_line(ctx, "grad_accum"):
             raise AccelbenchError("give --global-batch or --grad-accum, not both")
         del axes["grad_accum"]  # set per cell to hold the global batch
-    if p["sweep"] is None:
+    if p["sweep"] is None and p["suite"] is None:
         if not p["workload"]:
-            raise AccelbenchError("name a workload (see `accelbench list`) or give --sweep FILE")
+            raise AccelbenchError(
+                "name a workload (see `accelbench list`), or give --sweep FILE or --suite NAME"
+            )
         return SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
     given = {n for n in axes | fixed if _from_command_line(ctx, OPTION_NAMES.get(n, n))}
     given |= {"seed"} if _from_command_line(ctx, "seeds") else set()
-    base = load_sweep(p["sweep"])
+    if p["suite"] is None:
+        bases = [load_sweep(p["sweep"])]
+    elif p["sweep"] is not None:
+        raise AccelbenchError("give --sweep FILE or --suite NAME, not both")
+    else:
+        from accelbench import suites
+
+        found = suites.load(p["suite"])
+        # The parts for the platform this will run on.
+        bases = suites.parts_for(found, launch.probe_environment(fixed["device"]))
     if global_batch is not None:
-        base = base.model_copy(update={"global_batch": global_batch})
-    return _override(base, axes, fixed, given).specs()
+        bases = [b.model_copy(update={"global_batch": global_batch}) for b in bases]
+    return [spec for base in bases for spec in _override(base, axes, fixed, given).specs()]
 
 
 def _warn_if_busy() -> None:
@@ -202,7 +220,8 @@ def _from_command_line(ctx: typer.Context, name: str) -> bool:
 def _override(
     base: SweepFile, axes: dict[str, list[Any]], fixed: dict[str, Any], given: set[str]
 ) -> SweepFile:
-    """The sweep file with the settings given on the command line in place of its own."""
+    """The sweep file (or suite part) with the settings given on the command line in place of
+    its own."""
     keep_axes = {k: v for k, v in base.axes.items() if k not in given}
     keep_fixed = {k: v for k, v in base.fixed.items() if k not in given}
     return SweepFile(

@@ -20,15 +20,22 @@ def label(spec: RunSpec) -> str:
 
 
 def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) -> str:
-    """How the workload ran: micro batch, accumulation, devices, precision, compile; without
-    the batch or the devices where a figure's axis shows them."""
+    """How the workload ran: micro batch, accumulation, devices, precision, compile and the
+    input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
+    batch or the devices where a figure's axis shows them."""
     parts = [f"bs={spec.batch_size}"] if batch else []
     parts += [f"accum={spec.grad_accum}"] if spec.grad_accum > 1 else []
     if devices:
         parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 else []
         parts += [f"in {spec.pipeline_stages} stages"] if spec.pipeline_stages > 1 else []
         parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 else []
-    return " ".join([*parts, spec.precision, *(["+compile"] if spec.compile else [])])
+    parts.append(spec.precision)
+    if spec.compile:
+        mode = spec.compile_mode
+        parts.append("+compile" + ("" if mode == "default" else f"({mode})"))
+    parts += ["device-input"] if spec.inputs_on_device else []
+    parts += [f"cudnn.benchmark={spec.cudnn_benchmark}"] if spec.cudnn_benchmark != "auto" else []
+    return " ".join(parts)
 
 
 def describe(spec: RunSpec) -> str:

@@ -40,7 +40,9 @@ class Forward:
         model = model.to(memory_format=self.memory_format).eval()
         self.eager = _quantised(model) if spec.precision == "int8-dynamic" else model
         self.model: torch.nn.Module = (
-            torch.compile(self.eager) if spec.compile else self.eager  # type: ignore[assignment]
+            torch.compile(self.eager, mode=spec.compile_mode)  # type: ignore[assignment]
+            if spec.compile
+            else self.eager
         )
         self.loss = workload.loss
 

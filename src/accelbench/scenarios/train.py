@@ -1,4 +1,5 @@
-"""The training scenario: epochs of optimizer steps on host data, timed per step.
+"""The training scenario: epochs of optimizer steps on host data (or a few batches kept on the
+device, with inputs_on_device), timed per step.
 
 Epoch 1 holds compilation and warm-up and is reported apart; the steady state, its delivered
 rate and the epochs a CI target adds are the shared kit's (scenarios/epochs.py).
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 
@@ -28,18 +29,26 @@ from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
 
+DEVICE_BATCHES = 4
+"""Distinct batches cycled with inputs_on_device: a few, so that consecutive steps differ."""
+
+
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     engine = make_engine(workload, spec, device)
     loader = make_loader(workload, spec, pin_memory=device.type == "cuda", rank=distributed.index())
+    batches: Callable[[], Iterator[Batch]] = lambda: iter(loader)
+    if spec.inputs_on_device:  # made once, kept on the device, cycled: the compute ceiling
+        pool = [engine.to_device(b) for b in itertools.islice(iter(loader), DEVICE_BATCHES)]
+        batches = lambda: itertools.cycle(pool)  # noqa: E731
     build_s = time.perf_counter() - start
 
     timer = dev.StepTimer(device)
     losses = torch.empty(spec.steps_per_epoch, device=device)
     raw = Raw()
     for _ in measured_epochs(spec, device, raw):
-        train_epoch(spec, engine, iter(loader), timer, losses, raw)
+        train_epoch(spec, engine, batches(), timer, losses, raw)
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
     flops = count_flops(spec, workload, engine, next(iter(loader)), device)
