@@ -184,6 +184,7 @@ def cells_of(ctx: typer.Context) -> list[RunSpec]:
         return SweepFile(axes=axes, fixed=fixed, global_batch=global_batch).specs()
     given = {n for n in axes | fixed if _from_command_line(ctx, OPTION_NAMES.get(n, n))}
     given |= {"seed"} if _from_command_line(ctx, "seeds") else set()
+    bases: list[SweepFile]
     if p["suite"] is None:
         bases = [load_sweep(p["sweep"])]
     elif p["sweep"] is not None:
@@ -193,7 +194,7 @@ def cells_of(ctx: typer.Context) -> list[RunSpec]:
 
         found = suites.load(p["suite"])
         # The parts for the platform this will run on.
-        bases = suites.parts_for(found, launch.probe_environment(fixed["device"]))
+        bases = list(suites.parts_for(found, launch.probe_environment(fixed["device"])))
     if global_batch is not None:
         bases = [b.model_copy(update={"global_batch": global_batch}) for b in bases]
     return [spec for base in bases for spec in _override(base, axes, fixed, given).specs()]

@@ -28,7 +28,6 @@ from accelbench.scenarios.epochs import (
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
-
 DEVICE_BATCHES = 4
 """Distinct batches cycled with inputs_on_device: a few, so that consecutive steps differ."""
 
