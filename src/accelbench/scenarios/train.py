@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -37,17 +37,21 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     start = time.perf_counter()
     engine = make_engine(workload, spec, device)
     loader = make_loader(workload, spec, pin_memory=device.type == "cuda", rank=distributed.index())
-    batches: Callable[[], Iterator[Batch]] = lambda: iter(loader)
-    if spec.inputs_on_device:  # made once, kept on the device, cycled: the compute ceiling
-        pool = [engine.to_device(b) for b in itertools.islice(iter(loader), DEVICE_BATCHES)]
-        batches = lambda: itertools.cycle(pool)  # noqa: E731
+    # With inputs on the device: a few batches made once, kept there and cycled.
+    pool = (
+        [engine.to_device(b) for b in itertools.islice(iter(loader), DEVICE_BATCHES)]
+        if spec.inputs_on_device
+        else []
+    )
     build_s = time.perf_counter() - start
 
     timer = dev.StepTimer(device)
     losses = torch.empty(spec.steps_per_epoch, device=device)
     raw = Raw()
     for _ in measured_epochs(spec, device, raw):
-        train_epoch(spec, engine, batches(), timer, losses, raw)
+        train_epoch(
+            spec, engine, itertools.cycle(pool) if pool else iter(loader), timer, losses, raw
+        )
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     # Counted after the timing, so that it cannot warm anything up for the first step.
     flops = count_flops(spec, workload, engine, next(iter(loader)), device)
