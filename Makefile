@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # 2-core CPU).
 DEMO := autoencoder --batch-size 10,32,128 --epochs 2 --steps-per-epoch 10 --window-steps 1
 
-.PHONY: install demo test lint clean
+.PHONY: install demo test lint gpu-check clean
 
 install: $(STAMP)
 
@@ -28,6 +28,11 @@ lint: install
 
 test: lint
 	$(BIN)/pytest -q
+
+# On a CUDA machine: the gpu-marked tests, the quick suite against published figures and both
+# benchmarks, summarised in gpu-check.md (scripts/gpu_check.py).
+gpu-check: install
+	$(BIN)/python scripts/gpu_check.py --out gpu-check.md
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

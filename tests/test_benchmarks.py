@@ -8,8 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 BENCHMARKS = Path(__file__).parent.parent / "benchmarks"
+SCRIPTS = BENCHMARKS.parent / "scripts"
 
 
 @pytest.mark.slow
@@ -24,3 +26,16 @@ def test_benchmark_quick_mode_prints_its_ratio(script: str) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     assert re.fullmatch(r"ratio [\w/ ]+: \d+\.\d{3}", last), last
+
+
+def test_gpu_check_says_plainly_that_it_needs_a_gpu(tmp_path: Path) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: `make gpu-check` runs for real there")
+    done = subprocess.run(
+        [sys.executable, str(SCRIPTS / "gpu_check.py"), "--out", str(tmp_path / "g.md")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and not (tmp_path / "g.md").exists()
+    assert done.stderr == "error: make gpu-check needs a CUDA device, and torch sees none here\n"

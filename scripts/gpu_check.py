@@ -1,0 +1,108 @@
+"""`make gpu-check`: everything that needs a CUDA device, in one command, into one Markdown file.
+
+It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into a database of its
+own, then `compare --reference` on it (each figure beside its published counterpart, with the
+ratio and a verdict); benchmarks/overhead.py (accelbench's loop against a bare one) and
+benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at DeepLearningExamples'
+AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
+command, exit code and output. A step that fails is reported and the others still run; the exit
+code is the first non-zero one. About 5 minutes on one H100.
+
+    python scripts/gpu_check.py --out gpu-check.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STEPS_S = 540
+"""Time limit of each step: the whole check must finish within 10 minutes on one H100."""
+
+
+def steps(db: Path) -> list[tuple[str, list[str]]]:
+    python, accelbench = sys.executable, [sys.executable, "-m", "accelbench"]
+    peer = [
+        "--workload",
+        "resnet50",
+        "--batch-size",
+        "256",
+        "--precision",
+        "amp-fp16",
+        "--rounds",
+        "4",
+    ]
+    return [
+        ("gpu-marked tests", [python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"]),
+        (
+            "quick suite",
+            [*accelbench, "run", "--suite", "quick", "--device", "cuda", "--db", str(db)],
+        ),
+        ("against published figures", [*accelbench, "compare", "--reference", "--db", str(db)]),
+        ("harness overhead", [python, "benchmarks/overhead.py", "--device", "cuda"]),
+        (
+            "against a peer",
+            [python, "benchmarks/peers.py", "--device", "cuda", *peer],
+        ),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("gpu-check.md"))
+    args = parser.parse_args()
+    import torch
+
+    if not torch.cuda.is_available():
+        print(
+            "error: make gpu-check needs a CUDA device, and torch sees none here", file=sys.stderr
+        )
+        return 2
+    env = json.loads(
+        subprocess.run(
+            [sys.executable, "-m", "accelbench", "env", "--device", "cuda", "--format", "json"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    lines = [
+        "# accelbench gpu-check",
+        "",
+        f"- device: {env['devices'][0]['name']} x{len(env['devices'])}",
+        f"- driver {env['driver_version']}, CUDA {env['cuda_version']}, cuDNN "
+        f"{env['cudnn_version']}, torch {env['versions'].get('torch')}",
+        "",
+    ]
+    first_failure = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for title, command in steps(Path(tmp, "gpu-check.sqlite")):
+            start = time.perf_counter()
+            try:
+                done = subprocess.run(command, capture_output=True, text=True, timeout=STEPS_S)
+                code, output = done.returncode, done.stdout + done.stderr
+            except subprocess.TimeoutExpired:
+                code, output = 124, f"no end within {STEPS_S} s"
+            first_failure = first_failure or code
+            lines += [
+                f"## {title}: exit {code}, {time.perf_counter() - start:.0f} s",
+                "",
+                "```",
+                " ".join(command),
+                *output.strip().splitlines()[-60:],
+                "```",
+                "",
+            ]
+            print(f"{title}: exit {code}", flush=True)
+    args.out.write_text("\n".join(lines))
+    print(f"wrote {args.out}")
+    return first_failure
+
+
+if __name__ == "__main__":
+    sys.exit(main())
