@@ -6,7 +6,7 @@ ratio and a verdict); benchmarks/overhead.py (accelbench's loop against a bare o
 benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at DeepLearningExamples'
 AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
 command, exit code and output. A step that fails is reported and the others still run; the exit
-code is the first non-zero one. About 5 minutes on one H100.
+code is the first non-zero one.
 
     python scripts/gpu_check.py --out gpu-check.md
 """

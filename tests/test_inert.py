@@ -116,7 +116,16 @@ def test_a_sweep_survives_markup_in_an_error_and_in_a_model_path(tmp_path: Path)
     folder = tmp_path / "dir[/x]"
     folder.mkdir(parents=True)  # "dir[" holding "x]": the path reads as a closing tag
     model = folder / "model.py"
-    model.write_text('def build(**kwargs):\n    raise ValueError("no file at /data/[/]weird")\n')
+    model.write_text(
+        "import torch\nfrom accelbench import Workload\n\n"
+        "def loss(model, batch):\n"
+        "    if not batch['x'].is_meta:  # past the pre-flight, in the cell\n"
+        "        raise ValueError('no file at /data/[/]weird')\n"
+        "    return model(batch['x']).sum()\n\n"
+        "def build(**kwargs):\n"
+        "    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(4)}, loss)\n"
+    )
     db = tmp_path / "r.sqlite"
     args = ["run", f"{model}:build,tiny_mlp", "--batch-size", "2", "--epochs", "2"]
     args += ["--steps-per-epoch", "3", "--device", "cpu", "--db", str(db)]
@@ -126,3 +135,8 @@ def test_a_sweep_survives_markup_in_an_error_and_in_a_model_path(tmp_path: Path)
     with ResultStore(db, writable=False) as store:
         stored = {r.spec.workload.rsplit(":", 1)[-1]: r.status for r in store.query()}
     assert stored == {"build": "error", "tiny_mlp": "ok"}  # the second cell ran
+    # Refused by the pre-flight: the same message, as it reads, on the one error line.
+    model.write_text('def build(**kwargs):\n    raise ValueError("no file at /data/[/]weird")\n')
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 2
+    assert "cannot be made: ValueError: no file at /data/[/]weird (model.py:2)" in out.output

@@ -172,8 +172,13 @@ def check_timeout(timeout_s: float) -> None:
 
 
 _TRIED: set[str] = set()
-"""The inputs preflight.check has passed in this process (as JSON): a tuning search tries its
-workload once, not once per trial."""
+"""The inputs preflight.check has passed in this process (_tried_key): a tuning search tries
+its workload once, not once per trial; an edited model file is tried again."""
+
+
+def _tried_key(inputs: preflight.Inputs) -> str:
+    return json.dumps([inputs, workloads.edited_at(inputs["workload"])], sort_keys=True)
+
 
 Cell = tuple[RunSpec, Environment]
 """A spec as it will run (device resolved) and the platform it runs on."""
@@ -190,8 +195,9 @@ def plan(
     `envs`."""
     check_timeout(timeout_s)
     specs = list(specs)
-    untried = {json.dumps(i, sort_keys=True): i for i in check_cells(specs)}.keys() - _TRIED
-    inputs = [json.loads(i) for i in sorted(untried)]
+    keyed = {_tried_key(i): i for i in check_cells(specs)}
+    untried = keyed.keys() - _TRIED
+    inputs = [keyed[key] for key in sorted(untried)]
     envs = {} if envs is None else envs
     for device in sorted({s.device for s in specs} - envs.keys()):
         envs[device] = launch.probe_environment(device, inputs)

@@ -226,6 +226,18 @@ def is_user(name: str) -> bool:
     return name not in WORKLOADS and not _prefixed(name) and _user_target(name) is not None
 
 
+def edited_at(name: str) -> int | None:
+    """When a user's model file last changed (ns), so that what was checked of it is checked
+    again after an edit; None for registered, timm and hf workloads and for modules."""
+    target = _user_target(name) if is_user(name) else None
+    if target is None or not target[0].endswith(".py"):
+        return None
+    try:
+        return Path(target[0]).stat().st_mtime_ns
+    except OSError:
+        return None
+
+
 def _prefixed(name: str) -> bool:
     prefix, _, rest = name.partition("/")
     return prefix in ("timm", "hf") and bool(rest) and "/" not in rest
