@@ -66,7 +66,10 @@ def peer_rate(spec: RunSpec, device: torch.device, min_run_time: float) -> float
 
     for _ in range(3):  # warm-up, as accelbench's first epoch
         step()
-    timer = benchmark.Timer(stmt="step()", globals={"step": step})
+    # Timer runs on one thread unless told: the same threads as accelbench's run.
+    timer = benchmark.Timer(
+        stmt="step()", globals={"step": step}, num_threads=torch.get_num_threads()
+    )
     return spec.batch_size / timer.blocked_autorange(min_run_time=min_run_time).median
 
 
