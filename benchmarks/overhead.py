@@ -13,17 +13,16 @@ cost. It also prints how the host's peak memory changes when the run is made 4x 
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
 import torch
+from _options import parse, parser  # benchmarks/, beside this script
 
 from accelbench import device as dev
 from accelbench import workloads
 from accelbench.data import make_loader
 from accelbench.engine import TorchEngine
-from accelbench.environment import resolve_device
 from accelbench.scenarios import train
 from accelbench.spec import RunSpec
 
@@ -56,18 +55,8 @@ def bare_rate(spec: RunSpec, device: torch.device) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", default="autoencoder")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=30, help="optimizer steps per epoch")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--quick", action="store_true", help="tiny_mlp, 2 rounds of 10 steps")
-    args = parser.parse_args()
-    if args.quick:
-        args.workload, args.batch_size, args.steps, args.rounds = "tiny_mlp", 16, 10, 2
-
-    device = torch.device(resolve_device(args.device))
+    options = parser(__doc__, "autoencoder", 32)
+    args, device = parse(options)
     spec = RunSpec(
         workload=args.workload,
         batch_size=args.batch_size,

@@ -16,14 +16,13 @@ of one batch; accelbench's delivered rate counts everything between steps).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import torch
 import torch.utils.benchmark as benchmark
+from _options import parse, parser  # benchmarks/, beside this script
 
 from accelbench import workloads
-from accelbench.environment import resolve_device
 from accelbench.precision import torch_settings
 from accelbench.scenarios import train
 from accelbench.spec import RunSpec
@@ -78,19 +77,9 @@ def spread(rates: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workload", default="resnet50")
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--steps", type=int, default=30, help="steps per accelbench epoch")
-    parser.add_argument("--rounds", type=int, default=6)
-    parser.add_argument("--device", default="auto")
-    parser.add_argument("--quick", action="store_true", help="tiny_mlp, 2 rounds of 10 steps")
-    args = parser.parse_args()
-    if args.quick:
-        args.workload, args.batch_size, args.steps, args.rounds = "tiny_mlp", 16, 10, 2
-
-    device = torch.device(resolve_device(args.device))
+    options = parser(__doc__, "resnet50", 64)
+    options.add_argument("--precision", default="fp32")
+    args, device = parse(options)
     spec = RunSpec(
         workload=args.workload,
         batch_size=args.batch_size,

@@ -15,7 +15,7 @@ SCRIPTS = BENCHMARKS.parent / "scripts"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("*.py")))
+@pytest.mark.parametrize("script", sorted(p.name for p in BENCHMARKS.glob("[!_]*.py")))
 def test_benchmark_quick_mode_prints_its_ratio(script: str) -> None:
     done = subprocess.run(
         [sys.executable, str(BENCHMARKS / script), "--quick", "--device", "cpu"],

@@ -1,0 +1,29 @@
+"""The options every benchmark script shares, and their quick mode (what the test suite runs)."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from accelbench.environment import resolve_device
+
+
+def parser(doc: str, workload: str, batch_size: int) -> argparse.ArgumentParser:
+    """--workload, --batch-size, --steps, --rounds, --device and --quick, with these defaults."""
+    options = argparse.ArgumentParser(description=doc.splitlines()[0])
+    options.add_argument("--workload", default=workload)
+    options.add_argument("--batch-size", type=int, default=batch_size)
+    options.add_argument("--steps", type=int, default=30, help="optimizer steps per epoch")
+    options.add_argument("--rounds", type=int, default=6)
+    options.add_argument("--device", default="auto")
+    options.add_argument("--quick", action="store_true", help="tiny_mlp, 2 rounds of 10 steps")
+    return options
+
+
+def parse(options: argparse.ArgumentParser) -> tuple[argparse.Namespace, torch.device]:
+    """The arguments, quick mode applied, and the device they name."""
+    args = options.parse_args()
+    if args.quick:
+        args.workload, args.batch_size, args.steps, args.rounds = "tiny_mlp", 16, 10, 2
+    return args, torch.device(resolve_device(args.device))
