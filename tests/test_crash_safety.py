@@ -200,7 +200,7 @@ def test_ctrl_c_in_the_python_api_stores_the_cell_in_flight(tmp_path: Path) -> N
     db = tmp_path / "results.sqlite"
     script = (
         "from accelbench import ResultStore, grid, run_sweep\n"
-        "quick = dict(workload='tiny_mlp', epochs=3, steps_per_epoch=300, window_steps=100,"
+        "quick = dict(workload='tiny_mlp', epochs=3, steps_per_epoch=3000, window_steps=100,"
         " device='cpu')\n"
         f"with ResultStore({str(db)!r}) as store:\n"
         "    run_sweep(grid({'batch_size': [2, 4]}, **quick), store)\n"
@@ -209,8 +209,12 @@ def test_ctrl_c_in_the_python_api_stores_the_cell_in_flight(tmp_path: Path) -> N
         [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     wait_for_rows(db, 1, proc)
-    time.sleep(1.5)  # the second cell's process has started
+    deadline = time.monotonic() + 60
+    while not psutil.Process(proc.pid).children():  # the second cell's process
+        assert time.monotonic() < deadline, "the second cell never started"
+        time.sleep(0.1)
+    time.sleep(1.0)
     proc.send_signal(signal.SIGINT)
-    output = proc.communicate(timeout=60)[0]
+    output = proc.communicate(timeout=120)[0]
     assert proc.returncode != 0 and "Interrupted: Ctrl-C" in output, output
     assert sorted(status for status, _ in stored(db).values()) == ["interrupted", "ok"]
