@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -80,6 +81,12 @@ def with_rate(result: Result, items_per_s: float, spread: float | None = 0.01) -
         update={"delivered": rate(items_per_s, spread), "host": None}
     )
     return result.model_copy(update={"metrics": metrics})
+
+
+def ctrl_c_reaches() -> None:
+    """preexec_fn of a child that a test sends Ctrl-C (SIGINT): a shell starts a background job
+    with SIGINT ignored, its children inherit that, and Python then installs no handler."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 needs_cuda = pytest.mark.gpu

@@ -19,7 +19,7 @@ from accelbench.environment import capture
 from accelbench.result import Result
 from accelbench.store import ResultStore
 
-from .conftest import tiny
+from .conftest import ctrl_c_reaches, tiny
 
 QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
 SWEEP = ["run", "tiny_mlp", "--batch-size", "2,4,8"]
@@ -206,7 +206,11 @@ def test_ctrl_c_in_the_python_api_stores_the_cell_in_flight(tmp_path: Path) -> N
         "    run_sweep(grid({'batch_size': [2, 4]}, **quick), store)\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "-c", script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=ctrl_c_reaches,
     )
     wait_for_rows(db, 1, proc)
     deadline = time.monotonic() + 60

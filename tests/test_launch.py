@@ -13,7 +13,7 @@ from accelbench import launch
 from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
 
-from .conftest import tiny
+from .conftest import ctrl_c_reaches, tiny
 
 
 @pytest.fixture(scope="module")
@@ -76,7 +76,9 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
         f"spec = RunSpec.model_validate_json(pathlib.Path({str(spec_file)!r}).read_text());"
         "launch.run_in_child(spec, capture('cpu'), timeout_s=600)"
     )
-    launcher = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.DEVNULL)
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code], stderr=subprocess.DEVNULL, preexec_fn=ctrl_c_reaches
+    )
     deadline = time.monotonic() + 60
     cells: list[psutil.Process] = []
     while not cells and time.monotonic() < deadline:
