@@ -168,7 +168,9 @@ def test_cells_that_could_not_be_matched_are_said_with_why(two_platforms: list[R
     here = train(two_platforms)  # batch 4, 16 and 64 at the same steps per epoch
     steps = here[0].spec.steps_per_epoch
     odd = on_platform(here[0], None, 1.0, batch_size=32, steps_per_epoch=steps + 3)
-    (alone,) = comparison.unmatched([*here, odd], "batch_size")
+    # Closer to `odd` than any of `here`, but at the same batch: no counterpart, never named.
+    twin = on_platform(odd, None, 1.0, lr=0.5)
+    alone, _ = comparison.unmatched([*here, odd, twin], "batch_size")
     assert alone.result is odd and alone.missing_baseline is None
     assert alone.nearest == (("steps_per_epoch", str(steps + 3), str(steps)),)
     (line,) = compare_text.unmatched_lines([alone], "batch_size")

@@ -86,3 +86,11 @@ def test_a_model_that_ends_the_process_is_refused_in_one_line(tmp_path: Path) ->
         "error: inspecting device 'cpu' and the inputs ended with exit code 0 and no answer: "
         "does a model's code end its process?\n"
     )
+
+
+def test_only_the_meta_device_s_own_refusals_are_let_through() -> None:
+    from accelbench.preflight import _meta_only
+
+    assert _meta_only(RuntimeError("Tensor.item() cannot be called on meta tensors"))
+    assert _meta_only(RuntimeError("found at least two devices, meta and cpu!"))
+    assert not _meta_only(ValueError("no metadata in /data/set.csv"))  # the user's own fault

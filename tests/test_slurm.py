@@ -203,3 +203,13 @@ def test_the_database_may_follow_the_sweep_and_a_node_local_one_is_warned_of(
         "warning: /tmp/r.sqlite is on the batch node's own disk, which other nodes and the login "
         "node do not see: give --db a path on the shared file system\n"
     )
+
+
+def test_a_tmpdir_of_slash_does_not_make_every_path_node_local(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from accelbench import slurm
+
+    monkeypatch.setenv("TMPDIR", "/")
+    assert not slurm.node_local("/home/me/results.sqlite")
+    assert slurm.node_local("/tmp/results.sqlite")

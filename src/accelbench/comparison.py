@@ -158,14 +158,14 @@ def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> l
     cells = _cells(results, by)
     if baseline is not None:
         _check_baseline(cells, by, baseline)
-    out = []
+    order, out = _order(by), []
     for cell in cells.values():
-        base = baseline or min(cell, key=_order(by))
+        base = baseline or min(cell, key=order)
         if base in cell:
             reference = band(cell[base])
             out += [
                 Ratio(cell[base][0], value, base, band(cell[value]), reference)
-                for value in sorted(cell, key=_order(by))
+                for value in sorted(cell, key=order)
                 if value != base
             ]
     return out
@@ -180,8 +180,8 @@ class Unmatched:
     missing_baseline: str | None
     """The baseline it was not run at, when one was given."""
     nearest: tuple[tuple[str, str, str], ...]
-    """Where the closest configuration run at another value differs: (field, its value here,
-    there); empty when no configuration was run at another value."""
+    """Where the closest configuration run at another value of `by` differs: (field, its value
+    here, there); empty with a missing baseline."""
 
 
 def unmatched(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Unmatched]:
@@ -192,13 +192,13 @@ def unmatched(results: Sequence[Result], by: str, baseline: str | None = None) -
     if len({v for cell in cells.values() for v in cell}) < 2:
         return []  # nothing was run at two values: there is nothing to miss
     out = []
-    for key, cell in cells.items():
-        first = next(iter(cell.values()))[0]
+    for cell in cells.values():
         if baseline is not None and baseline not in cell:
             out += [Unmatched(runs[0], baseline, ()) for runs in cell.values()]
         elif len(cell) == 1:
-            others = [next(iter(c.values()))[0] for k, c in cells.items() if k != key]
-            nearest = min((_differences(first, o, by) for o in others), key=len)
+            [(value, [first, *_])] = cell.items()
+            elsewhere = [runs[0] for c in cells.values() for v, runs in c.items() if v != value]
+            nearest = min((_differences(first, o, by) for o in elsewhere), key=len)
             out.append(Unmatched(first, None, nearest))
     return out
 

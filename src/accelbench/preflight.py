@@ -6,13 +6,14 @@ built on the `meta` device, where tensors have shapes but no storage, and a batc
 samples goes through its loss there: shape mismatches, impossible configs and a loss that is not
 one number show up in about a second and without memory. Then one item of the data set is read.
 
-It runs in a child process (launch.probe_environment or launch.preflight), so a user's code never
+It runs in a child process (launch.probe_environment or launch.preflight_in_child), so a user's code never
 runs in the sweep's process. An operation the meta device cannot run (one that reads a value,
 such as `.item()`) leaves that part untried: its cell finds out.
 """
 
 from __future__ import annotations
 
+import re
 import traceback
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -79,10 +80,15 @@ def _fault(what: str, step: str, exc: Exception) -> AccelbenchError:
     return AccelbenchError(f"{what} {step}: {one_line(exc)}{_where(exc)}")
 
 
+_META = re.compile(r"\bmeta\b|data-dependent")
+"""How torch words a refusal of the meta device ("cannot be called on meta tensors", "devices,
+meta and cpu"), and not a user's message about, say, metadata."""
+
+
 def _meta_only(exc: Exception) -> bool:
     """Whether `exc` is the meta device declining an operation, not the model's own fault."""
     text = str(exc).lower()
-    return isinstance(exc, NotImplementedError) or "meta" in text or "data-dependent" in text
+    return isinstance(exc, NotImplementedError) or bool(_META.search(text))
 
 
 def _where(exc: Exception) -> str:

@@ -90,10 +90,8 @@ def database_path(db: Path | str) -> str:
 
 def node_local(db: str) -> bool:
     """Whether the database path is on a node's own disk, not the cluster's shared one."""
-    return not is_url(db) and any(
-        db == folder or db.startswith(folder + "/")
-        for folder in (*NODE_LOCAL, os.environ.get("TMPDIR", "/tmp").rstrip("/"))
-    )
+    folders = {*NODE_LOCAL, (os.environ.get("TMPDIR") or "/tmp").rstrip("/")} - {""}
+    return not is_url(db) and any(db == f or db.startswith(f + "/") for f in folders)
 
 
 def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | None = None) -> str:

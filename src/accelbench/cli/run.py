@@ -124,7 +124,8 @@ def run(
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
-    cells = plan(cells_of(ctx), timeout_s)  # before the database is opened: no trace if bad
+    envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
+    cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
     with ResultStore(db) as store:
         _warn_if_busy()
         console.print(f"{len(cells)} cell(s); results go to {store.where}")
@@ -152,8 +153,11 @@ def _sweep(cells: list[Cell], store: ResultStore, force: bool, timeout_s: float)
         )
 
 
-def cells_of(ctx: typer.Context) -> list[RunSpec]:
-    """The cells a `run` command line asks for, from its options and sweep file, validated."""
+def cells_of(
+    ctx: typer.Context, envs: dict[str, environment.Environment] | None = None
+) -> list[RunSpec]:
+    """The cells a `run` command line asks for, from its options and sweep file or suite,
+    validated. A suite's parts are chosen for the platform, probed once into `envs`."""
     p = {k: v.value if isinstance(v, Enum) else v for k, v in ctx.params.items()}
     axes: dict[str, list[Any]] = {
         "repeat": list(range(p["repeats"])),  # first: repeats interleave, drift spreads over all
@@ -189,8 +193,11 @@ def cells_of(ctx: typer.Context) -> list[RunSpec]:
         from accelbench import suites
 
         found = suites.load(p["suite"])
-        # The parts for the platform this will run on.
-        bases = list(suites.parts_for(found, launch.probe_environment(fixed["device"])))
+        envs = {} if envs is None else envs
+        device = fixed["device"]
+        if device not in envs:
+            envs[device] = launch.probe_environment(device)
+        bases = list(suites.parts_for(found, envs[device]))
     if global_batch is not None:
         bases = [b.model_copy(update={"global_batch": global_batch}) for b in bases]
     return [spec for base in bases for spec in _override(base, axes, fixed, given).specs()]

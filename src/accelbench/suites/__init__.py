@@ -3,9 +3,9 @@ published figure in references.csv, so that `accelbench run --suite NAME` and th
 `accelbench compare --reference` say whether a node delivers what it should.
 
 A suite is a TOML file here: a description, then parts. A part is a sweep ([part.fixed] and
-[part.axes], as a sweep file) with the device types it is for (`devices = ["cuda"]`; none: any)
-(`min_devices`: how many the host needs) and the published figure it reproduces, in words. Settings given on the command line replace a
-part's own, as with --sweep.
+[part.axes], as a sweep file) with the device types it is for (`devices = ["cuda"]`; none: any),
+how many of them the host needs (`min_devices`) and the published figure it reproduces, in
+words. Settings given on the command line replace a part's own, as with --sweep.
 """
 
 from __future__ import annotations
