@@ -20,7 +20,15 @@ from enum import StrEnum
 from accelbench import references, validity
 from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
-from accelbench.objectives import GOALS, Constraints, Goal, latency, price_of, within_latency
+from accelbench.objectives import (
+    GOALS,
+    Constraints,
+    Goal,
+    goal_of,
+    latency,
+    price_of,
+    within_latency,
+)
 from accelbench.result import ANY_BATCH, Result, cell_key
 
 BATCH_RANGE_FRAC = 0.95
@@ -112,6 +120,12 @@ def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | No
 
 def _option(runs: list[Result], objective: str, constraints: Constraints) -> Option | None:
     first = runs[0]
+    if objective == "time-to-train" and constraints.tokens is not None:
+        tokens_per_item = first.metrics.tokens_per_item if first.metrics else None
+        if not tokens_per_item:
+            return None
+        days = constraints.tokens / tokens_per_item / 86400  # x seconds per item
+        return Option(runs, *_per_rate(days, band(runs)))
     if objective == "time-to-train":
         times = sorted(
             t.time_to_target_s
@@ -182,8 +196,18 @@ def recommend(
         raise AccelbenchError(
             "the cost objective needs --prices FILE ($ per device-hour; none are built in)"
         )
-    wanted = (scenario,) if scenario else GOALS[objective].scenarios
+    if constraints.tokens is not None and objective != "time-to-train":
+        raise AccelbenchError("--tokens projects a training time: give --objective time-to-train")
+    goal = goal_of(objective, constraints)
+    wanted = (scenario,) if scenario else goal.scenarios
     mine = [r for r in results if r.spec.workload == workload and r.spec.scenario in wanted]
+    if constraints.tokens is not None and any(
+        r.metrics and not r.metrics.tokens_per_item for r in mine
+    ):
+        raise AccelbenchError(
+            f"{workload} reads no tokens: --tokens projects language models (llama3_*, gpt2_*, "
+            "bert_*, hf/...); leave it out"
+        )
     by_platform: dict[str, list[Result]] = defaultdict(list)
     for r in mine:
         by_platform[r.env.platform].append(r)
@@ -192,14 +216,14 @@ def recommend(
         for platform, runs in by_platform.items()
     ]
     ranked = [a for a in out if a.options]
-    ranked.sort(key=lambda a: a.options[0].value, reverse=not GOALS[objective].lower_is_better)
+    ranked.sort(key=lambda a: a.options[0].value, reverse=not goal.lower_is_better)
     return ranked + [a for a in out if not a.options]
 
 
 def _platform_advice(
     platform: str, runs: list[Result], objective: str, constraints: Constraints
 ) -> Advice:
-    goal = GOALS[objective]
+    goal = goal_of(objective, constraints)
     advice = Advice(platform, [])
     cells: dict[str, list[Result]] = defaultdict(list)
     reasons: dict[Out, int] = defaultdict(int)

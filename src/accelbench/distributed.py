@@ -35,8 +35,8 @@ SINGLE = Rank(rank=0, local_rank=0, world_size=1)
 
 def join(spec: RunSpec, device_type: str) -> Rank:
     """Join the process group torchrun set up for this cell (NCCL on CUDA, else gloo); SINGLE
-    when the cell runs in one process."""
-    if spec.num_processes == 1:
+    when the cell runs without one."""
+    if not spec.distributed:
         return SINGLE
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     if world_size != spec.num_processes:
@@ -72,8 +72,13 @@ def device_of(rank: Rank, device_type: str) -> torch.device:
 
 
 def wrap(model: torch.nn.Module, spec: RunSpec, device: torch.device) -> torch.nn.Module:
-    """DistributedDataParallel over all replicas, with batch norm synchronised in groups of
+    """The model sharded as the spec says (sharding.shard: FSDP, tensor parallel), else
+    DistributedDataParallel over all replicas, with batch norm synchronised in groups of
     spec.bn_span replicas; the model itself for one replica."""
+    if spec.fsdp or spec.tensor_parallel > 1:
+        from accelbench import sharding
+
+        return sharding.shard(model, spec, device)
     if spec.replicas == 1:
         return model
     import torch
@@ -93,6 +98,12 @@ def index() -> int:
     import torch.distributed as dist
 
     return dist.get_rank() if dist.is_initialized() else 0
+
+
+def data_index(spec: RunSpec) -> int:
+    """Which replica's share of the data this process reads: the ranks of one tensor-parallel
+    group (neighbours in the mesh, sharding.mesh) read the same batches."""
+    return index() // spec.tensor_parallel
 
 
 def local_index() -> int:

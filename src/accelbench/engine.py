@@ -8,12 +8,13 @@ Graphcore IPUs, for one) becomes one new module with the same method.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import torch
 
-from accelbench import distributed
+from accelbench import distributed, sharding
 from accelbench.errors import AccelbenchError
 from accelbench.optim import make_optimizer, make_schedule, to_device
 from accelbench.precision import torch_settings
@@ -30,6 +31,10 @@ class Engine(Protocol):
     def count_flops(self, micro_batch: Batch) -> float | None:
         """FLOPs of one forward and backward pass over a micro-batch (None if the stack cannot
         count them). Leaves the weights as they were."""
+        ...
+
+    def held_gib(self) -> float:
+        """Weights and optimizer state this process holds (sharding.state_gib)."""
         ...
 
     def to_device(self, batch: Batch) -> Batch:
@@ -54,10 +59,14 @@ class TorchEngine:
             _recompute(model, spec.workload)
         model = model.to(memory_format=self.memory_format)
         model.train()
+        self.eager = model
+        # Before the optimizer: sharding replaces the parameters it must hold.
+        self.replicated = distributed.wrap(model, spec, device)
+        self.fsdp = spec.fsdp
+        if sharding.uses_mixed_policy(spec):  # FSDP casts the weights: no autocast on top
+            self.settings = dataclasses.replace(self.settings, autocast_dtype=None)
         self.optimizer = make_optimizer(spec, model, device)
         self.warmup = make_schedule(spec, self.optimizer)
-        self.eager = model
-        self.replicated = distributed.wrap(model, spec, device)
         # torch.compile returns a callable with the module's interface.
         self.model: torch.nn.Module = (
             torch.compile(self.replicated, mode=spec.compile_mode)  # type: ignore[assignment]
@@ -121,12 +130,18 @@ class TorchEngine:
         self.optimizer.zero_grad(set_to_none=True)
         return float(counter.get_total_flops())
 
+    def held_gib(self) -> float:
+        return sharding.state_gib(self.eager, self.optimizer)
+
     def to_device(self, batch: Batch) -> Batch:
         return {
             k: to_device(v, self.device, self.dtype, self.memory_format) for k, v in batch.items()
         }
 
     def _no_sync(self, last: bool) -> contextlib.AbstractContextManager[object]:
+        if self.fsdp:  # reduce-scatter the gradients after the last micro-batch only
+            self.eager.set_requires_gradient_sync(last)  # type: ignore[operator]
+            return contextlib.nullcontext()
         if last or self.replicated is self.eager:
             return contextlib.nullcontext()
         return self.replicated.no_sync()  # type: ignore[operator]

@@ -33,6 +33,9 @@ class Constraints:
     latency_bound_ms: float | None = None
     prices: dict[str, float] = field(default_factory=dict)
     """$ per device-hour by a part of the platform name (for the cost objective)."""
+    tokens: float | None = None
+    """time-to-train: project the days to train this many tokens from training throughput
+    (language models), instead of reading time-to-train runs."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,16 @@ GOALS: dict[str, Goal] = {
     "energy": Goal(("train",), "J per item", True),
     "cost": Goal(("train",), "$ per million items", True),
 }
+PROJECTED = Goal(("train",), "days to train the tokens, projected from throughput", True)
+"""time-to-train with a token count: answered from training throughput, not measured to a
+target (Constraints.tokens)."""
+
+
+def goal_of(objective: str, constraints: Constraints) -> Goal:
+    """The goal an objective sets under these constraints."""
+    if objective == "time-to-train" and constraints.tokens is not None:
+        return PROJECTED
+    return GOALS[objective]
 
 
 def load_prices(path: Path) -> dict[str, float]:

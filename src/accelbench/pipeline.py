@@ -148,6 +148,11 @@ class PipelineEngine:
     def count_flops(self, micro_batch: Batch) -> float | None:
         return self.flops_per_micro_batch
 
+    def held_gib(self) -> float:
+        from accelbench import sharding
+
+        return sharding.state_gib(self.stage.submod, self.optimizer)
+
     def to_device(self, batch: Batch) -> Batch:
         return {k: to_device(v, self.device, self.dtype) for k, v in batch.items()}
 

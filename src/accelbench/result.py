@@ -61,6 +61,11 @@ class Flops(Frozen):
     why there is none."""
     num_devices: int = 1
     """Devices the run used (its replicas); MFU divides by this many peaks."""
+    analytic_per_item: float | None = None
+    """FLOPs of one item by the workload's published formula (Workload.analytic_flops: for
+    transformers, 6 per weight per token plus attention, as torchtitan counts), set beside the
+    counted ones; None where the workload has none. Under tensor parallelism the counter sees
+    attention on its own device's heads only, and counts low by the others' share."""
 
 
 class RankMetrics(Frozen):
@@ -76,6 +81,9 @@ class RankMetrics(Frozen):
     step_ms_median: float
     input_wait_frac: float
     peak_mem_allocated_gib: float | None
+    peak_mem_reserved_gib: float | None = None
+    state_gib: float | None = None
+    """Weights and optimizer state this rank held: its shards under FSDP and tensor parallel."""
     host_peak_rss_gib: float
 
 
@@ -162,6 +170,12 @@ class TrainMetrics(Frozen):
     item_unit: str
     items_per_step: int
     """Global batch: micro batch x accumulation x replicas."""
+    tokens_per_item: int | None = None
+    """Tokens in one item of a language model (its sequence length), for tokens/s; None
+    for other models."""
+    layout: str = "none"
+    """How the model was spread over the devices (sharding.layout): 'ddp 4', 'fsdp over 2 x
+    tp 2'; 'none' on one device."""
     timer: Literal["device-events", "wall-clock"]
     """How step times were taken: device events on the stream, or the host clock on the CPU."""
     epochs: list[EpochMetrics]
@@ -199,6 +213,9 @@ class TrainMetrics(Frozen):
     diverged_at_step: int | None
     peak_mem_allocated_gib: float | None
     peak_mem_reserved_gib: float | None
+    state_gib: float | None = None
+    """Weights and optimizer state held by the rank holding most (sharding.state_gib): what
+    FSDP and tensor parallelism divide; None in older records."""
     host_peak_rss_gib: float
     build_s: float
     """Model, optimizer and data set up before the first step."""
@@ -247,16 +264,33 @@ class TrainMetrics(Frozen):
         return self.flops.per_item * self.items_per_s if self.flops else None
 
     @property
+    def tokens_per_s(self) -> float | None:
+        """Steady-state throughput in tokens, for language models."""
+        return self.items_per_s * self.tokens_per_item if self.tokens_per_item else None
+
+    @property
     def mfu(self) -> float | None:
         """Model FLOP utilisation: achieved over the peak FLOP/s of all devices used (see
         flops.peak_source); None without a trusted peak."""
-        if self.flops is None or self.flops.peak_per_s is None:
+        return self._utilisation(self.flops.per_item if self.flops else None)
+
+    @property
+    def mfu_analytic(self) -> float | None:
+        """MFU from the analytic FLOP count (Flops.analytic_per_item), as torchtitan reports it."""
+        return self._utilisation(self.flops.analytic_per_item if self.flops else None)
+
+    @property
+    def tflops_per_device(self) -> float | None:
+        """Achieved TFLOP/s per device by the analytic count, else the counted one: a figure
+        that needs no peak (MFU means little in float8, whose peak counts differently)."""
+        f = self.flops
+        per_item = f and (f.analytic_per_item or f.per_item)
+        return per_item * self.items_per_s / f.num_devices / 1e12 if f and per_item else None
+
+    def _utilisation(self, per_item: float | None) -> float | None:
+        if per_item is None or self.flops is None or self.flops.peak_per_s is None:
             return None
-        return (
-            self.flops.per_item
-            * self.items_per_s
-            / (self.flops.peak_per_s * self.flops.num_devices)
-        )
+        return per_item * self.items_per_s / (self.flops.peak_per_s * self.flops.num_devices)
 
 
 class Result(Frozen):

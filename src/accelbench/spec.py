@@ -42,6 +42,9 @@ _ADDED_LATER = (
     "threads",
     "compile_mode",
     "cudnn_benchmark",
+    "fsdp",
+    "fsdp_offload",
+    "tensor_parallel",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -71,6 +74,17 @@ class RunSpec(Frozen):
     replicas: int = Field(default=1, gt=0, le=100_000)
     """Data-parallel replicas, one process and one device each, started by torchrun with
     DistributedDataParallel (NCCL on NVIDIA GPUs, gloo on the CPU)."""
+    fsdp: bool = False
+    """Shard weights, gradients and optimizer state over the replicas instead of copying them to
+    each (torch's FSDP2: fully_shard on every transformer block and on the whole model), with
+    bf16 weights and fp32 gradient reduction under amp-bf16; on one replica too, as a baseline."""
+    fsdp_offload: bool = False
+    """With fsdp: keep the shards and the optimizer's step in host memory (CPUOffloadPolicy),
+    for a model too large for the devices at the cost of copies every step."""
+    tensor_parallel: int = Field(default=1, gt=0, le=1024)
+    """Devices each layer's matmuls are split over (torch's parallelize_module with the model's
+    own plan: attention and MLP projections column-wise, then row-wise), in a 2-D device mesh of
+    replicas x tensor_parallel; a replica then spans this many devices and processes."""
     pipeline_stages: int = Field(default=1, gt=0, le=1024)
     """Stages the model is split into, one device and process each, fed grad_accum
     micro-batches per optimizer step by torch.distributed.pipelining (the seeds' IPUs per
@@ -182,8 +196,22 @@ class RunSpec(Frozen):
         if self.num_processes % self.nodes:
             raise ValueError(
                 f"{self.num_processes} devices do not spread evenly over {self.nodes} nodes: "
-                "give --replicas (x --pipeline-stages) as a multiple of --nodes"
+                "give --replicas (x --tensor-parallel x --pipeline-stages) as a multiple of --nodes"
             )
+        if self.fsdp_offload and not self.fsdp:
+            raise ValueError("--fsdp-offload offloads FSDP's shards: add --fsdp")
+        if self.pipeline_stages > 1 and (self.fsdp or self.tensor_parallel > 1):
+            raise ValueError(
+                "pipeline stages are not combined with --fsdp or --tensor-parallel yet: "
+                "give one of them"
+            )
+        if (self.fsdp or self.tensor_parallel > 1) and PRECISIONS[self.precision].grad_scaler:
+            raise ValueError(
+                f"{self.precision} scales the loss, which sharded weights do not support yet: "
+                "give --fsdp and --tensor-parallel amp-bf16, bf16 or fp32"
+            )
+        if self.fsdp and self.bn_span > 1:
+            raise ValueError("--bn-span syncs batch norm across copies of a model: not with --fsdp")
         if self.pipeline_stages > 1 and self.replicas > 1:
             raise ValueError(
                 "pipeline stages run one replica so far: give --replicas 1 with --pipeline-stages"
@@ -197,11 +225,12 @@ class RunSpec(Frozen):
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
         if self.scenario in ("infer", "server") and (
-            self.grad_accum > 1 or self.num_processes > 1 or self.recompute
+            self.grad_accum > 1 or self.distributed or self.recompute
         ):
             raise ValueError(
                 "inference runs one process without gradient accumulation or recompute: leave "
-                "out --grad-accum, --replicas, --pipeline-stages and --recompute"
+                "out --grad-accum, --replicas, --pipeline-stages, --tensor-parallel, --fsdp and "
+                "--recompute"
             )
         if (self.scenario == "time-to-train") != (self.target is not None):
             raise ValueError(
@@ -213,10 +242,10 @@ class RunSpec(Frozen):
                 "time-to-train needs real data to hold out a validation split: give --data, a "
                 "data set the workload reads (sklearn:digits is at hand for lenet5)"
             )
-        if self.scenario == "time-to-train" and self.num_processes > 1:
+        if self.scenario == "time-to-train" and self.distributed:
             raise ValueError(
-                "time-to-train runs on one device so far: leave out --replicas "
-                "and --pipeline-stages"
+                "time-to-train runs on one device so far: leave out --replicas, "
+                "--pipeline-stages, --tensor-parallel and --fsdp"
             )
         if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
             raise ValueError(
@@ -247,8 +276,14 @@ class RunSpec(Frozen):
 
     @property
     def num_processes(self) -> int:
-        """Processes, one device each: replicas x pipeline stages."""
-        return self.replicas * self.pipeline_stages
+        """Processes, one device each: replicas x tensor parallel x pipeline stages."""
+        return self.replicas * self.tensor_parallel * self.pipeline_stages
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the cell runs under torchrun in a process group: several processes, or FSDP
+        (which shards over a device mesh, of one device too)."""
+        return self.num_processes > 1 or self.fsdp
 
     @property
     def processes_per_node(self) -> int:

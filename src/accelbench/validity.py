@@ -8,7 +8,8 @@ Rules, each with its reason (a result may break several):
 - noisy: the delivered rate's interval is wider than the target (spec.ci_pct, else NOISY_PCT),
   or repeats of the cell in fresh processes differ by more than that;
 - contended: other processes used the CPUs or the GPU the cell needed, or a hypervisor stole
-  CPU time, during the steady state (contention.contended);
+  CPU time, during the steady state (contention.contended), or the cell ran more CPU processes
+  than the host has threads;
 - implausible: an MFU above 100%, or FLOPs counted below the weights' floor
   (efficiency.flops_floor): the count or the peak is wrong, so the MFU means nothing;
 - throttled: NVML reported a power or thermal slowdown during the measured window;
@@ -92,6 +93,14 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
         flags += _server_flags(m.server)
     if m.host is not None and (why := contention.contended(m.host)):
         flags.append((Flag.CONTENDED, why))
+    if result.env.device_type == "cpu" and spec.processes_per_node > result.env.num_cpu_threads:
+        flags.append(
+            (
+                Flag.CONTENDED,
+                f"{spec.processes_per_node} processes shared {result.env.num_cpu_threads} CPU "
+                "threads, taking turns: the ranks' numbers are right, their speed is not",
+            )
+        )
     if m.flops is not None and (why := implausible(m.flops, m.mfu)):
         flags.append((Flag.IMPLAUSIBLE, why))
     if m.energy is not None and m.energy.throttled:

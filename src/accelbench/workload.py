@@ -86,10 +86,18 @@ class Workload:
     correct: Callable[[torch.nn.Module, Batch], torch.Tensor] | None = None
     """Classifiers: how many items of a batch on the device the model labels right (a scalar
     tensor), for the val_accuracy target of time-to-train; None: not a classifier."""
+    analytic_flops: Callable[[bool], float | None] | None = None
+    """FLOPs of one item's pass by a published formula (training: True for forward and
+    backward), set beside the counted ones; None where no formula is known."""
     fixed_shapes: bool = True
     """False for a workload whose batches change shape from step to step (sequences of many
     lengths, graphs of many sizes): cuDNN autotuning is then off by default, as it would tune
     again at every new shape."""
+
+    @property
+    def tokens_per_item(self) -> int | None:
+        """Tokens in one item of a language model (its sequence length); None for others."""
+        return self.reads.seq_len if isinstance(self.reads, Tokens) else None
 
 
 def synthetic_record(reads: Reads, gen: torch.Generator) -> Batch:

@@ -32,9 +32,19 @@ from accelbench.cli.app import (
 from accelbench.errors import AccelbenchError
 from accelbench.report import compare as compare_text
 from accelbench.report.advice import advice_lines, constraints_text, published_lines
-from accelbench.report.results import projection_lines
+from accelbench.report.results import projection_lines, token_projection_lines
 from accelbench.spec import DeviceType
 from accelbench.store import ResultStore
+
+TokensOption = Annotated[
+    float | None,
+    typer.Option(
+        help="Project the days and device-hours to train this many tokens (e.g. 1e12) from each "
+        "language model's training throughput, marked as projected (recommend: with "
+        "--objective time-to-train).",
+        min=1,
+    ),
+]
 
 
 @app.command("list")
@@ -99,6 +109,7 @@ def results(
     epoch_items: Annotated[
         int | None, typer.Option(help="Items in one epoch of the data set, for --project-epochs.")
     ] = None,
+    tokens: TokensOption = None,
     db: DbOption = None,
 ) -> None:
     """The stored runs, oldest first."""
@@ -119,6 +130,8 @@ def results(
         if project_epochs is not None and epoch_items is not None:
             for line in projection_lines(found, project_epochs, epoch_items):
                 console.print(line)
+        for line in token_projection_lines(found, tokens) if tokens else []:
+            console.print(line)
     else:
         console.print("no stored results match")
 
@@ -240,6 +253,7 @@ def make_report(
     figures_dir: Annotated[
         Path | None, typer.Option("--figures", help="Also write every figure here as PNG and SVG.")
     ] = None,
+    tokens: TokensOption = None,
     db: DbsOption = None,
 ) -> None:
     """The stored runs as a report: figures (throughput against batch size, scaling, first
@@ -256,10 +270,11 @@ def make_report(
     if not found:
         raise AccelbenchError("no stored results match: run a sweep first, or loosen the filters")
     plots = figures.plots(found) if fmt is ReportFormat.html or figures_dir else []
+    projected = token_projection_lines(found, tokens) if tokens else []
     if fmt is ReportFormat.html:
-        text = document.page(found, plots, sources)
+        text = document.page(found, plots, sources, projected)
     elif fmt is ReportFormat.md:
-        text = document.markdown(found)
+        text = document.markdown(found, projected)
     else:
         text = exchange.to_json(found) if fmt is ReportFormat.json else exchange.to_csv(found)
     emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
@@ -340,6 +355,7 @@ def recommend(
     memory_headroom: Annotated[
         str | None, typer.Option(help="Keep this share of device memory free, e.g. 10%.")
     ] = None,
+    tokens: TokensOption = None,
     reference: Annotated[
         bool,
         typer.Option(
@@ -365,10 +381,11 @@ def recommend(
         memory_headroom_pct=percent(memory_headroom, "--memory-headroom"),
         latency_bound_ms=latency_bound_ms,
         prices=objectives.load_prices(prices) if prices else {},
+        tokens=tokens,
     )
     found, _ = load(db, workload, None)
     answers = advice.recommend(found, workload, objective, constraints, scenario)
-    goal = objectives.GOALS[objective]
+    goal = objectives.goal_of(objective, constraints)
     read = scenario or " and ".join(goal.scenarios)
     console.print(
         f"{workload}, objective {objective} ({goal.unit}), {read} results"

@@ -44,7 +44,15 @@ from accelbench.sweep import (
     run_sweep,
 )
 
-AXES = ("batch_size", "precision", "grad_accum", "replicas", "pipeline_stages", "workers")
+AXES = (
+    "batch_size",
+    "precision",
+    "grad_accum",
+    "replicas",
+    "tensor_parallel",
+    "pipeline_stages",
+    "workers",
+)
 """Spec fields that take a comma list on the command line, each value a cell of the grid."""
 OWN = ("workload", "repeat", "seed", "model_args", "ci_pct", "latency_bound_ms")
 """Spec fields with an option of their own form (--repeats N, --seeds N, --model-arg K=V, --ci 2%,
@@ -70,6 +78,7 @@ def run(
     precision: Annotated[str, _axis("precision")] = "fp32",
     grad_accum: Annotated[str, _axis("grad_accum")] = "1",
     replicas: Annotated[str, _axis("replicas", "a scaling sweep")] = "1",
+    tensor_parallel: Annotated[str, _axis("tensor_parallel")] = "1",
     pipeline_stages: Annotated[str, _axis("pipeline_stages")] = "1",
     workers: Annotated[str, _axis("workers")] = "0",
     global_batch: Annotated[

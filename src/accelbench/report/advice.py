@@ -11,7 +11,12 @@ from accelbench.report.cells import configuration, rate_text
 from accelbench.result import Result
 
 
-def _objective_text(value: float, objective: str) -> str:
+def _objective_text(
+    value: float, objective: str, c: objectives.Constraints, devices: int = 1
+) -> str:
+    if objective == "time-to-train" and c.tokens is not None:
+        hours = value * 24 * devices
+        return f"{value:.3g} days ({hours:,.0f} device-hours) for {c.tokens:.3g} tokens"
     if objective == "time-to-train":
         return f"{value:.2f} s to target"
     if objective == "energy":
@@ -89,6 +94,7 @@ def constraints_text(c: objectives.Constraints) -> str:
         f"at most {c.max_devices} devices" if c.max_devices else "",
         f"{c.memory_headroom_pct:g}% memory free" if c.memory_headroom_pct else "",
         f"p99 within {c.latency_bound_ms:g} ms" if c.latency_bound_ms is not None else "",
+        f"{c.tokens:.3g} tokens" if c.tokens is not None else "",
     ]
     return ", ".join(p for p in parts if p)
 
@@ -114,16 +120,26 @@ def advice_lines(
         best = a.options[0]
         interval = ""
         if best.low is not None and best.high is not None:
-            low, high = (_objective_text(v, objective) for v in (best.low, best.high))
-            interval = f" [{low} to {high}]"
+            if constraints.tokens is not None:
+                interval = f" [{best.low:.3g} to {best.high:.3g} days]"
+            else:
+                low, high = (
+                    _objective_text(v, objective, constraints) for v in (best.low, best.high)
+                )
+                interval = f" [{low} to {high}]"
         keys = ", ".join(r.key[:8] for r in best.runs)
         lines.append(
             f"{i}. {a.platform}: {_scenario(best.result, objective)}"
             f"{configuration(best.result.spec)}: "
-            f"{_objective_text(best.value, objective)}{interval}; from {len(best.runs)} run(s): "
-            f"{keys}"
+            f"{_objective_text(best.value, objective, constraints, best.result.num_devices)}"
+            f"{interval}; from {len(best.runs)} run(s): {keys}"
         )
-        if objective == "time-to-train":
+        if constraints.tokens is not None:
+            lines.append(
+                "   projected from training throughput, not measured: it assumes every step of "
+                "the job runs at this speed"
+            )
+        elif objective == "time-to-train":
             reached = sum(1 for r in best.runs if r.status == "ok")
             lines.append(f"   seeds that reached the target: {reached}/{len(best.runs)}")
         if a.confidence is not None:

@@ -80,17 +80,24 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
     return tables.Grid("Platforms", headers, rows, frozenset(range(8)) - {3})
 
 
-def markdown(results: Sequence[Result]) -> str:
+def markdown(results: Sequence[Result], extra: Sequence[str] = ()) -> str:
+    """The tables and notes in Markdown; `extra` lines (projections) join the notes."""
     parts = [tables.markdown(g) for g in [*grids(results), platforms_grid(results)]]
-    notes = results_text.notes(results)
+    notes = [*results_text.notes(results), *extra]
     if notes:
         items = (f"- {inert.markdown(line)}" for line in notes)
         parts.append("**Notes**\n\n" + "\n".join(items) + "\n")
     return "\n".join(parts)
 
 
-def page(results: Sequence[Result], plots: Sequence[figures.Plot], sources: Sequence[str]) -> str:
-    """The HTML report: summary, figures, tables, platforms and the verdicts' reasons."""
+def page(
+    results: Sequence[Result],
+    plots: Sequence[figures.Plot],
+    sources: Sequence[str],
+    extra: Sequence[str] = (),
+) -> str:
+    """The HTML report: summary, figures, tables, platforms and the verdicts' reasons; `extra`
+    lines (projections) join the notes."""
     e = html.escape
     statuses = Counter(r.status for r in results)
     summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
@@ -112,7 +119,7 @@ def page(results: Sequence[Result], plots: Sequence[figures.Plot], sources: Sequ
     body.append("<h2>Tables</h2>")
     body += [tables.to_html(g) for g in grids(results)]
     body.append(tables.to_html(platforms_grid(results)))
-    notes = results_text.notes(results)
+    notes = [*results_text.notes(results), *extra]
     if notes:
         body.append("<h2>Verdicts and notes</h2><ul>")
         body += [f"<li>{e(line)}</li>" for line in notes]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from rich.table import Table
@@ -114,6 +115,7 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
     lines += [compile_payoff(p) for p in scaling.compile_payoffs(results)]
+    lines += [tokens_line(r) for r in results if r.metrics and r.metrics.tokens_per_item]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
     lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
     lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
@@ -152,6 +154,27 @@ def _speedup_text(found: scaling.Scaling | None) -> str:
     if found is None or found.speedup is None or found.efficiency is None:
         return ""
     return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
+
+
+def tokens_line(result: Result) -> str:
+    """A language model's throughput in tokens, both MFUs, what each device achieved, and the
+    weights and optimizer state per rank under its layout."""
+    m = result.metrics
+    assert m is not None and m.tokens_per_s is not None
+    devices = result.num_devices
+    parts = [
+        f"{rate_text(m.tokens_per_s)} tokens/s ({rate_text(m.tokens_per_s / devices)} per device)"
+    ]
+    if m.mfu is not None or m.mfu_analytic is not None:
+        counted = "-" if m.mfu is None else f"{100 * m.mfu:.1f}%"
+        analytic = "-" if m.mfu_analytic is None else f"{100 * m.mfu_analytic:.1f}%"
+        parts.append(f"MFU {counted} counted, {analytic} by 6N + attention")
+    if m.tflops_per_device is not None:
+        parts.append(f"{m.tflops_per_device:.3g} TFLOP/s per device")
+    if m.state_gib is not None:
+        where = "" if m.layout == "none" else f" per rank ({m.layout})"
+        parts.append(f"weights and optimizer state {m.state_gib:.3g} GiB{where}")
+    return f"{describe(result.spec)}: " + "; ".join(parts)
 
 
 def rank_line(result: Result) -> str:
@@ -250,6 +273,31 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
     return lines
 
 
+def token_projection_lines(results: Sequence[Result], tokens: float) -> list[str]:
+    """Projected days and device-hours to train `tokens` tokens at each language model's steady
+    training throughput: projected, not measured."""
+    lines = []
+    for r in results:
+        m = r.metrics
+        if r.spec.scenario != "train" or m is None or not m.tokens_per_item:
+            continue
+        p = convergence.project(r, 1, math.ceil(tokens / m.tokens_per_item))
+        if p is None:
+            continue
+        interval = (
+            f" (95% interval {p.low_hours / 24:.3g}-{p.high_hours / 24:.3g} days)"
+            if p.low_hours and p.high_hours
+            else " (no interval: too few windows)"
+        )
+        lines.append(
+            f"{describe(r.spec)}: projected {tokens:.3g} tokens = {p.hours / 24:.3g} days"
+            f"{interval}, {p.hours * r.num_devices:,.0f} device-hours on {r.num_devices} "
+            f"device(s), at {rate_text(m.tokens_per_s or 0)} tokens/s: projected from throughput, "
+            "not measured"
+        )
+    return lines
+
+
 def projection_lines(results: Sequence[Result], epochs: float, epoch_items: int) -> list[str]:
     """Projected time to train `epochs` epochs of `epoch_items` items at each training result's
     steady throughput: projected, not measured."""
@@ -282,6 +330,7 @@ def cell_line(result: Result, skipped: bool) -> str:
     rate = m.delivered
     text = (
         (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
+        + (f" = {rate_text(m.tokens_per_s)} tokens/s" if m.tokens_per_s and not m.server else "")
         + (f" {ci_text(result)}%" if ci_text(result) else "")
         + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
         + (f", window IQR {iqr}%" if iqr else "")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
-from accelbench import contention, distributed, efficiency, interruption, throughput
+from accelbench import contention, distributed, efficiency, interruption, sharding, throughput
 from accelbench import device as dev
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.energy import combine as combine_energy
@@ -65,6 +65,7 @@ class Raw:
     step_loss: list[float] = field(default_factory=list)
     peak_allocated: float | None = None
     peak_reserved: float | None = None
+    state_gib: float | None = None
     host_rss: float = 0.0
     energy: EnergyMetrics | None = None
     host: contention.HostActivity | None = None
@@ -109,6 +110,8 @@ def across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
                 step_ms_median=statistics.median(steady),
                 input_wait_frac=min(1.0, sum(waits) / sum(steady)),
                 peak_mem_allocated_gib=rank_raw.peak_allocated,
+                peak_mem_reserved_gib=rank_raw.peak_reserved,
+                state_gib=rank_raw.state_gib,
                 host_peak_rss_gib=rank_raw.host_rss,
             )
         )
@@ -124,6 +127,7 @@ def across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
         ),
         peak_allocated=_max_or_none(r.peak_allocated for r in raws),
         peak_reserved=_max_or_none(r.peak_reserved for r in raws),
+        state_gib=_max_or_none(r.state_gib for r in raws),
         host_rss=max(r.host_rss for r in raws),
         energy=combine_energy(
             [(i["hostname"], e) for i, e in zip(everyone, energies, strict=True)]
@@ -220,11 +224,12 @@ def count_flops(
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
         found = efficiency.datasheet_peak(name, spec.precision) if name else None
         peak = found or efficiency.measured_peak(device, spec.precision)
+    training = spec.scenario in ("train", "time-to-train")
+    analytic = workload.analytic_flops(training) if workload.analytic_flops else None
     return Flops(
         per_item=per_micro_batch / spec.batch_size,
-        floor_per_item=efficiency.flops_floor(
-            workload, training=spec.scenario in ("train", "time-to-train")
-        ),
+        analytic_per_item=analytic,
+        floor_per_item=efficiency.flops_floor(workload, training),
         peak_per_s=peak[0],
         peak_source=peak[1],
         num_devices=spec.num_processes,
@@ -270,6 +275,8 @@ def build_metrics(
     return TrainMetrics(
         item_unit=workload.item_unit,
         items_per_step=spec.global_batch,
+        tokens_per_item=workload.tokens_per_item,
+        layout=sharding.layout(spec),
         timer=timer,
         epochs=epochs,
         step_ms=step_ms,
@@ -289,6 +296,7 @@ def build_metrics(
         diverged_at_step=diverged,
         peak_mem_allocated_gib=raw.peak_allocated,
         peak_mem_reserved_gib=raw.peak_reserved,
+        state_gib=raw.state_gib,
         host_peak_rss_gib=raw.host_rss,
         build_s=build_s,
         measure_s=raw.measure_s,

@@ -36,7 +36,9 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     engine = make_engine(workload, spec, device)
-    loader = make_loader(workload, spec, pin_memory=device.type == "cuda", rank=distributed.index())
+    loader = make_loader(
+        workload, spec, pin_memory=device.type == "cuda", rank=distributed.data_index(spec)
+    )
     # With inputs on the device: a few batches made once, kept there and cycled.
     pool = (
         [engine.to_device(b) for b in itertools.islice(iter(loader), DEVICE_BATCHES)]
@@ -53,6 +55,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
             spec, engine, itertools.cycle(pool) if pool else iter(loader), timer, losses, raw
         )
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
+    raw.state_gib = engine.held_gib()
     # Counted after the timing, so that it cannot warm anything up for the first step.
     flops = count_flops(spec, workload, engine, next(iter(loader)), device)
     del loader  # stops loader workers, so their peak memory is counted below

@@ -2,11 +2,13 @@
 
 Each reads token ids (a .npy file of ids, or random ids), so the same workload trains on real text.
 Shapes are the seeds' (seed 002: BERT pre-training phase 1 at SL128 and phase 2 at SL512, SQuAD
-fine-tuning at SL384, GPT-2 at SL1024).
+fine-tuning at SL384, GPT-2 at SL1024), and the Llama 3 family's as Meta published them.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import AccelbenchError
@@ -21,6 +23,19 @@ BERT_BASE = {"num_layers": 12, "hidden": 768, "heads": 12}
 BERT_LARGE = {"num_layers": 24, "hidden": 1024, "heads": 16}
 MASKED_FRACTION = 0.15  # BERT's masked-LM recipe
 HF_SEQ_LEN = 512  # hf/ workloads' sequence length unless seq_len is given
+LLAMA_SEQ_LEN = 2048
+LLAMA3_VOCAB = 128256  # Llama 3's tiktoken-based vocabulary
+# The published shapes, from each model's config.json (meta-llama/Llama-3.2-1B, Llama-3.2-3B,
+# Llama-3.1-8B, Llama-3.1-70B on the Hugging Face hub): hidden size, MLP size, layers, attention
+# heads, key-value heads (grouped-query attention), and whether the output head is the embedding.
+# (RoPE's frequencies are left at the default: they change no work.)
+LLAMA3 = {
+    "1b": (2048, 8192, 16, 32, 8, True),
+    "3b": (3072, 8192, 28, 24, 8, True),
+    "8b": (4096, 14336, 32, 32, 8, False),
+    "70b": (8192, 28672, 80, 64, 8, False),
+    "tiny": (64, 128, 2, 4, 2, False),  # for tests: the same code at a size a CPU trains at once
+}
 
 
 def bert_base_squad(seq_len: int = 384, num_layers: int = 12) -> Workload:
@@ -68,6 +83,47 @@ def gpt2_large(seq_len: int = 1024, num_layers: int = 36) -> Workload:
     return hf_model("gpt2", seq_len=seq_len, n_layer=num_layers, n_embd=1280, n_head=20)
 
 
+def llama3_2_1b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 16) -> Workload:
+    """Llama 3.2 1B (transformers LlamaConfig, random weights), causal LM, sequence length 2048."""
+    return _llama("1b", seq_len, num_layers)
+
+
+def llama3_2_3b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 28) -> Workload:
+    """Llama 3.2 3B (transformers LlamaConfig, random weights), causal LM, sequence length 2048."""
+    return _llama("3b", seq_len, num_layers)
+
+
+def llama3_1_8b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 32) -> Workload:
+    """Llama 3.1 8B (transformers LlamaConfig, random weights), causal LM, sequence length 2048."""
+    return _llama("8b", seq_len, num_layers)
+
+
+def llama3_1_70b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 80) -> Workload:
+    """Llama 3.1 70B (transformers LlamaConfig, random weights), for memory planning."""
+    return _llama("70b", seq_len, num_layers)
+
+
+def llama3_tiny(seq_len: int = 64, num_layers: int = 2) -> Workload:
+    """A tiny Llama 3 (hidden 64, 2 layers, vocabulary 512): the Llama code path for tests."""
+    return _llama("tiny", seq_len, num_layers, vocab_size=512)
+
+
+def _llama(size: str, seq_len: int, num_layers: int, vocab_size: int = LLAMA3_VOCAB) -> Workload:
+    hidden, mlp, _, heads, kv_heads, tied = LLAMA3[size]
+    return hf_model(
+        "llama",
+        seq_len=seq_len,
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=mlp,
+        num_hidden_layers=num_layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        tie_word_embeddings=tied,
+        max_position_embeddings=max(seq_len, 8192),
+    )
+
+
 def hf_model(model_type: str, seq_len: int = HF_SEQ_LEN, **config: Any) -> Workload:
     """Any transformers architecture by model type (`hf/<model_type>`), random weights: a masked
     LM if transformers has one for it, else a causal LM. `config` overrides the default config."""
@@ -91,7 +147,39 @@ def hf_model(model_type: str, seq_len: int = HF_SEQ_LEN, **config: Any) -> Workl
         labels = batch.get("labels", batch["input_ids"])
         return model(input_ids=batch["input_ids"], labels=labels).loss
 
-    return reading(Tokens(seq_len, vocab), build_model, loss, "sequences", prepare)
+    workload = reading(Tokens(seq_len, vocab), build_model, loss, "sequences", prepare)
+    return dataclasses.replace(
+        workload,
+        analytic_flops=lambda training: analytic_flops(build_model, base, seq_len, training),
+    )
+
+
+def analytic_flops(
+    build_model: Callable[[], torch.nn.Module], config: Any, seq_len: int, training: bool
+) -> float | None:
+    """FLOPs of one sequence by the formula of the PaLM paper's appendix B, as torchtitan counts
+    them: per token, 6 per weight (forward, and the gradients of inputs and weights) plus
+    12 x layers x hidden x sequence length for attention's two matmuls; a third of it for a
+    forward pass alone. The weights are all but the embeddings' (a lookup is no matmul), the
+    output head included even where it shares the embedding's weights; attention is counted
+    over all positions, causal or not. None for a model that cannot be built on the meta device."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = build_model()
+    except Exception:  # built with host-side initialisation: no count
+        return None
+    embeddings = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    head = getattr(model, "get_output_embeddings", lambda: None)()
+    tied = [e for e in embeddings if isinstance(head, torch.nn.Linear) and head.weight is e]
+    matmul_weights = sum(p.numel() for p in model.parameters()) - sum(
+        e.numel() for e in embeddings if not any(e is t for t in tied)
+    )
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    attention = 12 * config.num_hidden_layers * config.num_attention_heads * head_dim * seq_len
+    per_token = 6 * matmul_weights + attention
+    return per_token * seq_len / (1 if training else 3)
 
 
 def hf_head(model_type: str, seq_len: int, config: dict[str, Any]) -> str:

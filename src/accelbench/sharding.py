@@ -1,0 +1,149 @@
+"""Sharding a model over devices with torch.distributed's own tools: tensor parallelism
+(parallelize_module) within a replica and FSDP2 (fully_shard) across replicas, on a 2-D device
+mesh of replicas x tensor_parallel, as torchtitan composes them.
+
+Runs inside each rank, after distributed.join. Where a model keeps its blocks and how its
+layers split come from the model itself (transformers' `_no_split_modules` and
+`base_model_tp_plan`), so any transformers model that publishes them shards without a line here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelbench.errors import AccelbenchError
+from accelbench.precision import torch_settings
+from accelbench.spec import RunSpec
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+
+
+def layout(spec: RunSpec) -> str:
+    """The sharding in words, for the record: 'fsdp over 2 x tp 2', 'tp 2', 'ddp 4', 'none'."""
+    parts = []
+    if spec.fsdp:
+        parts.append(f"fsdp over {spec.replicas}" + (" (offload)" if spec.fsdp_offload else ""))
+    elif spec.replicas > 1:
+        parts.append(f"ddp {spec.replicas}")
+    if spec.tensor_parallel > 1:
+        parts.append(f"tp {spec.tensor_parallel}")
+    return " x ".join(parts) or "none"
+
+
+def mesh(spec: RunSpec, device_type: str) -> DeviceMesh:
+    """The (dp, tp) mesh over every rank: ranks next to each other share a replica's tensor
+    parallel group, as NVLink neighbours should."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    return init_device_mesh(
+        device_type, (spec.replicas, spec.tensor_parallel), mesh_dim_names=("dp", "tp")
+    )
+
+
+def shard(model: torch.nn.Module, spec: RunSpec, device: torch.device) -> torch.nn.Module:
+    """The model split by tensor parallelism, then sharded by FSDP, in place."""
+    ranks = mesh(spec, device.type)
+    if spec.tensor_parallel > 1:
+        tensor_parallel(model, spec.workload, ranks["tp"])
+    if spec.fsdp:
+        fully_shard(model, spec, ranks["dp"])
+    return model
+
+
+def tensor_parallel(model: torch.nn.Module, name: str, tp: DeviceMesh) -> None:
+    """Split each layer named in the model's tensor-parallel plan: column-wise layers keep a
+    slice of output features (attention heads, MLP hidden units) on each device, row-wise layers
+    sum their partial outputs; the embeddings, norms and output head stay whole on every device."""
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        parallelize_module,
+    )
+
+    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    config = getattr(model, "config", None)
+    plan = getattr(config, "base_model_tp_plan", None)
+    if not plan:
+        raise AccelbenchError(
+            f"{name} publishes no tensor-parallel plan (transformers models such as Llama do): "
+            "leave out --tensor-parallel"
+        )
+    unknown = sorted({style for style in plan.values() if style not in styles})
+    if unknown:
+        raise AccelbenchError(
+            f"{name}'s tensor-parallel plan uses {', '.join(unknown)}, which accelbench does not "
+            "apply yet: leave out --tensor-parallel"
+        )
+    _check_divisible(config, tp.size(), name)
+    prefix = getattr(model, "base_model_prefix", "")
+    base = getattr(model, prefix) if prefix and hasattr(model, prefix) else model
+    parallelize_module(base, tp, {path: styles[style]() for path, style in plan.items()})
+
+
+def _check_divisible(config: object, size: int, name: str) -> None:
+    for field in ("num_attention_heads", "num_key_value_heads", "intermediate_size"):
+        value = getattr(config, field, None)
+        if isinstance(value, int) and value % size:
+            raise AccelbenchError(
+                f"{name} has {field} {value}, which {size} devices cannot split evenly: give "
+                f"--tensor-parallel a divisor of {value}"
+            )
+
+
+def fully_shard(model: torch.nn.Module, spec: RunSpec, dp: DeviceMesh) -> None:
+    """FSDP2 on each block the model names as indivisible, then on the whole model (which holds
+    the embeddings and head), so one block's weights are gathered at a time."""
+    import torch
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy
+    from torch.distributed.fsdp import fully_shard as shard_module
+
+    policy = MixedPrecisionPolicy()
+    if uses_mixed_policy(spec):  # as torchtitan trains: bf16 weights in compute, fp32 reduction
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    offload = CPUOffloadPolicy() if spec.fsdp_offload else OffloadPolicy()
+    for module in [*blocks(model), model]:
+        shard_module(module, mesh=dp, mp_policy=policy, offload_policy=offload)
+
+
+def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's repeated blocks: the modules of the classes transformers marks as not to be
+    split (`_no_split_modules`: decoder layers), else timm's `blocks`; none for other models,
+    which are then sharded as one unit."""
+    kinds = set(getattr(model, "_no_split_modules", None) or ())
+    if kinds:
+        return [m for m in model.modules() if type(m).__name__ in kinds]
+    found = getattr(model, "blocks", None)
+    return list(found) if found is not None and hasattr(found, "__iter__") else []
+
+
+def uses_mixed_policy(spec: RunSpec) -> bool:
+    """Whether FSDP casts the weights itself (amp-bf16 under --fsdp), in place of autocast."""
+    import torch
+
+    settings = torch_settings(spec.precision)
+    return (
+        spec.fsdp
+        and settings.autocast_dtype == torch.bfloat16
+        and settings.param_dtype == torch.float32
+    )
+
+
+def state_gib(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
+    """GiB of weights and optimizer state this process holds: its own shards under FSDP and
+    tensor parallelism, all of them otherwise. What sharding divides, counted alike on every
+    device (the CPU keeps no allocator peak)."""
+    import torch
+    from torch.distributed.tensor import DTensor
+
+    def local(t: torch.Tensor) -> torch.Tensor:
+        return t.to_local() if isinstance(t, DTensor) else t
+
+    tensors = list(model.parameters()) + [
+        value
+        for state in optimizer.state.values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    ]
+    return sum(local(t).numel() * t.element_size() for t in tensors) / 2**30
