@@ -147,3 +147,35 @@ def state_gib(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float
         if isinstance(value, torch.Tensor)
     ]
     return sum(local(t).numel() * t.element_size() for t in tensors) / 2**30
+
+
+def fewest_for_state(spec: RunSpec, memory_gib: float | None) -> tuple[int, str]:
+    """The fewest replicas whose devices can hold the model's weights, gradients and optimizer
+    state sharded over them, activations aside (a lower bound for the fewest-devices search),
+    and that bound in words. The count is of weights, built on the meta device: nothing is
+    allocated."""
+    import math
+
+    import torch
+
+    from accelbench import workloads
+
+    with torch.device("meta"):
+        model = workloads.get(spec.workload, spec.model_args).build_model()
+    weights = sum(p.numel() for p in model.parameters())
+    master = 4 if torch_settings(spec.precision).param_dtype == torch.float32 else 2
+    optimizer = 2 * 4 if spec.optimizer == "adamw" else master  # Adam's moments; momentum
+    per_weight = 2 * master + optimizer  # weights, gradients, optimizer state
+    need_gib = weights * per_weight / 2**30
+    count = f"{weights / 1e9:.3g}B" if weights >= 1e8 else f"{weights / 1e6:.3g}M"
+    text = (
+        f"{count} weights x {per_weight} bytes (weights, gradients, "
+        f"{spec.optimizer} state) = {need_gib:,.1f} GiB before activations"
+    )
+    if memory_gib is None or spec.fsdp_offload:
+        return 1, text
+    fewest = max(1, math.ceil(need_gib / (memory_gib * spec.tensor_parallel)))
+    return (
+        fewest,
+        f"{text}: at least {fewest} x {spec.tensor_parallel} device(s) of {memory_gib:g} GiB",
+    )

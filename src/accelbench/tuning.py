@@ -7,6 +7,11 @@ one cell in a fresh process (an out-of-memory trial cannot poison the next) stor
 so a search run again reuses what it measured. Then the fastest batch at each device count
 asked for. The largest batch that fits is rarely the fastest (seed 003, and the reason
 Lightning's batch-size finder, which stops at the largest, is not enough).
+
+The other question of memory planning, the fewest devices a sharded model trains on at a given
+micro batch, is a search of the same kind over the device count (`fewest_devices`): from the
+count the weights and optimizer state alone need, doubling until a trial fits, then bisecting
+down to the fewest that does.
 """
 
 from __future__ import annotations
@@ -129,3 +134,46 @@ def _midpoints(found: Search, resolution: float) -> list[int]:
     ]
     middles = {(best + n) // 2 for n in neighbours}
     return sorted(m for m in middles if m not in found.trials and m != best)
+
+
+@dataclass
+class DeviceSearch:
+    trials: dict[int, Result] = field(default_factory=dict)
+    """Device count to its result, in the order tried."""
+    spent: bool = False
+
+    @property
+    def fewest(self) -> int | None:
+        """The fewest devices tried on which the cell fitted (and ran)."""
+        return min((n for n, r in self.trials.items() if r.status in MEASURED), default=None)
+
+
+def fewest_devices(
+    measure: Callable[[int], Result], *, start: int, most: int, budget: Budget
+) -> DeviceSearch:
+    """The fewest devices, from `start` up to `most`, on which `measure` (the cell sharded over
+    that many) does not run out of memory: doubling until one fits, then bisecting between the
+    last count that ran out and the first that fitted. A failure other than memory ends it: more
+    devices would not cure it."""
+    found = DeviceSearch()
+
+    def trial(n: int) -> Result:
+        if not budget.allows_another():
+            raise _Spent
+        began = time.monotonic()
+        found.trials[n] = measure(n)
+        budget.last_trial_s = time.monotonic() - began
+        return found.trials[n]
+
+    try:
+        n, short = start, None
+        while (status := trial(n).status) == "oom" and n < most:
+            short, n = n, min(2 * n, most)
+        if status not in MEASURED:
+            return found
+        while short is not None and n - short > 1:
+            middle = (short + n) // 2
+            short, n = (short, middle) if trial(middle).status in MEASURED else (middle, n)
+    except _Spent:
+        found.spent = True
+    return found

@@ -27,7 +27,7 @@ from accelbench.cli.app import (
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report import inert
-from accelbench.report.advice import tune_lines
+from accelbench.report.advice import fewest_lines, tune_lines
 from accelbench.report.cells import describe
 from accelbench.report.results import cell_line
 from accelbench.result import MEASURED, Result
@@ -253,6 +253,11 @@ TUNE_KNOBS = (
     "workers",
     "device",
     "data",
+    "optimizer",
+    "recompute",
+    "fsdp",
+    "fsdp_offload",
+    "tensor_parallel",
 )
 """Spec fields a tuning search holds fixed over its trials."""
 
@@ -278,11 +283,24 @@ def tune(
         typer.Option("--model-arg", help="KEY=VALUE, repeatable. " + spec_help("model_args")),
     ] = None,
     timeout_s: Annotated[float, typer.Option(help="Time limit of each trial, seconds.")] = 900.0,
+    fewest_devices: Annotated[
+        bool,
+        typer.Option(
+            "--fewest-devices",
+            help="Instead: the fewest devices on which the model trains at micro batch "
+            "--min-batch, sharded with --fsdp (and --tensor-parallel), up to --max-devices.",
+        ),
+    ] = False,
+    max_devices: Annotated[
+        int | None,
+        typer.Option(help="--fewest-devices: try at most this many (default: this node's).", min=1),
+    ] = None,
     db: DbOption = None,
     **knobs: Any,
 ) -> None:
     """Find the largest micro batch that fits and the fastest one, then the device-count curve,
-    within a time budget; every trial runs in a fresh process and is stored like any run."""
+    within a time budget; or the fewest devices a sharded model trains on. Every trial runs in a
+    fresh process and is stored like any run."""
     from accelbench import tuning
 
     check_timeout(timeout_s)
@@ -297,6 +315,9 @@ def tune(
             "model_args": key_values(model_args or []),
         }
     )
+    if fewest_devices:
+        _fewest_devices(base, budget_s, max_devices, timeout_s, db)
+        return
     replica_counts = counts(replicas, "--replicas")
     if scenario != "train" and replica_counts != [1]:
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
@@ -330,3 +351,38 @@ def tune(
     console.print(
         f"next: `accelbench recommend {workload}` answers from these and every stored run"
     )
+
+
+def _fewest_devices(
+    base: RunSpec, budget_s: float, most: int | None, timeout_s: float, db: str | None
+) -> None:
+    from accelbench import sharding, tuning
+
+    if not base.fsdp:
+        raise AccelbenchError("--fewest-devices shards the model over the devices: add --fsdp")
+    env = launch.probe_environment(base.device)
+    most = most or len(env.devices) // base.tensor_parallel
+    memory = env.devices[0].memory_gib
+    start, why = sharding.fewest_for_state(base, memory)
+    if start > most:
+        raise AccelbenchError(f"{why}, more than the {most} to try: give --max-devices")
+    console.print(why)
+    with ResultStore(db) as store:
+        envs: dict[str, environment.Environment] = {base.device: env}
+
+        def measure(replicas: int) -> Result:
+            spec = RunSpec.model_validate(base.model_dump() | {"replicas": replicas})
+            (result,) = run_sweep(
+                [spec],
+                store,
+                timeout_s=timeout_s,
+                envs=envs,
+                on_result=lambda r, skipped: console.print(cell_line(r, skipped)),
+            )
+            return result
+
+        found = tuning.fewest_devices(
+            measure, start=start, most=most, budget=tuning.Budget(budget_s)
+        )
+    for line in fewest_lines(found, base, most):
+        console.print(line)

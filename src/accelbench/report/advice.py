@@ -9,6 +9,7 @@ from accelbench.advice import Level, Out
 from accelbench.references import Reference
 from accelbench.report.cells import configuration, rate_text
 from accelbench.result import Result
+from accelbench.spec import RunSpec
 
 
 def _objective_text(
@@ -229,4 +230,29 @@ def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
             "the time budget ran out before the search was done: raise --budget-s to go on "
             "(trials measured so far are stored and reused)"
         )
+    return lines
+
+
+def fewest_lines(found: tuning.DeviceSearch, base: RunSpec, most: int) -> list[str]:
+    """The fewest devices a sharded model trained on, with the trials that show it."""
+    tried = ", ".join(f"{n}: {r.status}" for n, r in sorted(found.trials.items()))
+    lines = [f"devices tried (x{base.tensor_parallel} tensor parallel each): {tried}"]
+    fewest = found.fewest
+    layout = configuration(base, batch=True, devices=False)
+    if fewest is not None:
+        best = found.trials[fewest]
+        held = best.metrics.state_gib if best.metrics else None
+        peak = best.metrics.peak_mem_reserved_gib if best.metrics else None
+        lines.append(
+            f"fewest devices: {fewest * base.tensor_parallel} ({layout})"
+            + (f"; {held:.3g} GiB of weights and optimizer state per rank" if held else "")
+            + (f", peak {peak:.3g} GiB reserved" if peak else "")
+        )
+    elif found.spent:
+        lines.append("the time budget ran out before a count fitted: raise --budget-s")
+    elif found.trials and all(r.status == "oom" for r in found.trials.values()):
+        lines.append(f"out of memory on every count up to {most}: more devices, or --fsdp-offload")
+    else:
+        last = list(found.trials.values())[-1] if found.trials else None
+        lines.append(f"stopped: {last.reason if last else 'nothing was tried'}")
     return lines
