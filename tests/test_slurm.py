@@ -23,6 +23,15 @@ def write_script(tmp_path: Path, *args: str) -> tuple[int, str, Path]:
     return result.exit_code, result.output, out
 
 
+def test_a_sharded_llm_sweep_is_scripted_with_its_knobs(tmp_path: Path) -> None:
+    knobs = ["--fsdp", "--replicas", "4", "--tensor-parallel", "2", "--nodes", "2"]
+    code, output, out = write_script(
+        tmp_path, "--nodes", "2", "--gpus-per-node", "4", "--", "run", "llama3_1_8b", *knobs
+    )
+    assert code == 0, output
+    assert " ".join(knobs) in out.read_text()
+
+
 def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> None:
     code, output, out = write_script(
         tmp_path,
@@ -115,6 +124,11 @@ def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> No
         (
             ["--nodes", "1", "--", "run", "timm/resnet18", "--model-arg", "imagesize=64"],
             "unexpected keyword argument 'imagesize'",
+        ),
+        (  # a tensor-parallel group's devices count: 2 replicas x 4 = 8 on a node of 4
+            ["--nodes", "1", "--gpus-per-node", "4", "--", "run", "llama3_tiny", "--fsdp"]
+            + ["--replicas", "2", "--tensor-parallel", "4"],
+            "a cell of 8 processes on 1 node(s) puts 8 on a node with 4 GPUs",
         ),
     ],
 )

@@ -24,16 +24,19 @@ from accelbench.errors import AccelbenchError, one_line
 from accelbench.workload import Workload
 
 Inputs = Mapping[str, Any]
-"""{"workload": name, "model_args": {...}, "data": path or None}: what a cell is built from."""
+"""{"workload": name, "model_args": {...}, "data": path or None, "tensor_parallel": devices}:
+what a cell is built from, and how many devices split its layers."""
 
 
 def check(inputs: Sequence[Inputs]) -> None:
     """Raise an AccelbenchError on the first input that cannot work, naming it and why."""
     for item in inputs:
-        _check_one(item["workload"], item["model_args"], item.get("data"))
+        _check_one(
+            item["workload"], item["model_args"], item.get("data"), item.get("tensor_parallel", 1)
+        )
 
 
-def _check_one(name: str, args: dict[str, Any], data_path: str | None) -> None:
+def _check_one(name: str, args: dict[str, Any], data_path: str | None, tp: int = 1) -> None:
     what = name + "".join(f" --model-arg {k}={v}" for k, v in args.items())
     try:
         workload = workloads.get(name, args)
@@ -41,15 +44,16 @@ def _check_one(name: str, args: dict[str, Any], data_path: str | None) -> None:
         raise
     except Exception as exc:
         raise _fault(what, "cannot be made", exc) from None
-    _on_meta(what, workload)
+    _on_meta(what, workload, tp)
     if data_path is not None:
         from accelbench import data
 
         data.check_readable(data_path, workload, name)
 
 
-def _on_meta(what: str, workload: Workload) -> None:
-    """Build the model on the meta device and take the loss of two synthetic samples there."""
+def _on_meta(what: str, workload: Workload, tp: int) -> None:
+    """Build the model on the meta device, check that its layers split over `tp` devices, and
+    take the loss of two synthetic samples there."""
     import torch
     from torch.utils.data import default_collate
 
@@ -57,12 +61,18 @@ def _on_meta(what: str, workload: Workload) -> None:
     try:
         with torch.device("meta"):
             model = workload.build_model()
+        if tp > 1:
+            from accelbench import sharding
+
+            sharding.tensor_plan(model, what, tp)
         step = "cannot make a sample"
         gen = torch.Generator().manual_seed(0)
         batch = default_collate([workload.make_sample(gen) for _ in range(2)])
         step = "fails on a batch"
         with torch.device("meta"):
             loss = workload.loss(model, {key: value.to("meta") for key, value in batch.items()})
+    except AccelbenchError:
+        raise
     except Exception as exc:
         if _meta_only(exc):
             return  # the meta device cannot run this: the cell will tell

@@ -5,7 +5,9 @@ device count, replicas, micro batch, framework) and the accelbench workload it c
 Contents: the four tables of the PEARC '22 study (seed 003); every training, inference and
 MLPerf v2.0 row of Graphcore's results page (seed 002, transcribed by
 scripts/seed_002_references.py); the headline ratios of Graphcore's IPU-M2000 page (seed 001)
-as claims, unit "x"; and NVIDIA's DGX A100 ResNet-50 training figures from DeepLearningExamples.
+as claims, unit "x"; NVIDIA's DGX A100 ResNet-50 training figures from DeepLearningExamples; and
+torchtitan's Llama 3.1 8B FSDP training on H100s, in tokens/s per GPU (its Float8 rows are left
+out: accelbench does not train in float8).
 """
 
 from __future__ import annotations
@@ -69,6 +71,21 @@ class Reference(Frozen):
     scenario: Literal["train", "infer"] = "train"
     model_args: dict[str, int] = Field(default_factory=dict)
     """Shape arguments that make the workload run the published shape (e.g. seq_len 128)."""
+
+    @property
+    def in_tokens(self) -> bool:
+        """A language model's figure in tokens, not in the workload's items (sequences)."""
+        return self.unit.startswith("tokens/s")
+
+    @property
+    def per_device(self) -> bool:
+        """The figure is published per device (torchtitan's TPS/GPU), not for all of them."""
+        return self.unit.endswith("per GPU")
+
+    @property
+    def compiled(self) -> bool:
+        """The published run used torch.compile, as its variant says."""
+        return "torch.compile" in (self.variant or "")
 
     @property
     def precision(self) -> str | None:
@@ -182,12 +199,17 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
     if not candidates:
         return None
     best = min(candidates, key=lambda r: _distance(r, spec))
-    per_device = best.num_devices != spec.num_processes
+    measured = m.tokens_per_s if best.in_tokens else m.items_per_s
+    if measured is None:
+        return None
+    per_device = best.per_device or best.num_devices != spec.num_processes
     return Match(
         result=result,
         reference=best,
-        measured=m.items_per_s / spec.num_processes if per_device else m.items_per_s,
-        published=best.value / best.num_devices if per_device else best.value,
+        measured=measured / spec.num_processes if per_device else measured,
+        published=best.value / best.num_devices
+        if per_device and not best.per_device
+        else best.value,
         per_device=per_device,
         differences=tuple(_differences(best, spec)),
     )
@@ -200,10 +222,15 @@ def _published_batch(ref: Reference, spec: RunSpec) -> tuple[int | None, int, st
     return ref.global_batch, spec.global_batch, "global batch"
 
 
-def _distance(ref: Reference, spec: RunSpec) -> tuple[bool, bool, float]:
+def _distance(ref: Reference, spec: RunSpec) -> tuple[bool, bool, bool, float]:
     published, run, _ = _published_batch(ref, spec)
     batch_gap = abs(math.log2(published / run)) if published else math.inf
-    return ref.num_devices != spec.num_processes, ref.precision != spec.precision, batch_gap
+    return (
+        ref.num_devices != spec.num_processes,
+        ref.precision != spec.precision,
+        ref.compiled != spec.compile,
+        batch_gap,
+    )
 
 
 def _differences(ref: Reference, spec: RunSpec) -> list[str]:
@@ -216,6 +243,10 @@ def _differences(ref: Reference, spec: RunSpec) -> list[str]:
         out.append("the published precision is not given")
     elif ref.precision != spec.precision:
         out.append(f"precision {spec.precision} against {ref.precision_published} published")
+    if ref.compiled != spec.compile:
+        out.append(
+            "torch.compile " + ("published, not run" if ref.compiled else "run, not published")
+        )
     published, run, name = _published_batch(ref, spec)
     if published is None:
         out.append("the published batch is not given")

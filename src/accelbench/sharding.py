@@ -63,26 +63,33 @@ def tensor_parallel(model: torch.nn.Module, name: str, tp: DeviceMesh) -> None:
     )
 
     styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
-    config = getattr(model, "config", None)
-    plan = getattr(config, "base_model_tp_plan", None)
-    if not plan:
-        raise AccelbenchError(
-            f"{name} publishes no tensor-parallel plan (transformers models such as Llama do): "
-            "leave out --tensor-parallel"
-        )
-    unknown = sorted({style for style in plan.values() if style not in styles})
-    if unknown:
-        raise AccelbenchError(
-            f"{name}'s tensor-parallel plan uses {', '.join(unknown)}, which accelbench does not "
-            "apply yet: leave out --tensor-parallel"
-        )
-    _check_divisible(config, tp.size(), name)
+    plan = tensor_plan(model, name, tp.size())
     prefix = getattr(model, "base_model_prefix", "")
     base = getattr(model, prefix) if prefix and hasattr(model, prefix) else model
     parallelize_module(base, tp, {path: styles[style]() for path, style in plan.items()})
 
 
-def _check_divisible(config: object, size: int, name: str) -> None:
+TP_STYLES = ("colwise", "rowwise")
+"""The plan entries accelbench applies (ColwiseParallel, RowwiseParallel)."""
+
+
+def tensor_plan(model: torch.nn.Module, name: str, size: int) -> dict[str, str]:
+    """The model's tensor-parallel plan (module path pattern to style), after checking that
+    accelbench can apply it over `size` devices; raises, naming the fix, where it cannot.
+    Works on a model built on the meta device, so pre-flight checks it before any cell."""
+    config = getattr(model, "config", None)
+    plan: dict[str, str] | None = getattr(config, "base_model_tp_plan", None)
+    if not plan:
+        raise AccelbenchError(
+            f"{name} publishes no tensor-parallel plan (transformers models such as Llama do): "
+            "leave out --tensor-parallel"
+        )
+    unknown = sorted({style for style in plan.values() if style not in TP_STYLES})
+    if unknown:
+        raise AccelbenchError(
+            f"{name}'s tensor-parallel plan uses {', '.join(unknown)}, which accelbench does not "
+            "apply yet: leave out --tensor-parallel"
+        )
     for field in ("num_attention_heads", "num_key_value_heads", "intermediate_size"):
         value = getattr(config, field, None)
         if isinstance(value, int) and value % size:
@@ -90,6 +97,7 @@ def _check_divisible(config: object, size: int, name: str) -> None:
                 f"{name} has {field} {value}, which {size} devices cannot split evenly: give "
                 f"--tensor-parallel a divisor of {value}"
             )
+    return plan
 
 
 def fully_shard(model: torch.nn.Module, spec: RunSpec, dp: DeviceMesh) -> None:

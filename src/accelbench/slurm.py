@@ -78,7 +78,7 @@ def check_allocation(job: JobSpec, specs: Sequence[RunSpec]) -> None:
             raise AccelbenchError(
                 f"a cell of {spec.num_processes} processes on {spec.nodes} node(s) puts "
                 f"{per_node} on a node with {devices} {kind}: give the sweep --nodes {need} "
-                f"(and the job at least that), or fewer --replicas"
+                f"(and the job at least that), or fewer --replicas or --tensor-parallel"
             )
 
 

@@ -141,11 +141,19 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
 def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     """check_inputs once for each workload, model args and data the cells use; returns those
     inputs, for preflight.check to try in a child."""
-    distinct = {(s.workload, json.dumps(s.model_args, sort_keys=True), s.data): s for s in specs}
+    distinct = {
+        (s.workload, json.dumps(s.model_args, sort_keys=True), s.data, s.tensor_parallel): s
+        for s in specs
+    }
     for s in distinct.values():
         check_inputs(s.workload, s.model_args, s.data)
     return [
-        {"workload": s.workload, "model_args": s.model_args, "data": s.data}
+        {
+            "workload": s.workload,
+            "model_args": s.model_args,
+            "data": s.data,
+            "tensor_parallel": s.tensor_parallel,
+        }
         for s in distinct.values()
     ]
 
