@@ -1,6 +1,7 @@
 """Run under torchrun by test_sharding.py: a few optimizer steps of a cell's engine on one fixed
 global batch, each data-parallel rank taking its slice, and the global loss of every step
-(with the weights and optimizer state this rank holds) written by rank 0 as JSON.
+(with the weights and optimizer state each rank holds, and how many blocks were compiled)
+written by rank 0 as JSON.
 
 python -m torch.distributed.run --nproc-per-node N tests/sharded_steps.py SPEC_JSON OUT STEPS
 """
@@ -14,8 +15,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from accelbench import distributed, workloads
-from accelbench.engine import make_engine
+from accelbench import distributed, sharding, workloads
+from accelbench.engine import TorchEngine
 from accelbench.spec import RunSpec
 
 
@@ -24,7 +25,7 @@ def main(spec_json: str, out: str, steps: int) -> None:
     rank = distributed.join(spec, "cpu")
     workload = workloads.get(spec.workload, spec.model_args)
     torch.manual_seed(spec.seed)  # the same weights on every rank, as the train scenario does
-    engine = make_engine(workload, spec, torch.device("cpu"))
+    engine = TorchEngine(workload, spec, torch.device("cpu"))
     # One global batch, the same however many ranks, learnt step after step: the loss falls.
     gen = torch.Generator().manual_seed(1234)
     samples = [workload.make_sample(gen) for _ in range(spec.global_batch)]
@@ -41,8 +42,10 @@ def main(spec_json: str, out: str, steps: int) -> None:
             loss /= dist.get_world_size()  # tensor-parallel ranks hold their replica's loss
         losses.append(loss.item())
     held = distributed.gather(engine.held_gib())
+    compiled = [b for b in sharding.blocks(engine.eager) if b._compiled_call_impl is not None]
     if rank.is_first:
-        Path(out).write_text(json.dumps({"losses": losses, "held_gib": held}))
+        record = {"losses": losses, "held_gib": held, "compiled_blocks": len(compiled)}
+        Path(out).write_text(json.dumps(record))
     distributed.leave()
 
 

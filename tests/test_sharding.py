@@ -19,12 +19,13 @@ STEPS = 3
 LAYOUTS = {
     "fsdp over 2": {"fsdp": True, "replicas": 2},
     "fsdp over 2, 2 micro-batches": {"fsdp": True, "replicas": 2, "grad_accum": 2},
+    "fsdp over 2, compiled": {"fsdp": True, "replicas": 2, "compile": True},
     "tp 2": {"tensor_parallel": 2},
     "fsdp over 2 x tp 2": {"fsdp": True, "replicas": 2, "tensor_parallel": 2},
 }
 
 
-def steps(tmp_path: Path, **layout: Any) -> dict[str, list[float]]:
+def steps(tmp_path: Path, **layout: Any) -> dict[str, Any]:
     """Losses of STEPS adamw steps of the tiny Llama, and what each rank held."""
     micro_batches = layout.get("replicas", 1) * layout.get("grad_accum", 1)
     spec = RunSpec(
@@ -45,19 +46,19 @@ def steps(tmp_path: Path, **layout: Any) -> dict[str, list[float]]:
         env=os.environ | {"OMP_NUM_THREADS": "1"},
         timeout=600,
     )
-    result: dict[str, list[float]] = json.loads(out.read_text())
+    result: dict[str, Any] = json.loads(out.read_text())
     return result
 
 
 @pytest.fixture(scope="module")
-def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[float]]:
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return steps(tmp_path_factory.mktemp("one"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(LAYOUTS))
 def test_sharded_training_matches_one_process(
-    name: str, one_process: dict[str, list[float]], tmp_path: Path
+    name: str, one_process: dict[str, Any], tmp_path: Path
 ) -> None:
     sharded = steps(tmp_path, **LAYOUTS[name])
     # The weights moved (adamw at lr 1e-2), so steps 2 and 3 check the gradients' exchange too.
@@ -67,6 +68,8 @@ def test_sharded_training_matches_one_process(
     held = sharded["held_gib"]
     layout = RunSpec(workload="llama3_tiny", batch_size=1, **LAYOUTS[name])
     assert len(held) == layout.num_processes
+    # torchtitan's order: each block compiled on its own, FSDP's gathers outside the graphs.
+    assert sharded["compiled_blocks"] == (2 if layout.compile else 0)
     if layout.tensor_parallel == 1:  # every weight and its optimizer state split over the ranks
         assert max(held) == pytest.approx(whole / layout.replicas, rel=0.05)
     else:  # attention and MLP split further; embeddings, norms and head only by FSDP if at all

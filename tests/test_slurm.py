@@ -126,8 +126,20 @@ def test_script_asks_for_the_allocation_and_runs_the_sweep(tmp_path: Path) -> No
             "unexpected keyword argument 'imagesize'",
         ),
         (  # a tensor-parallel group's devices count: 2 replicas x 4 = 8 on a node of 4
-            ["--nodes", "1", "--gpus-per-node", "4", "--", "run", "llama3_tiny", "--fsdp"]
-            + ["--replicas", "2", "--tensor-parallel", "4"],
+            [
+                "--nodes",
+                "1",
+                "--gpus-per-node",
+                "4",
+                "--",
+                "run",
+                "llama3_tiny",
+                "--fsdp",
+                "--replicas",
+                "2",
+                "--tensor-parallel",
+                "4",
+            ],
             "a cell of 8 processes on 1 node(s) puts 8 on a node with 4 GPUs",
         ),
     ],

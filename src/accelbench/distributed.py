@@ -75,9 +75,9 @@ def wrap(model: torch.nn.Module, spec: RunSpec, device: torch.device) -> torch.n
     """The model sharded as the spec says (sharding.shard: FSDP, tensor parallel), else
     DistributedDataParallel over all replicas, with batch norm synchronised in groups of
     spec.bn_span replicas; the model itself for one replica."""
-    if spec.fsdp or spec.tensor_parallel > 1:
-        from accelbench import sharding
+    from accelbench import sharding
 
+    if sharding.sharded(spec):
         return sharding.shard(model, spec, device)
     if spec.replicas == 1:
         return model

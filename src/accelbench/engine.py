@@ -67,10 +67,11 @@ class TorchEngine:
             self.settings = dataclasses.replace(self.settings, autocast_dtype=None)
         self.optimizer = make_optimizer(spec, model, device)
         self.warmup = make_schedule(spec, self.optimizer)
-        # torch.compile returns a callable with the module's interface.
+        # torch.compile returns a callable with the module's interface; a sharded model's
+        # blocks are compiled already.
         self.model: torch.nn.Module = (
             torch.compile(self.replicated, mode=spec.compile_mode)  # type: ignore[assignment]
-            if spec.compile
+            if spec.compile and not sharding.sharded(spec)
             else self.replicated
         )
         self.scaler = torch.amp.GradScaler(device.type) if self.settings.grad_scaler else None

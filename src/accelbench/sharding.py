@@ -43,13 +43,23 @@ def mesh(spec: RunSpec, device_type: str) -> DeviceMesh:
 
 
 def shard(model: torch.nn.Module, spec: RunSpec, device: torch.device) -> torch.nn.Module:
-    """The model split by tensor parallelism, then sharded by FSDP, in place."""
+    """The model split by tensor parallelism, compiled block by block (with --compile), then
+    sharded by FSDP, in place: torchtitan's order, which keeps FSDP's gathers outside the
+    compiled graphs."""
     ranks = mesh(spec, device.type)
     if spec.tensor_parallel > 1:
         tensor_parallel(model, spec.workload, ranks["tp"])
+    if spec.compile:
+        for block in blocks(model) or [model]:  # a model without blocks compiles whole
+            block.compile(mode=spec.compile_mode)
     if spec.fsdp:
         fully_shard(model, spec, ranks["dp"])
     return model
+
+
+def sharded(spec: RunSpec) -> bool:
+    """Whether sharding.shard lays the model out (and compiles it, block by block)."""
+    return spec.fsdp or spec.tensor_parallel > 1
 
 
 def tensor_parallel(model: torch.nn.Module, name: str, tp: DeviceMesh) -> None:
@@ -120,8 +130,8 @@ def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     split (`_no_split_modules`: decoder layers), else timm's `blocks`; none for other models,
     which are then sharded as one unit."""
     kinds = set(getattr(model, "_no_split_modules", None) or ())
-    if kinds:
-        return [m for m in model.modules() if type(m).__name__ in kinds]
+    if kinds:  # by class or base class: FSDP renames a block's class to FSDP<name>
+        return [m for m in model.modules() if kinds & {c.__name__ for c in type(m).__mro__}]
     found = getattr(model, "blocks", None)
     return list(found) if found is not None and hasattr(found, "__iter__") else []
 
