@@ -242,9 +242,11 @@ def on_platform(result: Result, name: str | None, factor: float, **spec: object)
     """`result` as if measured on platform `name` (None: the same one) with `spec` changed,
     every throughput `factor` times the measured one: a second machine for report tests."""
     env = result.env
-    if name is not None:
+    if name is not None:  # an accelerator's platform: one process per device, not per core
         devices = [d.model_copy(update={"name": name}) for d in env.devices]
-        env = env.model_copy(update={"hostname": f"{name} host", "devices": devices})
+        env = env.model_copy(
+            update={"hostname": f"{name} host", "devices": devices, "device_type": "cuda"}
+        )
     m = result.metrics
     assert m is not None
     w, d = m.window_items_per_s, m.delivered

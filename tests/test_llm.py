@@ -89,7 +89,6 @@ def test_days_to_train_n_tokens_are_projected_from_throughput(sharded: Result) -
     # As if on 4 GPUs: 4 CPU processes on this host's 2 threads are flagged contended, and
     # advice leaves contended runs out.
     gpus = on_platform(sharded, "Sim GPU", 1.0)
-    gpus = gpus.model_copy(update={"env": gpus.env.model_copy(update={"device_type": "cuda"})})
     (answer,) = advice.recommend([gpus], "llama3_tiny", "time-to-train", Constraints(tokens=1e12))
     assert answer.options[0].value == pytest.approx(1e12 / 64 / m.items_per_s / 86400)
     with pytest.raises(AccelbenchError, match="--objective time-to-train"):
