@@ -2,7 +2,8 @@
 
 It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into a database of its
 own, then `compare --reference` on it (each figure beside its published counterpart, with the
-ratio and a verdict); benchmarks/overhead.py (accelbench's loop against a bare one) and
+ratio and a verdict); Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile
+(tokens/s, both MFUs, memory per rank); benchmarks/overhead.py (accelbench's loop against a bare one) and
 benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at DeepLearningExamples'
 AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
 command, exit code and output. A step that fails is reported and the others still run; the exit
@@ -37,6 +38,9 @@ def steps(db: Path) -> list[tuple[str, list[str]]]:
         "--rounds",
         "4",
     ]
+    # The one-GPU baseline of torchtitan's FSDP runs (its figures are for 8B on 8 GPUs).
+    llm = ["--fsdp", "--precision", "amp-bf16", "--optimizer", "adamw", "--batch-size", "4"]
+    llm += ["--epochs", "3", "--steps-per-epoch", "15", "--window-steps", "3", "--device", "cuda"]
     return [
         ("gpu-marked tests", [python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"]),
         (
@@ -44,6 +48,14 @@ def steps(db: Path) -> list[tuple[str, list[str]]]:
             [*accelbench, "run", "--suite", "quick", "--device", "cuda", "--db", str(db)],
         ),
         ("against published figures", [*accelbench, "compare", "--reference", "--db", str(db)]),
+        (
+            "LLM training: Llama 3.2 1B, FSDP on one GPU, amp-bf16 (tokens/s, both MFUs)",
+            [*accelbench, "run", "llama3_2_1b", *llm, "--db", str(db)],
+        ),
+        (
+            "LLM training: the same with torch.compile per block",
+            [*accelbench, "run", "llama3_2_1b", *llm, "--compile", "--db", str(db)],
+        ),
         ("harness overhead", [python, "benchmarks/overhead.py", "--device", "cuda"]),
         (
             "against a peer",
