@@ -35,11 +35,14 @@ def test_a_given_rate_is_sent_as_poisson_arrivals_and_batched() -> None:
 
 
 def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> None:
-    bound_ms = 20.0
+    bound_ms = 200.0  # far above a tiny model's latency, so that a loaded host still meets it
     result = server_run(latency_bound_ms=bound_ms, num_queries=150)
     assert result.metrics and result.metrics.server
     found = result.metrics.server
-    assert len(found.trials) == server.SEARCH_TRIALS and found.reported is not None
+    assert len(found.trials) == server.SEARCH_TRIALS
+    if found.reported is None:  # a host too loaded for even that: every trial must show it
+        assert not any(server.kept_within(t, bound_ms) for t in found.trials)
+        return
     best = found.trials[found.reported]
     assert p99(best.latency_ms) == pytest.approx(best.latency.p99)
     assert p99(best.latency_ms) <= bound_ms
@@ -47,7 +50,7 @@ def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> No
     # Every faster rate tried broke the bound or did not keep up.
     for faster in (t for t in found.trials if t.target_per_s > best.target_per_s):
         assert not server.kept_within(faster, bound_ms)
-    assert "highest rate with p99 within 20 ms" in results_text.server_line(result)
+    assert "highest rate with p99 within 200 ms" in results_text.server_line(result)
 
 
 def test_a_bound_no_rate_keeps_is_flagged() -> None:

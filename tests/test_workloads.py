@@ -29,6 +29,15 @@ SMALLER: dict[str, dict[str, int]] = {
     "unet_medical": {"image_size": 128},
     "efficientdet_d0": {"image_size": 256},
     "efficientdet_d4": {"image_size": 256},
+    "bert_base_squad": {"num_layers": 2},
+    "bert_base_pretrain_sl128": {"num_layers": 2},
+    "resnet50": {"image_size": 64},
+    "resnext101_32x4d": {"image_size": 64},
+    "efficientnet_b0": {"image_size": 64},
+    "efficientnet_b4": {"image_size": 64},
+    "vit_base_16": {"image_size": 64},
+    "vit_base_16_finetune": {"image_size": 64},
+    "conformer_medium": {"seconds": 1.0},
 }
 # The Llama shapes hold a 128k-token vocabulary: even one layer of them is gigabytes of weights
 # and optimizer state. llama3_tiny runs the same code (LlamaConfig); their full shapes are
