@@ -18,7 +18,7 @@ from .conftest import tiny
 # One step of the largest models at their full depth, length or resolution takes minutes on a
 # 2-core CPU, so the step test runs their same code at a smaller size; their full size is
 # checked by parameter count below, on the meta device.
-SMALLER: dict[str, dict[str, int]] = {
+SMALLER: dict[str, dict[str, int | float]] = {
     "gpt2_small": {"num_layers": 1, "seq_len": 128},
     "gpt2_medium": {"num_layers": 1, "seq_len": 128},
     "gpt2_large": {"num_layers": 1, "seq_len": 128},
