@@ -21,22 +21,29 @@ from typing import Any
 
 from accelbench import workloads
 from accelbench.errors import AccelbenchError, one_line
-from accelbench.workload import Workload
+from accelbench.workload import Tokens, Workload
 
 Inputs = Mapping[str, Any]
-"""{"workload": name, "model_args": {...}, "data": path or None, "tensor_parallel": devices}:
-what a cell is built from, and how many devices split its layers."""
+"""{"workload": name, "model_args": {...}, "data": path or None, "tensor_parallel": devices,
+"generates": bool}: what a cell is built from, how many devices split its layers, and whether
+it must generate text."""
 
 
 def check(inputs: Sequence[Inputs]) -> None:
     """Raise an AccelbenchError on the first input that cannot work, naming it and why."""
     for item in inputs:
         _check_one(
-            item["workload"], item["model_args"], item.get("data"), item.get("tensor_parallel", 1)
+            item["workload"],
+            item["model_args"],
+            item.get("data"),
+            item.get("tensor_parallel", 1),
+            item.get("generates", False),
         )
 
 
-def _check_one(name: str, args: dict[str, Any], data_path: str | None, tp: int = 1) -> None:
+def _check_one(
+    name: str, args: dict[str, Any], data_path: str | None, tp: int = 1, generates: bool = False
+) -> None:
     what = name + "".join(f" --model-arg {k}={v}" for k, v in args.items())
     try:
         workload = workloads.get(name, args)
@@ -44,16 +51,16 @@ def _check_one(name: str, args: dict[str, Any], data_path: str | None, tp: int =
         raise
     except Exception as exc:
         raise _fault(what, "cannot be made", exc) from None
-    _on_meta(what, workload, tp)
+    _on_meta(what, workload, tp, generates)
     if data_path is not None:
         from accelbench import data
 
         data.check_readable(data_path, workload, name)
 
 
-def _on_meta(what: str, workload: Workload, tp: int) -> None:
-    """Build the model on the meta device, check that its layers split over `tp` devices, and
-    take the loss of two synthetic samples there."""
+def _on_meta(what: str, workload: Workload, tp: int, generates: bool) -> None:
+    """Build the model on the meta device, check that its layers split over `tp` devices and
+    that it generates text if it must, and take the loss of two synthetic samples there."""
     import torch
     from torch.utils.data import default_collate
 
@@ -65,6 +72,11 @@ def _on_meta(what: str, workload: Workload, tp: int) -> None:
             from accelbench import sharding
 
             sharding.tensor_plan(model, what, tp)
+        if generates and not (hasattr(model, "generate") and isinstance(workload.reads, Tokens)):
+            raise AccelbenchError(
+                f"{what} does not generate text: --scenario generate needs a causal language "
+                "model (gpt2_*, llama3_*, hf/<causal type>)"
+            )
         step = "cannot make a sample"
         gen = torch.Generator().manual_seed(0)
         batch = default_collate([workload.make_sample(gen) for _ in range(2)])

@@ -163,6 +163,26 @@ class TimeToTrain(Frozen):
     curve: list[EvalPoint]
 
 
+class GenerateMetrics(Frozen):
+    """The generate scenario's token timings (scenarios/generate.py)."""
+
+    prompt_tokens: int
+    new_tokens: int
+    token_ms: list[list[float]]
+    """Raw: for every call, in order, the time from the call to each new token's arrival on the
+    host, ms; the summaries below are of the steady calls'."""
+    ttft_ms: Summary
+    """Time to first token: the call to its first token (the prefill and one decode step)."""
+    tpot_ms: Summary
+    """Time per output token after the first: (E2EL - TTFT) / (new tokens - 1), per call."""
+    itl_ms: Summary
+    """Inter-token latency: every gap between consecutive tokens of a call."""
+    e2el_ms: Summary
+    """End-to-end latency: the call to its last token."""
+    prefill_tokens_per_s: float
+    """Prompt tokens of a batch over the median TTFT: the prefill's rate."""
+
+
 class TrainMetrics(Frozen):
     """What a cell measured, step by step. A step is an optimizer step when training, and one
     batch answered when inferring (spec.scenario), whose step times are then latencies."""
@@ -229,6 +249,10 @@ class TrainMetrics(Frozen):
     """What else the host (and GPU) did during the steady state; None in older records."""
     server: ServerMetrics | None = None
     """The server scenario's rates, after the back-to-back batches above measured capacity."""
+    generate: GenerateMetrics | None = None
+    """The generate scenario's token timings; its steps above are whole generate calls, its
+    items the batch's sequences and tokens_per_item their new tokens (so tokens/s is output
+    tokens/s)."""
     time_to_train: TimeToTrain | None = None
     """The time-to-train scenario's outcome; its epochs above are the intervals between
     evaluations."""

@@ -14,7 +14,7 @@ from accelbench import workloads
 from accelbench.frozen import Frozen
 from accelbench.precision import PRECISIONS, Precision
 
-Scenario = Literal["train", "infer", "server", "time-to-train"]
+Scenario = Literal["train", "infer", "server", "time-to-train", "generate"]
 _ADDED_LATER = (
     "model_args",
     "data",
@@ -45,6 +45,8 @@ _ADDED_LATER = (
     "fsdp",
     "fsdp_offload",
     "tensor_parallel",
+    "prompt_tokens",
+    "new_tokens",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -64,7 +66,8 @@ class RunSpec(Frozen):
     """How it is measured: train (optimizer steps); infer (forward passes of one batch at a
     time under inference_mode, each timed to its answer, copy from the host included); or server
     (queries arriving at random at a rate, batched dynamically up to batch_size); time-to-train
-    (optimizer steps on real data until a held-out metric reaches `target`)."""
+    (optimizer steps on real data until a held-out metric reaches `target`); generate (greedy
+    decoding of new_tokens for a batch of prompts, each token timed: TTFT, TPOT, ITL)."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0, le=2**24)
@@ -120,6 +123,10 @@ class RunSpec(Frozen):
     """Device-resident input: a few synthetic batches made on the device once and cycled (infer:
     the queries), as NVIDIA's DeepLearningExamples and timm's benchmark do, to show the compute
     ceiling; off: each batch made on the host and copied through the DataLoader in its time."""
+    prompt_tokens: int = Field(default=128, gt=0, le=2**20)
+    """generate: tokens in each prompt of the batch."""
+    new_tokens: int = Field(default=32, gt=1, le=2**20)
+    """generate: tokens made for each prompt, greedy, end-of-sequence ignored."""
     rate_per_s: float | None = Field(default=None, gt=0)
     """server: the queries' mean arrival rate (Poisson); None: search for the highest rate whose
     p99 latency stays within latency_bound_ms."""
@@ -224,7 +231,7 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
-        if self.scenario in ("infer", "server") and (
+        if self.scenario in ("infer", "server", "generate") and (
             self.grad_accum > 1 or self.distributed or self.recompute
         ):
             raise ValueError(

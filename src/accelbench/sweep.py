@@ -142,7 +142,13 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     """check_inputs once for each workload, model args and data the cells use; returns those
     inputs, for preflight.check to try in a child."""
     distinct = {
-        (s.workload, json.dumps(s.model_args, sort_keys=True), s.data, s.tensor_parallel): s
+        (
+            s.workload,
+            json.dumps(s.model_args, sort_keys=True),
+            s.data,
+            s.tensor_parallel,
+            s.scenario == "generate",
+        ): s
         for s in specs
     }
     for s in distinct.values():
@@ -153,6 +159,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             "model_args": s.model_args,
             "data": s.data,
             "tensor_parallel": s.tensor_parallel,
+            "generates": s.scenario == "generate",
         }
         for s in distinct.values()
     ]

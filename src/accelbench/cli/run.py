@@ -52,6 +52,8 @@ AXES = (
     "tensor_parallel",
     "pipeline_stages",
     "workers",
+    "prompt_tokens",
+    "new_tokens",
 )
 """Spec fields that take a comma list on the command line, each value a cell of the grid."""
 OWN = ("workload", "repeat", "seed", "model_args", "ci_pct", "latency_bound_ms")
@@ -81,6 +83,8 @@ def run(
     tensor_parallel: Annotated[str, _axis("tensor_parallel")] = "1",
     pipeline_stages: Annotated[str, _axis("pipeline_stages")] = "1",
     workers: Annotated[str, _axis("workers")] = "0",
+    prompt_tokens: Annotated[str, _axis("prompt_tokens")] = "128",
+    new_tokens: Annotated[str, _axis("new_tokens")] = "32",
     global_batch: Annotated[
         int | None,
         typer.Option(help=SweepFile.model_fields["global_batch"].description or "", min=1),

@@ -24,6 +24,8 @@ def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) ->
     input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
     batch or the devices where a figure's axis shows them."""
     parts = [f"bs={spec.batch_size}"] if batch else []
+    if spec.scenario == "generate":
+        parts.append(f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
     parts += [f"accum={spec.grad_accum}"] if spec.grad_accum > 1 else []
     if devices:
         parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 else []

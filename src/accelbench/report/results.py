@@ -24,6 +24,7 @@ from accelbench.report.cells import (
 )
 from accelbench.report.time_to_train import time_to_train_headlines, time_to_train_line
 from accelbench.result import MEASURED, Result
+from accelbench.stats import Summary
 
 INFERENCE = ("infer", "server")
 
@@ -115,7 +116,12 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
     lines += [compile_payoff(p) for p in scaling.compile_payoffs(results)]
-    lines += [tokens_line(r) for r in results if r.metrics and r.metrics.tokens_per_item]
+    lines += [generate_line(r) for r in results if r.metrics and r.metrics.generate]
+    lines += [
+        tokens_line(r)
+        for r in results
+        if r.metrics and r.metrics.tokens_per_item and not r.metrics.generate
+    ]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
     lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
     lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
@@ -154,6 +160,24 @@ def _speedup_text(found: scaling.Scaling | None) -> str:
     if found is None or found.speedup is None or found.efficiency is None:
         return ""
     return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
+
+
+def generate_line(result: Result) -> str:
+    """A generate result's token latencies, each with the calls or gaps behind it."""
+    assert result.metrics is not None and result.metrics.generate is not None
+    g, m = result.metrics.generate, result.metrics
+
+    def p99(s: Summary) -> str:  # only with enough samples beyond it, as for every p99 here
+        return f", p99 {s.p99:.2f} ms" if s.n >= validity.MIN_P99_SAMPLES else ""
+
+    return (
+        f"{describe(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms{p99(g.ttft_ms)} over "
+        f"{g.ttft_ms.n} calls; TPOT p50 {g.tpot_ms.median:.2f} ms; ITL p50 "
+        f"{g.itl_ms.median:.2f} ms{p99(g.itl_ms)} over {g.itl_ms.n} gaps; "
+        f"{rate_text(m.tokens_per_s or 0)} output tokens/s; prefill "
+        f"{rate_text(g.prefill_tokens_per_s)} tokens/s ({g.prompt_tokens} prompt, "
+        f"{g.new_tokens} new tokens per sequence)"
+    )
 
 
 def tokens_line(result: Result) -> str:

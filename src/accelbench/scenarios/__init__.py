@@ -15,12 +15,13 @@ ScenarioFn = Callable[["RunSpec", "Workload", "torch.device"], Any]
 
 
 def get(name: str) -> ScenarioFn:
-    from accelbench.scenarios import infer, server, time_to_train, train
+    from accelbench.scenarios import generate, infer, server, time_to_train, train
 
     scenarios: dict[str, ScenarioFn] = {
         "train": train.measure,
         "infer": infer.measure,
         "server": server.measure,
         "time-to-train": time_to_train.measure,
+        "generate": generate.measure,
     }
     return scenarios[name]
