@@ -13,7 +13,8 @@ from accelbench import advice, objectives, validity
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.report import advice as advice_text
-from accelbench.result import Result, ServerMetrics, ServerTrial
+from accelbench.result import Result
+from accelbench.scenario_records import ServerMetrics, ServerTrial
 from accelbench.stats import summarize
 from accelbench.store import ResultStore
 

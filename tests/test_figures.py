@@ -3,7 +3,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from accelbench.report import figures
-from accelbench.result import EvalPoint, Result, TimeToTrain
+from accelbench.result import Result
+from accelbench.scenario_records import EvalPoint, TimeToTrain
 
 from .conftest import SIM_PLATFORM, on_platform, rate
 

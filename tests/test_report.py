@@ -8,8 +8,9 @@ from rich.console import Console
 from accelbench import exchange, scaling
 from accelbench.report import cells
 from accelbench.report import results as results_text
-from accelbench.result import Result, ServerMetrics, ServerTrial
+from accelbench.result import Result
 from accelbench.runner import run
+from accelbench.scenario_records import ServerMetrics, ServerTrial
 from accelbench.stats import summarize
 
 from .conftest import tiny, with_rate

@@ -11,8 +11,9 @@ from accelbench import store as store_module
 from accelbench.connect import default_path
 from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result, TimeToTrain
+from accelbench.result import Result
 from accelbench.runner import run
+from accelbench.scenario_records import TimeToTrain
 from accelbench.schema import MIGRATIONS, SCHEMA_VERSION
 from accelbench.store import ResultStore
 

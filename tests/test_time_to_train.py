@@ -16,7 +16,8 @@ from accelbench.cli import app
 from accelbench.data import HELD_OUT_EVERY, split_loaders
 from accelbench.engine import TorchEngine
 from accelbench.report import time_to_train as ttt_text
-from accelbench.result import EvalPoint, Result
+from accelbench.result import Result
+from accelbench.scenario_records import EvalPoint
 from accelbench.scenarios.time_to_train import _outcome
 from accelbench.spec import RunSpec, parse_target
 from accelbench.workloads import get

@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from accelbench import contention, throughput
-from accelbench.result import Flops, Result, ServerMetrics, cell_key
+from accelbench.result import Flops, Result, cell_key
+from accelbench.scenario_records import ServerMetrics
 
 
 class Flag(StrEnum):

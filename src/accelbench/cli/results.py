@@ -25,13 +25,11 @@ from accelbench.cli.app import (
     console,
     emit,
     load,
-    percent,
     show,
     spec_help,
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report import compare as compare_text
-from accelbench.report.advice import advice_lines, constraints_text, published_lines
 from accelbench.report.results import projection_lines, token_projection_lines
 from accelbench.spec import DeviceType
 from accelbench.store import ResultStore
@@ -320,89 +318,3 @@ def import_results(
         f"imported {new} new results into {where}; {len(found) - new} were stored already "
         "(same cell, same platform)"
     )
-
-
-@app.command()
-def recommend(
-    workload: Annotated[str, typer.Argument(help="The workload to advise on.")],
-    objective: Annotated[
-        str,
-        typer.Option(
-            help="throughput, time-to-train, latency (with --latency-bound-ms), energy "
-            "(J per item) or cost (with --prices)."
-        ),
-    ] = "throughput",
-    scenario: Annotated[
-        str | None,
-        typer.Option(help="train or infer, for throughput, energy and cost (default: train)."),
-    ] = None,
-    latency_bound_ms: Annotated[
-        float | None, typer.Option(help="Latency: the p99 each batch must keep within, ms.", min=0)
-    ] = None,
-    prices: Annotated[
-        Path | None,
-        typer.Option(
-            help='Cost: a TOML file, [prices] then "A100" = 2.5 ($ per device-hour, by '
-            "a part of the platform name)."
-        ),
-    ] = None,
-    global_batch: Annotated[
-        int | None, typer.Option(help="Only configurations with this global batch.", min=1)
-    ] = None,
-    max_devices: Annotated[
-        int | None, typer.Option(help="At most this many devices.", min=1)
-    ] = None,
-    memory_headroom: Annotated[
-        str | None, typer.Option(help="Keep this share of device memory free, e.g. 10%.")
-    ] = None,
-    tokens: TokensOption = None,
-    reference: Annotated[
-        bool,
-        typer.Option(
-            "--reference", help="Also list what published results give on other platforms."
-        ),
-    ] = False,
-    db: DbsOption = None,
-) -> None:
-    """Which platform, batch size, device count and precision for an objective, from the stored
-    runs: per platform the best configuration, its effective batch range, the runs behind it,
-    how sure that is and what was not measured."""
-    from accelbench import advice, objectives
-
-    if scenario is not None and objective in ("time-to-train", "latency"):
-        raise AccelbenchError(
-            f"--scenario goes with throughput, energy or cost; {objective} sets its own"
-        )
-    if scenario not in (None, "train", "infer"):
-        raise AccelbenchError(f"--scenario {scenario!r}: give train or infer")
-    constraints = objectives.Constraints(
-        global_batch=global_batch,
-        max_devices=max_devices,
-        memory_headroom_pct=percent(memory_headroom, "--memory-headroom"),
-        latency_bound_ms=latency_bound_ms,
-        prices=objectives.load_prices(prices) if prices else {},
-        tokens=tokens,
-    )
-    found, _ = load(db, workload, None)
-    answers = advice.recommend(found, workload, objective, constraints, scenario)
-    goal = objectives.goal_of(objective, constraints)
-    read = scenario or " and ".join(goal.scenarios)
-    console.print(
-        f"{workload}, objective {objective} ({goal.unit}), {read} results"
-        + (
-            f"; constraints: {constraints_text(constraints)}"
-            if constraints_text(constraints)
-            else ""
-        )
-    )
-    if not answers:
-        console.print(
-            f"no stored {read} results of {workload}: measure some with "
-            f"`accelbench tune {workload}` or `accelbench run`"
-        )
-    for line in advice_lines(answers, objective, constraints):
-        console.print(line)
-    if reference:
-        refs = advice.published(workload, [a.platform for a in answers])
-        for line in published_lines(refs) or ["no published throughput for this workload"]:
-            console.print(line)

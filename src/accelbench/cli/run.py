@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -327,23 +328,9 @@ def tune(
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
     with ResultStore(db) as store:
         console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
-        envs: dict[str, environment.Environment] = {}  # probed once for all the trials
-
-        def measure(batch: int, num_replicas: int) -> Result:
-            spec = RunSpec.model_validate(
-                base.model_dump() | {"batch_size": batch, "replicas": num_replicas}
-            )
-            (result,) = run_sweep(
-                [spec],
-                store,
-                timeout_s=timeout_s,
-                envs=envs,
-                on_result=lambda r, skipped: console.print(cell_line(r, skipped)),
-            )
-            return result
-
+        trial = _trials(base, store, {}, timeout_s)
         found = tuning.search(
-            measure,
+            lambda batch, replicas: trial(batch_size=batch, replicas=replicas),
             start=min_batch,
             max_batch=max_batch,
             budget=tuning.Budget(budget_s),
@@ -357,36 +344,49 @@ def tune(
     )
 
 
+def _trials(
+    base: RunSpec, store: ResultStore, envs: dict[str, environment.Environment], timeout_s: float
+) -> Callable[..., Result]:
+    """One trial of a search: `base` with some fields changed, run and stored as a cell (each
+    device probed once for all the trials, through `envs`), its line printed."""
+
+    def trial(**changes: object) -> Result:
+        spec = RunSpec.model_validate(base.model_dump() | changes)
+        (result,) = run_sweep(
+            [spec],
+            store,
+            timeout_s=timeout_s,
+            envs=envs,
+            on_result=lambda r, skipped: console.print(cell_line(r, skipped)),
+        )
+        return result
+
+    return trial
+
+
 def _fewest_devices(
     base: RunSpec, budget_s: float, most: int | None, timeout_s: float, db: str | None
 ) -> None:
-    from accelbench import sharding, tuning
+    from accelbench import sharding, tuning, workloads
 
     if not base.fsdp:
         raise AccelbenchError("--fewest-devices shards the model over the devices: add --fsdp")
     env = launch.probe_environment(base.device)
     most = most or len(env.devices) // base.tensor_parallel
-    memory = env.devices[0].memory_gib
-    start, why = sharding.fewest_for_state(base, memory)
+    if workloads.is_user(base.workload):  # a user's code never runs in this process
+        start, why = 1, "a user's model is not built here to count its weights: from 1 device"
+    else:
+        start, why = sharding.fewest_for_state(base, env.devices[0].memory_gib)
     if start > most:
         raise AccelbenchError(f"{why}, more than the {most} to try: give --max-devices")
     console.print(why)
     with ResultStore(db) as store:
-        envs: dict[str, environment.Environment] = {base.device: env}
-
-        def measure(replicas: int) -> Result:
-            spec = RunSpec.model_validate(base.model_dump() | {"replicas": replicas})
-            (result,) = run_sweep(
-                [spec],
-                store,
-                timeout_s=timeout_s,
-                envs=envs,
-                on_result=lambda r, skipped: console.print(cell_line(r, skipped)),
-            )
-            return result
-
+        trial = _trials(base, store, {base.device: env}, timeout_s)
         found = tuning.fewest_devices(
-            measure, start=start, most=most, budget=tuning.Budget(budget_s)
+            lambda replicas: trial(replicas=replicas),
+            start=start,
+            most=most,
+            budget=tuning.Budget(budget_s),
         )
     for line in fewest_lines(found, base, most):
         console.print(line)

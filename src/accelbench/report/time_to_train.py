@@ -11,7 +11,8 @@ from rich.table import Table
 from accelbench import convergence
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
-from accelbench.result import Result, TimeToTrain
+from accelbench.result import Result
+from accelbench.scenario_records import TimeToTrain
 
 
 def time_to_train_table(results: Sequence[Result]) -> Table | None:

@@ -22,7 +22,8 @@ import torch
 from accelbench import device as dev
 from accelbench.errors import AccelbenchError
 from accelbench.precision import torch_settings
-from accelbench.result import GenerateMetrics, TrainMetrics
+from accelbench.result import TrainMetrics
+from accelbench.scenario_records import GenerateMetrics
 from accelbench.scenarios.epochs import Raw, build_metrics, first_steady_step, measured_epochs
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize

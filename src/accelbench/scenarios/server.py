@@ -20,7 +20,8 @@ from collections.abc import Callable
 import torch
 
 from accelbench import device as dev
-from accelbench.result import ServerMetrics, ServerTrial, TrainMetrics
+from accelbench.result import TrainMetrics
+from accelbench.scenario_records import ServerMetrics, ServerTrial
 from accelbench.scenarios import infer
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize

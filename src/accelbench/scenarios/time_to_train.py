@@ -28,7 +28,8 @@ from accelbench.data import split_loaders
 from accelbench.energy import EnergyMeter
 from accelbench.engine import TorchEngine
 from accelbench.errors import AccelbenchError
-from accelbench.result import EvalPoint, Outcome, TimeToTrain, TrainMetrics
+from accelbench.result import TrainMetrics
+from accelbench.scenario_records import EvalPoint, Outcome, TimeToTrain
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
 from accelbench.scenarios.train import train_epoch
 from accelbench.spec import RunSpec, parse_target
