@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accelbench.errors import AccelbenchError
-from accelbench.precision import torch_settings
+from accelbench.precision import PRECISIONS
 from accelbench.spec import RunSpec
 
 if TYPE_CHECKING:
@@ -138,14 +138,8 @@ def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 def uses_mixed_policy(spec: RunSpec) -> bool:
     """Whether FSDP casts the weights itself (amp-bf16 under --fsdp), in place of autocast."""
-    import torch
-
-    settings = torch_settings(spec.precision)
-    return (
-        spec.fsdp
-        and settings.autocast_dtype == torch.bfloat16
-        and settings.param_dtype == torch.float32
-    )
+    info = PRECISIONS[spec.precision]
+    return spec.fsdp and info.autocast_dtype == "bfloat16" and info.param_dtype == "float32"
 
 
 def state_gib(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> float:
@@ -181,8 +175,8 @@ def fewest_for_state(spec: RunSpec, memory_gib: float | None) -> tuple[int, str]
     with torch.device("meta"):
         model = workloads.get(spec.workload, spec.model_args).build_model()
     weights = sum(p.numel() for p in model.parameters())
-    master = 4 if torch_settings(spec.precision).param_dtype == torch.float32 else 2
-    optimizer = 2 * 4 if spec.optimizer == "adamw" else master  # Adam's moments; momentum
+    master = 4 if PRECISIONS[spec.precision].param_dtype == "float32" else 2
+    optimizer = (2 if spec.optimizer == "adamw" else 1) * master  # Adam's moments; momentum
     per_weight = 2 * master + optimizer  # weights, gradients, optimizer state
     need_gib = weights * per_weight / 2**30
     count = f"{weights / 1e9:.3g}B" if weights >= 1e8 else f"{weights / 1e6:.3g}M"
