@@ -177,3 +177,15 @@ def test_fewest_devices_through_the_cli(tmp_path: Path) -> None:
     assert "fewest devices: 1 (bs=2 fsdp fp32)" in out.output
     with ResultStore(db) as store:
         assert [r.spec.fsdp for r in store.query()] == [True]
+
+
+def test_tune_searches_the_micro_batch_at_each_device_count_when_sharded(tmp_path: Path) -> None:
+    """What fits under FSDP depends on the device count: the batch search runs at each."""
+    db = tmp_path / "r.sqlite"
+    args = ["tune", "llama3_tiny", "--fsdp", "--replicas", "1,2", "--max-batch", "1", *QUICK]
+    out = runner.invoke(app, [*args, "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    assert "x1 replicas, fsdp: largest micro batch tried: 1" in out.output
+    assert "x2 replicas, fsdp: largest micro batch tried: 1" in out.output
+    with ResultStore(db) as store:
+        assert sorted(r.spec.replicas for r in store.query()) == [1, 2]

@@ -2,7 +2,7 @@
 slurm, recommend, tune. app.py holds the frame and what commands share; each other module
 registers its commands on import."""
 
-from accelbench.cli import advice, results, run, slurm  # noqa: F401  (registers the commands)
+from accelbench.cli import advice, results, run, slurm, tune  # noqa: F401  (registers the commands)
 from accelbench.cli.app import app, main
 
 __all__ = ["app", "main"]
