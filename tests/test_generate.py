@@ -6,6 +6,7 @@ import itertools
 import statistics
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -79,3 +80,26 @@ def test_a_model_that_cannot_generate_is_refused_before_any_cell(tmp_path: Path)
 def test_one_new_token_has_no_time_per_output_token() -> None:
     with pytest.raises(ValueError, match="new_tokens"):
         tiny(workload="llama3_tiny", scenario="generate", new_tokens=1)
+
+
+def test_the_report_draws_tokens_per_user_against_tokens_per_device() -> None:
+    from accelbench.report import figures
+    from accelbench.runner import run
+
+    quick = {"prompt_tokens": 8, "new_tokens": 4, "epochs": 2, "steps_per_epoch": 3}
+    results = [
+        run(tiny(workload="llama3_tiny", scenario="generate", batch_size=b, **quick))
+        for b in (1, 4)
+    ]
+    (plot,) = list(figures.generation(results))
+    assert plot.name == "generation-llama3-tiny"
+    trade, first = plot.figure.axes
+    line = trade.get_lines()[0]
+    per_user = [
+        1e3 / r.metrics.generate.tpot_ms.median for r in results if r.metrics and r.metrics.generate
+    ]
+    per_device = [r.metrics.tokens_per_s for r in results if r.metrics]
+    xs, ys = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
+    assert xs.tolist() == pytest.approx(per_device)
+    assert ys.tolist() == pytest.approx(per_user)
+    assert np.asarray(first.get_lines()[0].get_xdata()).tolist() == [1, 4]

@@ -1,7 +1,7 @@
 """The report's figures, drawn with matplotlib from stored results: the seeds' throughput
 against batch size per platform, scaling against device count with the ideal linear line, first
-against steady epoch, inference latency against throughput, time to train against batch size,
-and energy and MFU. Each figure is drawn only when the results have its axis.
+against steady epoch, inference latency against throughput, generation's tokens/s per user
+against per device, time to train against batch size, and energy and MFU. Each figure is drawn only when the results have its axis.
 
 Every point shows its verdict: a filled marker is a valid result, a hollow one was flagged and
 carries the flag's name beside it; throughput points carry their 95% interval as an error bar,
@@ -44,6 +44,7 @@ def plots(results: Sequence[Result]) -> list[Plot]:
         scaling,
         first_vs_steady,
         latency_vs_throughput,
+        generation,
         time_to_train,
         efficiency,
     ]
@@ -207,6 +208,31 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
         title = f"{workload}: latency against throughput"
         ax.set_title(title, fontsize=10)
         yield Plot(slug("latency", workload), title, FLAGGED_NOTE, fig)
+
+
+def generation(results: Sequence[Result]) -> Iterator[Plot]:
+    """Generation's trade-off, a point per batch size: tokens/s each user sees (1 / TPOT)
+    against output tokens/s per device; and the time to first token against batch size."""
+    made = [r for r in measured(results, "generate") if r.metrics and r.metrics.generate]
+    for workload, own in group_by(made, lambda r: r.spec.workload).items():
+        fig, (trade, first) = new_figure(ncols=2)
+        colors = palette()
+        for series, group in sorted(group_by(own, series_name).items()):
+            color = next(colors)
+            line = median_by_x(group, lambda r: r.spec.batch_size)
+            gens = [r.metrics.generate for r in line if r.metrics and r.metrics.generate]
+            per_device = [(r.metrics.tokens_per_s or 0) / r.num_devices for r in line if r.metrics]
+            per_user = [1e3 / g.tpot_ms.median for g in gens]
+            points(trade, per_device, per_user, line, color, series)
+            for x, y, r in zip(per_device, per_user, line, strict=True):
+                trade.annotate(f"bs={r.spec.batch_size}", (x, y), fontsize=7)
+            batches = [r.spec.batch_size for r in line]
+            points(first, batches, [g.ttft_ms.median for g in gens], line, color, series)
+        finish(trade, "output tokens/s per device", "tokens/s per user (1 / TPOT p50)")
+        finish(first, "batch size (sequences)", "time to first token p50 (ms)", log_x=True)
+        title = f"{workload}: generation, per user against per device"
+        trade.set_title(title, fontsize=10)
+        yield Plot(slug("generation", workload), title, FLAGGED_NOTE, fig)
 
 
 def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
