@@ -62,6 +62,24 @@ def command_line(process: psutil.Process) -> list[str]:
         return []
 
 
+CELL_STARTED_CPU_S = 4.0
+"""CPU seconds after which a cell is surely past importing torch and building its model (about
+2.5 s here): measured in CPU time, which a loaded host slows no more than the work itself."""
+
+
+def wait_for_cpu_work(proc: subprocess.Popen[str], cpu_s: float, limit_s: float = 300) -> None:
+    """Until a cell the sweep `proc` started has used `cpu_s` seconds of CPU."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        assert proc.poll() is None, "the sweep ended first"
+        assert time.monotonic() < deadline, f"no cell used {cpu_s} s of CPU within {limit_s} s"
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
+                if "cell" in command_line(child) and sum(child.cpu_times()[:2]) >= cpu_s:
+                    return
+        time.sleep(0.1)
+
+
 def kill_hard(proc: subprocess.Popen[str]) -> None:
     """kill -9 of the sweep and of the cell it started (which has a session of its own)."""
     children = psutil.Process(proc.pid).children(recursive=True)
@@ -100,21 +118,17 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "results.sqlite"
-    # Cells of a few seconds each, so that the second one is surely in flight, in epochs short
-    # enough to finish within the grace period.
-    slow = [
-        "--epochs",
-        "3",
-        "--steps-per-epoch",
-        "300",
-        "--window-steps",
-        "100",
-        "--device",
-        "cpu",
-    ]
-    proc = start(db, "run", "tiny_mlp", "--batch-size", "2,4", *slow)
+    # A first cell of two steps, then one of epochs of a few CPU seconds: it is surely in
+    # flight once past its imports, and its epoch in flight ends within the grace period.
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        "axes = { steps_per_epoch = [2, 4000] }\n"
+        'fixed = { workload = "tiny_mlp", batch_size = 4, epochs = 3, window_steps = 1, '
+        'device = "cpu" }\n'
+    )
+    proc = start(db, "run", "--sweep", str(sweep))
     wait_for_rows(db, 1, proc)
-    time.sleep(1.5)  # the second cell's process has started
+    wait_for_cpu_work(proc, CELL_STARTED_CPU_S)  # the second cell is past its imports
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=60)[0]
     assert proc.returncode == 143, output
@@ -134,7 +148,7 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
     assert f"{len(interrupted.metrics.epochs)} of 3 epochs measured, kept" in interrupted.reason
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
-    again = start(db, "run", "tiny_mlp", "--batch-size", "2,4", *slow)
+    again = start(db, "run", "--sweep", str(sweep))
     output = again.communicate()[0]
     assert again.returncode == 0, output
     assert output.count("stored earlier, skipped") == 1  # the finished cell, not the interrupted
