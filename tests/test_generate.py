@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import statistics
 from pathlib import Path
 
@@ -51,6 +52,9 @@ def test_ttft_and_tpot_are_those_of_the_raw_token_times(
     # Each call ends after its last token reached the host.
     assert all(t[-1] <= step for t, step in zip(g.token_ms, m.step_ms, strict=True))
     assert m.tokens_per_item == 5 and m.items_per_step == 2
+    # The loss is the model's on its prompts (random weights: about ln(vocabulary)), not a filler.
+    vocab = workloads.get(name, model_args).reads.vocab_size  # type: ignore[union-attr]
+    assert len(set(m.loss)) == 1 and 0.5 * math.log(vocab) < m.loss[0] < 2 * math.log(vocab)
     assert m.tokens_per_s == pytest.approx(m.items_per_s * 5)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from accelbench import sharding
 from accelbench.errors import AccelbenchError
 from accelbench.spec import RunSpec
 
@@ -75,8 +76,6 @@ def wrap(model: torch.nn.Module, spec: RunSpec, device: torch.device) -> torch.n
     """The model sharded as the spec says (sharding.shard: FSDP, tensor parallel), else
     DistributedDataParallel over all replicas, with batch norm synchronised in groups of
     spec.bn_span replicas; the model itself for one replica."""
-    from accelbench import sharding
-
     if sharding.sharded(spec):
         return sharding.shard(model, spec, device)
     if spec.replicas == 1:

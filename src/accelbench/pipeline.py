@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from accelbench import distributed
+from accelbench import distributed, sharding
 from accelbench.errors import AccelbenchError
 from accelbench.optim import make_optimizer, make_schedule, to_device
 from accelbench.precision import torch_settings
@@ -149,8 +149,6 @@ class PipelineEngine:
         return self.flops_per_micro_batch
 
     def held_gib(self) -> float:
-        from accelbench import sharding
-
         return sharding.state_gib(self.stage.submod, self.optimizer)
 
     def to_device(self, batch: Batch) -> Batch:

@@ -157,7 +157,7 @@ class TrainMetrics(Frozen):
     generate: GenerateMetrics | None = None
     """The generate scenario's token timings; its steps above are whole generate calls, its
     items the batch's sequences and tokens_per_item their new tokens (so tokens/s is output
-    tokens/s)."""
+    tokens/s), and its losses the model's on its prompts (generation computes none)."""
     time_to_train: TimeToTrain | None = None
     """The time-to-train scenario's outcome; its epochs above are the intervals between
     evaluations."""

@@ -166,14 +166,10 @@ def generate_line(result: Result) -> str:
     """A generate result's token latencies, each with the calls or gaps behind it."""
     assert result.metrics is not None and result.metrics.generate is not None
     g, m = result.metrics.generate, result.metrics
-
-    def p99(s: Summary) -> str:  # only with enough samples beyond it, as for every p99 here
-        return f", p99 {s.p99:.2f} ms" if s.n >= validity.MIN_P99_SAMPLES else ""
-
     return (
-        f"{describe(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms{p99(g.ttft_ms)} over "
-        f"{g.ttft_ms.n} calls; TPOT p50 {g.tpot_ms.median:.2f} ms; ITL p50 "
-        f"{g.itl_ms.median:.2f} ms{p99(g.itl_ms)} over {g.itl_ms.n} gaps; "
+        f"{describe(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms, {p99_text(g.ttft_ms)}, "
+        f"over {g.ttft_ms.n} calls; TPOT p50 {g.tpot_ms.median:.2f} ms; ITL p50 "
+        f"{g.itl_ms.median:.2f} ms, {p99_text(g.itl_ms)}, over {g.itl_ms.n} gaps; "
         f"{rate_text(m.tokens_per_s or 0)} output tokens/s; prefill "
         f"{rate_text(g.prefill_tokens_per_s)} tokens/s ({g.prompt_tokens} prompt, "
         f"{g.new_tokens} new tokens per sequence)"
@@ -235,15 +231,17 @@ def latency_line(result: Result) -> str:
     """An inference result's latency percentiles, each with the batches behind it."""
     assert result.metrics is not None
     s = result.metrics.step_ms_steady
-    p99 = (
-        f"p99 {s.p99:.2f} ms"
-        if s.n >= validity.MIN_P99_SAMPLES
-        else f"p99 not shown (needs {validity.MIN_P99_SAMPLES})"
-    )
     return (
-        f"{describe(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, {p99}, "
-        f"over {s.n} steady batches"
+        f"{describe(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, "
+        f"{p99_text(s)}, over {s.n} steady batches"
     )
+
+
+def p99_text(s: Summary) -> str:
+    """A p99 latency, shown only with enough samples for one to lie beyond it."""
+    if s.n >= validity.MIN_P99_SAMPLES:
+        return f"p99 {s.p99:.2f} ms"
+    return f"p99 not shown (needs {validity.MIN_P99_SAMPLES})"
 
 
 def server_line(result: Result) -> str:

@@ -64,6 +64,10 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         "do_sample": False,
         "pad_token_id": 0,
     }
+    with torch.inference_mode(), settings.autocast(device.type):
+        # Generation computes no loss: each step's is the model's on its prompts, taken once
+        # before timing (the weights do not change).
+        prompt_loss = workload.loss(model, {"input_ids": prompts}).float().item()
     build_s = time.perf_counter() - start
 
     raw, token_ms = Raw(), []
@@ -76,7 +80,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
             dev.synchronize(device)
             raw.step_ms.append((time.perf_counter() - sent) * 1e3)
             token_ms.append([(mark - sent) * 1e3 for mark in clock.marks[1:]])  # 0: the prompt
-    raw.step_loss = [0.0] * len(raw.step_ms)  # generation has no loss
+    raw.step_loss = [prompt_loss] * len(raw.step_ms)
     raw.wait_ms = [0.0] * len(raw.step_ms)  # the prompts are on the device
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     raw.host_rss = dev.host_peak_rss_gib()

@@ -26,15 +26,16 @@ HF_SEQ_LEN = 512  # hf/ workloads' sequence length unless seq_len is given
 LLAMA_SEQ_LEN = 2048
 LLAMA3_VOCAB = 128256  # Llama 3's tiktoken-based vocabulary
 # The published shapes, from each model's config.json (meta-llama/Llama-3.2-1B, Llama-3.2-3B,
-# Llama-3.1-8B, Llama-3.1-70B on the Hugging Face hub): hidden size, MLP size, layers, attention
-# heads, key-value heads (grouped-query attention), and whether the output head is the embedding.
+# Llama-3.1-8B, Llama-3.1-70B on the Hugging Face hub): hidden size, MLP size, attention heads,
+# key-value heads (grouped-query attention), and whether the output head is the embedding; the
+# layer count is each factory's num_layers default.
 # (RoPE's frequencies are left at the default: they change no work.)
 LLAMA3 = {
-    "1b": (2048, 8192, 16, 32, 8, True),
-    "3b": (3072, 8192, 28, 24, 8, True),
-    "8b": (4096, 14336, 32, 32, 8, False),
-    "70b": (8192, 28672, 80, 64, 8, False),
-    "tiny": (64, 128, 2, 4, 2, False),  # for tests: the same code at a size a CPU trains at once
+    "1b": (2048, 8192, 32, 8, True),
+    "3b": (3072, 8192, 24, 8, True),
+    "8b": (4096, 14336, 32, 8, False),
+    "70b": (8192, 28672, 64, 8, False),
+    "tiny": (64, 128, 4, 2, False),  # for tests: the same code at a size a CPU trains at once
 }
 
 
@@ -109,7 +110,7 @@ def llama3_tiny(seq_len: int = 64, num_layers: int = 2) -> Workload:
 
 
 def _llama(size: str, seq_len: int, num_layers: int, vocab_size: int = LLAMA3_VOCAB) -> Workload:
-    hidden, mlp, _, heads, kv_heads, tied = LLAMA3[size]
+    hidden, mlp, heads, kv_heads, tied = LLAMA3[size]
     return hf_model(
         "llama",
         seq_len=seq_len,
