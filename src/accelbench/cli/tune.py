@@ -50,7 +50,11 @@ def tune(
         float, typer.Option(help="Bisect the memory boundary to this share of the batch.", min=0.01)
     ] = 0.25,
     replicas: Annotated[
-        str, typer.Option(help="Then the fastest batch at these replica counts, comma list.")
+        str,
+        typer.Option(
+            help="Then the fastest batch at these replica counts (with --fsdp, where what fits "
+            "depends on the count: the whole search at each), comma list."
+        ),
     ] = "1",
     scenario: Annotated[str, typer.Option(help="train or infer.")] = "train",
     model_args: Annotated[
