@@ -143,9 +143,11 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
     assert interrupted.reason is not None and interrupted.reason.startswith(
         "stopped by SIGTERM after"
     )
-    # It finished the epoch in flight and kept what it measured.
-    assert interrupted.metrics is not None and 1 <= len(interrupted.metrics.epochs) < 3
-    assert f"{len(interrupted.metrics.epochs)} of 3 epochs measured, kept" in interrupted.reason
+    if interrupted.metrics is None:  # a host so loaded that no epoch ended within the grace
+        assert "nothing measured yet" in interrupted.reason
+    else:  # it finished the epoch in flight and kept what it measured
+        assert 1 <= len(interrupted.metrics.epochs) < 3
+        assert f"{len(interrupted.metrics.epochs)} of 3 epochs measured, kept" in interrupted.reason
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
     again = start(db, "run", "--sweep", str(sweep))
