@@ -144,7 +144,7 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
             return None
         return Option(runs, *_per_rate(statistics.median(joules) * rate.median, rate))
     if objective == "cost":
-        price = price_of(first.env.platform, constraints.prices)
+        price = price_of(first.platform, constraints.prices)
         if price is None:
             return None
         return Option(runs, *_per_rate(price * first.num_devices / 3600 * 1e6, rate))
@@ -210,7 +210,7 @@ def recommend(
         )
     by_platform: dict[str, list[Result]] = defaultdict(list)
     for r in mine:
-        by_platform[r.env.platform].append(r)
+        by_platform[r.platform].append(r)
     out = [
         _platform_advice(platform, runs, objective, constraints)
         for platform, runs in by_platform.items()

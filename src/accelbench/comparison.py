@@ -110,7 +110,7 @@ class Ratio:
 
 
 def value_of(result: Result, by: str) -> str:
-    return result.env.platform if by == "platform" else str(getattr(result.spec, by))
+    return result.platform if by == "platform" else str(getattr(result.spec, by))
 
 
 def _matched(result: Result, by: str) -> str:

@@ -161,7 +161,7 @@ def flat(result: Result) -> dict[str, object]:
         "model_args": json.dumps(spec.model_args) if spec.model_args else None,
         "data": spec.data,
         "scenario": spec.scenario,
-        "platform": result.env.platform,
+        "platform": result.platform,
         "device_type": result.env.device_type,
         "hostname": result.env.hostname,
         "replicas": spec.replicas,

@@ -184,7 +184,7 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
     and device family; then, in order, the same device count, precision and batch (the nearest
     where none is the same). None when nothing of its family is published."""
     m, spec = result.metrics, result.spec
-    run_family = family(result.env.platform)
+    run_family = family(result.platform)
     if m is None or run_family is None:
         return None
     candidates = [

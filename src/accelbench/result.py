@@ -14,7 +14,7 @@ from accelbench.contention import HostActivity
 from accelbench.energy import EnergyMetrics
 from accelbench.environment import Environment
 from accelbench.frozen import Frozen
-from accelbench.scenario_records import GenerateMetrics, ServerMetrics, TimeToTrain
+from accelbench.scenario_records import GenerateMetrics, ServeMetrics, ServerMetrics, TimeToTrain
 from accelbench.spec import RunSpec, stable_hash
 from accelbench.stats import Summary
 
@@ -40,8 +40,9 @@ class EpochMetrics(Frozen):
     time_s: float
     """Wall time of the epoch, from its first batch request to the device finishing its last step."""
     items_per_s: float
-    loss_last: float
-    loss_mean: float
+    loss_last: float | None
+    loss_mean: float | None
+    """None where the scenario computes no loss (serve)."""
 
 
 class Flops(Frozen):
@@ -107,7 +108,8 @@ class TrainMetrics(Frozen):
     step_ms: list[float]
     """Raw time of every optimizer step, all epochs in order."""
     loss: list[float]
-    """Raw loss of every optimizer step (NaN and infinity kept as they were)."""
+    """Raw loss of every optimizer step (NaN and infinity kept as they were); empty where the
+    scenario computes none (serve)."""
     steady_from_step: int
     """Index of the first step counted as steady state: the start of epoch 2 (step 1 of a
     one-epoch run), less any warm-up the detector finds after it. Steps before it hold
@@ -154,6 +156,9 @@ class TrainMetrics(Frozen):
     """What else the host (and GPU) did during the steady state; None in older records."""
     server: ServerMetrics | None = None
     """The server scenario's rates, after the back-to-back batches above measured capacity."""
+    serve: ServeMetrics | None = None
+    """The serve scenario's trials; its steps above are batch_size requests ended by the
+    closed loop, its items requests."""
     generate: GenerateMetrics | None = None
     """The generate scenario's token timings; its steps above are whole generate calls, its
     items the batch's sequences and tokens_per_item their new tokens (so tokens/s is output
@@ -268,6 +273,15 @@ class Result(Frozen):
         )
 
     @property
+    def platform(self) -> str:
+        """What the numbers are of: the device model, or for serve, which measures a server
+        from its client, the server's platform as the user named it (spec.platform), else its
+        endpoint; the client's host stays in env."""
+        if self.spec.scenario != "serve":
+            return self.env.platform
+        return self.spec.platform or f"server at {self.spec.endpoint}"
+
+    @property
     def overhead_s(self) -> float | None:
         """Cell time outside the measured epochs (process start, imports, model build)."""
         if self.wall_s is None or self.metrics is None:
@@ -293,19 +307,22 @@ class Result(Frozen):
     @property
     def items_per_s(self) -> float | None:
         """The headline: the delivered rate across the steady state; for the server scenario,
-        the query rate sustained within its bound (None where none was), never its capacity."""
+        the query rate sustained within its bound (None where none was), never its capacity;
+        for serve, the goodput at the reported rate (None where no rate met the SLO)."""
         if self.metrics is None:
             return None
         if self.metrics.server is not None:
             return self.metrics.server.sustained_per_s
+        if self.metrics.serve is not None:
+            return self.metrics.serve.goodput_per_s
         return self.metrics.items_per_s
 
     @property
     def items_per_s_ci(self) -> tuple[float, float] | None:
         """The headline's 95% interval (None where it has none: too few steady steps, or a
-        server's sustained rate, which is one trial)."""
+        server's sustained rate or a serve goodput, each from one trial)."""
         m = self.metrics
-        if m is None or m.server is not None:
+        if m is None or m.server is not None or m.serve is not None:
             return None
         low, high = m.delivered.ci_low, m.delivered.ci_high
         return None if low is None or high is None else (low, high)

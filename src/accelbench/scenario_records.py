@@ -105,3 +105,84 @@ class GenerateMetrics(Frozen):
     """End-to-end latency: the call to its last token."""
     prefill_tokens_per_s: float
     """Prompt tokens of a batch over the median TTFT: the prefill's rate."""
+
+
+class ServedRequest(Frozen):
+    """One streamed request of the serve scenario, timed on the client."""
+
+    sent_s: float
+    """When it was sent, seconds from its trial's start (a Poisson arrival or a client's turn)."""
+    prompt_tokens: int | None
+    """Prompt tokens as the server counted them (its usage field); None where it gave none."""
+    output_tokens: int
+    """Tokens generated: the server's usage count, else the streamed chunks that held text."""
+    chunk_ms: list[float]
+    """Raw: the time from sending to each streamed chunk that held text, ms. A chunk may carry
+    several tokens (servers batch their writes), so its gaps are the ITL a user sees."""
+    error: str | None = None
+    """Why it failed (HTTP status, timeout, a stream that is not OpenAI's); None: it succeeded."""
+
+    @property
+    def ttft_ms(self) -> float | None:
+        return self.chunk_ms[0] if self.chunk_ms and self.error is None else None
+
+    @property
+    def e2el_ms(self) -> float | None:
+        return self.chunk_ms[-1] if self.chunk_ms and self.error is None else None
+
+    @property
+    def tpot_ms(self) -> float | None:
+        """(E2EL - TTFT) / (output tokens - 1); None with fewer than two tokens."""
+        if self.ttft_ms is None or self.e2el_ms is None or self.output_tokens < 2:
+            return None
+        return (self.e2el_ms - self.ttft_ms) / (self.output_tokens - 1)
+
+
+class ServeTrial(Frozen):
+    """Requests sent one way: by a closed loop of clients, or as Poisson arrivals at a rate."""
+
+    rate_per_s: float | None
+    """The arrivals' mean rate; None for the closed loop."""
+    concurrency: int | None
+    """Clients of the closed loop, each sending its next request as its last one ends; None
+    for Poisson arrivals, which are not held back."""
+    duration_s: float
+    """From the first request sent to the last one ended."""
+    requests: list[ServedRequest]
+    ttft_ms: Summary | None
+    tpot_ms: Summary | None
+    itl_ms: Summary | None
+    e2el_ms: Summary | None
+    """Summaries over the requests that succeeded (None where none did, or none had two
+    tokens for TPOT and ITL)."""
+    requests_per_s: float
+    """Requests that succeeded per second of the trial."""
+    output_tokens_per_s: float
+    goodput_per_s: float
+    """Requests per second that succeeded within every target of the SLO."""
+    within_slo: float
+    """Share of the requests sent that succeeded within every target."""
+
+
+class ServeMetrics(Frozen):
+    """The serve scenario: the server asked, its targets, and the trials."""
+
+    endpoint: str
+    server_model: str | None
+    """The model as the server's answers name it (None if they did not)."""
+    slo_ttft_ms: float
+    slo_tpot_ms: float
+    slo_share: float
+    """Share of requests that must meet every target for a rate to count as met."""
+    trials: list[ServeTrial]
+    """The closed loop's steady requests first, then each rate tried, in order."""
+    reported: int | None
+    """Index of the trial reported: the given rate's, or the highest rate that met the SLO
+    (None: no rate tried met it)."""
+    search: str
+    """How the rates were chosen, in words."""
+
+    @property
+    def goodput_per_s(self) -> float | None:
+        """Requests per second within the SLO at the reported trial; None where none met it."""
+        return None if self.reported is None else self.trials[self.reported].goodput_per_s

@@ -116,7 +116,7 @@ def row(result: Result) -> tuple[object, ...]:
         result.key,
         spec.workload,
         spec.scenario,
-        result.env.platform,
+        result.platform,
         result.env.device_type,
         result.num_devices,
         spec.batch_size,

@@ -14,7 +14,7 @@ from accelbench import workloads
 from accelbench.frozen import Frozen
 from accelbench.precision import PRECISIONS, Precision
 
-Scenario = Literal["train", "infer", "server", "time-to-train", "generate"]
+Scenario = Literal["train", "infer", "server", "time-to-train", "generate", "serve"]
 _ADDED_LATER = (
     "model_args",
     "data",
@@ -47,6 +47,12 @@ _ADDED_LATER = (
     "tensor_parallel",
     "prompt_tokens",
     "new_tokens",
+    "endpoint",
+    "platform",
+    "lengths",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "request_timeout_s",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -67,11 +73,14 @@ class RunSpec(Frozen):
     time under inference_mode, each timed to its answer, copy from the host included); or server
     (queries arriving at random at a rate, batched dynamically up to batch_size); time-to-train
     (optimizer steps on real data until a held-out metric reaches `target`); generate (greedy
-    decoding of new_tokens for a batch of prompts, each token timed: TTFT, TPOT, ITL)."""
+    decoding of new_tokens for a batch of prompts, each token timed: TTFT, TPOT, ITL); serve
+    (streamed requests to the OpenAI-compatible server at `endpoint`: batch_size concurrent
+    clients, then Poisson arrivals; a served/NAME workload)."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0, le=2**24)
-    """Micro batch: items per forward pass on one device."""
+    """Micro batch: items per forward pass on one device (serve: requests in flight at once,
+    each client sending its next as its last one ends)."""
     grad_accum: int = Field(default=1, gt=0, le=2**16)
     """Micro batches accumulated into one optimizer step."""
     replicas: int = Field(default=1, gt=0, le=100_000)
@@ -128,14 +137,32 @@ class RunSpec(Frozen):
     new_tokens: int = Field(default=32, gt=1, le=2**20)
     """generate: tokens made for each prompt, greedy, end-of-sequence ignored."""
     rate_per_s: float | None = Field(default=None, gt=0)
-    """server: the queries' mean arrival rate (Poisson); None: search for the highest rate whose
-    p99 latency stays within latency_bound_ms."""
+    """server and serve: the queries' mean arrival rate (Poisson); None: search for the highest
+    rate whose p99 latency stays within latency_bound_ms (serve: that meets the SLO)."""
     latency_bound_ms: float | None = Field(default=None, gt=0)
     """server: the p99 latency a rate must keep to count as sustained."""
     batch_timeout_ms: float = Field(default=2.0, ge=0)
     """server: the longest the oldest waiting query waits for its batch to fill."""
     num_queries: int = Field(default=500, gt=0)
-    """server: queries sent at each rate tried."""
+    """server and serve: queries (requests) sent at each rate tried."""
+    endpoint: str | None = None
+    """serve: the base URL of an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp,
+    `transformers serve`), such as http://gpu01:8000."""
+    platform: str | None = None
+    """serve: what the server runs on, in the user's words ("8x H100 SXM, vLLM 0.11"): the
+    platform of the results, which the client's own host is not."""
+    lengths: str | None = None
+    """serve: a CSV file of request lengths, columns prompt_tokens,new_tokens, a row drawn at
+    random for each request; None: every request has prompt_tokens and new_tokens."""
+    slo_ttft_ms: float = Field(default=2000.0, gt=0)
+    """serve: the time-to-first-token target of a request; the default is MLPerf Inference's
+    server bound for Llama 2 70B (2 s, at the 99th percentile)."""
+    slo_tpot_ms: float = Field(default=200.0, gt=0)
+    """serve: the time-per-output-token target of a request; the default is MLPerf Inference's
+    server bound for Llama 2 70B (200 ms, at the 99th percentile)."""
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    """serve: the longest a request may take, first byte to last, before it counts as an
+    error; a server that stops answering never hangs the cell."""
     target: str | None = None
     """time-to-train: the held-out metric to reach, such as "val_loss<=0.02" or
     "val_accuracy>=0.95" (accuracy for classifiers)."""
@@ -191,6 +218,16 @@ class RunSpec(Frozen):
     def _known_workload(cls, name: str) -> str:
         return workloads.check_name(name)
 
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_form(cls, url: str | None) -> str | None:
+        """The base URL, without a trailing / or /v1, which requests add."""
+        if url is None:
+            return None
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+            raise ValueError(f"endpoint {url!r} is not a URL: give http://HOST:PORT")
+        return url.rstrip("/").removesuffix("/v1").rstrip("/")
+
     @field_validator("target")
     @classmethod
     def _target_form(cls, target: str | None) -> str | None:
@@ -231,7 +268,25 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
-        if self.scenario in ("infer", "server", "generate") and (
+        if (self.scenario == "serve") != (self.endpoint is not None):
+            raise ValueError(
+                "--endpoint goes with --scenario serve, and serve needs the --endpoint of a "
+                "running server, such as http://127.0.0.1:8000"
+            )
+        if (self.scenario == "serve") != workloads.is_served(self.workload):
+            raise ValueError(
+                "a served/NAME workload is measured through its server: give it with --scenario "
+                "serve, and serve with a served/NAME workload (NAME: the model the server serves)"
+            )
+        if self.scenario == "serve" and (
+            self.precision != "fp32" or self.compile or self.channels_last or self.data
+        ):
+            raise ValueError(
+                "serve measures a server as it runs: its precision and compilation are the "
+                "server's settings, its data the prompts; leave out --precision, --compile, "
+                "--channels-last and --data (--lengths gives the requests' lengths)"
+            )
+        if self.scenario in ("infer", "server", "generate", "serve") and (
             self.grad_accum > 1 or self.distributed or self.recompute
         ):
             raise ValueError(

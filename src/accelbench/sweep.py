@@ -141,6 +141,7 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
 def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     """check_inputs once for each workload, model args and data the cells use; returns those
     inputs, for preflight.check to try in a child."""
+    _check_servers(specs)
     distinct = {
         (
             s.workload,
@@ -150,6 +151,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             s.scenario == "generate",
         ): s
         for s in specs
+        if s.scenario != "serve"  # nothing of it runs here
     }
     for s in distinct.values():
         check_inputs(s.workload, s.model_args, s.data)
@@ -163,6 +165,20 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
         }
         for s in distinct.values()
     ]
+
+
+def _check_servers(specs: Sequence[RunSpec]) -> None:
+    """Each serve cell's lengths file read, and its server asked once for two tokens of its
+    model: a server that is down, not OpenAI-compatible or not serving it stops the run here."""
+    from accelbench import endpoint
+
+    served = [s for s in specs if s.scenario == "serve"]
+    for s in served:
+        workloads.check(s.workload, s.model_args)
+    for path in sorted({s.lengths for s in served if s.lengths}):
+        endpoint.read_lengths(Path(path))
+    for url, name in sorted({(s.endpoint, s.workload) for s in served if s.endpoint}):
+        endpoint.check(url, name.removeprefix("served/"))
 
 
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:

@@ -15,7 +15,10 @@ Rules, each with its reason (a result may break several):
 - throttled: NVML reported a power or thermal slowdown during the measured window;
 - input-bound: the training loop waited for input for more than INPUT_BOUND_FRAC of the time;
 - server: too-slow (no rate tried kept p99 within the bound), too-short (too few queries for a
-  p99), overloaded (answered less than OVERLOAD_FRAC of the target rate).
+  p99), overloaded (answered less than OVERLOAD_FRAC of the target rate);
+- serve: too-slow (no rate tried met the SLO), too-short (too few requests at the reported rate
+  for its 99% share), overloaded (as the server's), failed-requests (some requests at the
+  reported rate failed: the server, not the load, decided that rate's numbers).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from enum import StrEnum
 
 from accelbench import contention, throughput
 from accelbench.result import Flops, Result, cell_key
-from accelbench.scenario_records import ServerMetrics
+from accelbench.scenario_records import ServeMetrics, ServerMetrics
 
 
 class Flag(StrEnum):
@@ -44,6 +47,7 @@ class Flag(StrEnum):
     INPUT_BOUND = "input-bound"
     TOO_SLOW = "too-slow"
     OVERLOADED = "overloaded"
+    FAILED_REQUESTS = "failed-requests"
 
 
 NOISY_PCT = 5.0
@@ -92,6 +96,8 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
         )
     if m.server is not None:
         flags += _server_flags(m.server)
+    if m.serve is not None:
+        flags += _serve_flags(m.serve)
     if m.host is not None and (why := contention.contended(m.host)):
         flags.append((Flag.CONTENDED, why))
     if result.env.device_type == "cpu" and spec.processes_per_node > result.env.num_cpu_threads:
@@ -161,6 +167,31 @@ def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
                 Flag.OVERLOADED,
                 f"answered {trial.achieved_per_s:.4g} of {trial.target_per_s:.4g} queries/s",
             )
+        )
+    return flags
+
+
+def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:
+    if serve.reported is None:
+        return [(Flag.TOO_SLOW, f"no rate tried met the SLO ({serve.search})")]
+    trial = serve.trials[serve.reported]
+    flags = []
+    if len(trial.requests) < MIN_P99_SAMPLES:
+        flags.append(
+            (
+                Flag.TOO_SHORT,
+                f"{len(trial.requests)} requests; the SLO's {100 * serve.slo_share:g}% needs "
+                f"{MIN_P99_SAMPLES}: raise --num-queries",
+            )
+        )
+    rate = trial.rate_per_s or 0.0
+    if trial.requests_per_s < OVERLOAD_FRAC * rate:
+        flags.append(
+            (Flag.OVERLOADED, f"answered {trial.requests_per_s:.4g} of {rate:.4g} requests/s")
+        )
+    if failed := [r.error for r in trial.requests if r.error]:
+        flags.append(
+            (Flag.FAILED_REQUESTS, f"{len(failed)} of {len(trial.requests)} failed: {failed[0]}")
         )
     return flags
 

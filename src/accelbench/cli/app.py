@@ -329,19 +329,19 @@ def counts(text: str, option: str) -> list[int]:
 MAX_COUNT = 100_000
 
 
-def key_values(pairs: list[str]) -> dict[str, Any]:
+def key_values(pairs: list[str], option: str = "--model-arg") -> dict[str, Any]:
     """KEY=VALUE pairs; a value that reads as JSON (2, 0.1, true) is that, else a string."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
-            raise AccelbenchError(f"--model-arg {pair!r}: write it as KEY=VALUE, e.g. seq_len=128")
+            raise AccelbenchError(f"{option} {pair!r}: write it as KEY=VALUE")
         try:
             out[key.strip()] = json.loads(text)
         except json.JSONDecodeError:
             out[key.strip()] = text
         except ValueError:  # a number of thousands of digits
-            raise AccelbenchError(f"--model-arg {key.strip()}: the value is too long") from None
+            raise AccelbenchError(f"{option} {key.strip()}: the value is too long") from None
     return out
 
 

@@ -217,8 +217,8 @@ def compare(
         for line in compare_text.reference_notes(matches, tolerance):
             console.print(line)
     unmatched = sorted(
-        {(r.spec.workload, r.env.platform) for r in found}
-        - {(m.result.spec.workload, m.result.env.platform) for m in matches}
+        {(r.spec.workload, r.platform) for r in found}
+        - {(m.result.spec.workload, m.result.platform) for m in matches}
     )
     for name, where in unmatched:
         console.print(f"{name} on {where}: no published throughput for this device family")

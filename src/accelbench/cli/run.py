@@ -50,11 +50,22 @@ AXES = (
     "workers",
     "prompt_tokens",
     "new_tokens",
+    "rate_per_s",
 )
 """Spec fields that take a comma list on the command line, each value a cell of the grid."""
-OWN = ("workload", "repeat", "seed", "model_args", "ci_pct", "latency_bound_ms")
+OWN = (
+    "workload",
+    "repeat",
+    "seed",
+    "model_args",
+    "ci_pct",
+    "latency_bound_ms",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+)
 """Spec fields with an option of their own form (--repeats N, --seeds N, --model-arg K=V, --ci 2%,
---latency-bound-ms also naming inference headlines)."""
+--latency-bound-ms also naming inference headlines, --slo ttft_ms=X,tpot_ms=Y)."""
+SLO_KEYS = {"ttft_ms": "slo_ttft_ms", "tpot_ms": "slo_tpot_ms"}
 KNOBS = tuple(name for name in RunSpec.model_fields if name not in (*AXES, *OWN))
 """Every other spec field: an option derived from the spec (cli.app.field_options)."""
 
@@ -81,6 +92,20 @@ def run(
     workers: Annotated[str, _axis("workers")] = "0",
     prompt_tokens: Annotated[str, _axis("prompt_tokens")] = "128",
     new_tokens: Annotated[str, _axis("new_tokens")] = "32",
+    rate_per_s: Annotated[str | None, _axis("rate_per_s")] = None,
+    served_model: Annotated[
+        str | None,
+        typer.Option(
+            help="serve: the model the server serves, as it names it: the workload served/NAME."
+        ),
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            help="serve: the targets of a request, ttft_ms=X,tpot_ms=Y (either or both; "
+            "defaults: MLPerf Inference's Llama 2 70B server bounds, 2000 and 200 ms)."
+        ),
+    ] = None,
     global_batch: Annotated[
         int | None,
         typer.Option(help=SweepFile.model_fields["global_batch"].description or "", min=1),
@@ -168,18 +193,26 @@ def cells_of(
     """The cells a `run` command line asks for, from its options and sweep file or suite,
     validated. A suite's parts are chosen for the platform, probed once into `envs`."""
     p = {k: v.value if isinstance(v, Enum) else v for k, v in ctx.params.items()}
+    if p["served_model"] is not None:
+        if p["workload"]:
+            raise AccelbenchError("give a workload or --served-model, not both")
+        p["workload"] = f"served/{p['served_model']}"
     axes: dict[str, list[Any]] = {
         "repeat": list(range(p["repeats"])),  # first: repeats interleave, drift spreads over all
         "seed": list(range(p["seed"], p["seed"] + p["seeds"])),
         "workload": split(p["workload"]) if p["workload"] else [],
-        **{name: split(p[name]) for name in AXES},
+        **{name: split(p[name]) for name in AXES if p[name] is not None},
     }
-    fixed = {name: p[name] for name in KNOBS} | {
-        "model_args": key_values(p["model_args"] or []),
-        "ci_pct": percent(p["ci"]),
-        # The bound is a setting of the server scenario; elsewhere it only picks a headline.
-        "latency_bound_ms": p["latency_bound_ms"] if p["scenario"] == "server" else None,
-    }
+    fixed = (
+        {name: p[name] for name in KNOBS}
+        | _slo(p["slo"])
+        | {
+            "model_args": key_values(p["model_args"] or []),
+            "ci_pct": percent(p["ci"]),
+            # The bound is a setting of the server scenario; elsewhere it only picks a headline.
+            "latency_bound_ms": p["latency_bound_ms"] if p["scenario"] == "server" else None,
+        }
+    )
     global_batch = p["global_batch"]
     if global_batch is not None:
         if _from_command_line(ctx, "grad_accum"):
@@ -210,6 +243,19 @@ def cells_of(
     if global_batch is not None:
         bases = [b.model_copy(update={"global_batch": global_batch}) for b in bases]
     return [spec for base in bases for spec in _override(base, axes, fixed, given).specs()]
+
+
+def _slo(text: str | None) -> dict[str, float]:
+    """The spec fields of --slo ttft_ms=X,tpot_ms=Y."""
+    targets: dict[str, float] = {}
+    for key, value in key_values(split(text) if text else [], "--slo").items():
+        if key not in SLO_KEYS or isinstance(value, bool) or not isinstance(value, int | float):
+            raise AccelbenchError(
+                f"--slo {key}={value}: give ttft_ms=MS and/or tpot_ms=MS, e.g. "
+                "--slo ttft_ms=2000,tpot_ms=200"
+            )
+        targets[SLO_KEYS[key]] = value
+    return targets
 
 
 def _warn_if_busy() -> None:

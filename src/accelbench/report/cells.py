@@ -23,6 +23,10 @@ def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) ->
     """How the workload ran: micro batch, accumulation, devices, precision, compile and the
     input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
     batch or the devices where a figure's axis shows them."""
+    if spec.scenario == "serve":  # the server's own settings are not the client's to give
+        parts = [f"{spec.batch_size} in flight"] if batch else []
+        lengths = f"prompt={spec.prompt_tokens} new={spec.new_tokens}"
+        return " ".join([*parts, f"lengths={Path(spec.lengths).name}" if spec.lengths else lengths])
     parts = [f"bs={spec.batch_size}"] if batch else []
     if spec.scenario == "generate":
         parts.append(f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
@@ -45,7 +49,8 @@ def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) ->
 def describe(spec: RunSpec) -> str:
     """The cell in a few words: its label, scenario unless training, and configuration."""
     scenario = "" if spec.scenario == "train" else f" {spec.scenario}"
-    return f"{label(spec)}{scenario} {configuration(spec)}"
+    rate = f" at {spec.rate_per_s:g}/s" if spec.scenario == "serve" and spec.rate_per_s else ""
+    return f"{label(spec)}{scenario} {configuration(spec)}{rate}"
 
 
 def rate_text(items_per_s: float) -> str:

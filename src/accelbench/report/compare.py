@@ -25,7 +25,7 @@ def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
 
     rows = [
         (
-            describe(r.cell.spec) + ("" if by == "platform" else f" on {r.cell.env.platform}"),
+            describe(r.cell.spec) + ("" if by == "platform" else f" on {r.cell.platform}"),
             r.value,
             r.baseline,
             band_text(r.measured),
@@ -87,7 +87,7 @@ def unmatched_lines(found: Sequence[comparison.Unmatched], by: str) -> list[str]
     """Why each configuration was compared with nothing."""
     lines = []
     for u in found:
-        where = f"{describe(u.result.spec)} on {u.result.env.platform}: not compared: "
+        where = f"{describe(u.result.spec)} on {u.result.platform}: not compared: "
         if u.missing_baseline is not None:
             lines.append(where + f"not run at {by} {u.missing_baseline}")
         else:
@@ -141,7 +141,7 @@ def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -
         rows.append(
             (
                 label(r.spec),
-                r.env.platform,
+                r.platform,
                 str(r.num_devices),
                 str(r.spec.batch_size),
                 r.spec.precision,

@@ -49,7 +49,7 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
     """Each platform and host the results came from, with what shapes their numbers."""
     seen: dict[tuple[str, str], tuple[Result, int]] = {}
     for r in results:
-        key = (r.env.platform, r.env.hostname)
+        key = (r.platform, r.env.hostname)
         first, count = seen.get(key, (r, 0))
         seen[key] = (first, count + 1)
     rows = [

@@ -81,7 +81,7 @@ def group_by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
 
 def series_name(r: Result, *, devices: bool = True, batch: bool = False) -> str:
     """A line's name: the platform and the configuration, less what the x axis shows."""
-    return f"{r.env.platform} {configuration(r.spec, batch=batch, devices=devices)}"
+    return f"{r.platform} {configuration(r.spec, batch=batch, devices=devices)}"
 
 
 def points(

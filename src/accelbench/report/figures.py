@@ -1,7 +1,7 @@
 """The report's figures, drawn with matplotlib from stored results: the seeds' throughput
 against batch size per platform, scaling against device count with the ideal linear line, first
 against steady epoch, inference latency against throughput, generation's tokens/s per user
-against per device, time to train against batch size, and energy and MFU. Each figure is drawn only when the results have its axis.
+against per device, serving's latency and per-user speed against load, time to train against batch size, and energy and MFU. Each figure is drawn only when the results have its axis.
 
 Every point shows its verdict: a filled marker is a valid result, a hollow one was flagged and
 carries the flag's name beside it; throughput points carry their 95% interval as an error bar,
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from accelbench import convergence, validity
+from accelbench.report import serving
 from accelbench.report.cells import describe
 from accelbench.report.drawing import (
     Plot,
@@ -45,6 +46,7 @@ def plots(results: Sequence[Result]) -> list[Plot]:
         first_vs_steady,
         latency_vs_throughput,
         generation,
+        serving.curves,
         time_to_train,
         efficiency,
     ]
@@ -138,7 +140,7 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     cells = cells[-MAX_EPOCH_BARS:]
     fig, (ax,) = new_figure()
     fig.set_figheight(1.2 + 0.28 * len(cells))
-    names = [f"{r.env.platform} {describe(r.spec)}" for r in cells]
+    names = [f"{r.platform} {describe(r.spec)}" for r in cells]
     ys = range(len(cells))
     first = [r.metrics.epochs[0].items_per_s if r.metrics else 0 for r in cells]
     steady = [r.items_per_s or 0 for r in cells]

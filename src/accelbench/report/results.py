@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from rich.table import Table
 
 from accelbench import convergence, objectives, scaling, validity
-from accelbench.report import tables
+from accelbench.report import serving, tables
 from accelbench.report.cells import (
     LAST_EPOCH,
     ci_text,
@@ -51,7 +51,7 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
             (
                 label(r.spec),
                 r.spec.scenario,
-                r.env.platform,
+                r.platform,
                 str(r.spec.replicas),
                 str(r.spec.batch_size),
                 configuration(r.spec, batch=False, devices=False),
@@ -86,12 +86,12 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     """Lines printed under the table: why each result is not ok or not valid, the spread of
     repeats, and how MFU's peaks were obtained. Results from several platforms get their lines
     platform by platform, each line led by the platform's name."""
-    platforms = list(dict.fromkeys(r.env.platform for r in results))
+    platforms = list(dict.fromkeys(r.platform for r in results))
     if len(platforms) > 1:
         lines = [
             f"{platform}: {line}"
             for platform in platforms
-            for line in notes([r for r in results if r.env.platform == platform], latency_bound_ms)
+            for line in notes([r for r in results if r.platform == platform], latency_bound_ms)
             if line != NOT_VALID_NOTE
         ]
         return lines + ([NOT_VALID_NOTE] if any(shown_invalid(r) for r in results) else [])
@@ -120,11 +120,12 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     lines += [
         tokens_line(r)
         for r in results
-        if r.metrics and r.metrics.tokens_per_item and not r.metrics.generate
+        if r.metrics and r.metrics.tokens_per_item and not (r.metrics.generate or r.metrics.serve)
     ]
     lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
     lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
     lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
+    lines += [line for r in results if r.metrics and r.metrics.serve for line in serving.lines(r)]
     lines += inference_headlines(results, latency_bound_ms)
     lines += [time_to_train_line(r) for r in results if r.metrics and r.metrics.time_to_train]
     lines += time_to_train_headlines(results)
@@ -351,15 +352,31 @@ def cell_line(result: Result, skipped: bool) -> str:
     iqr = iqr_text(result)
     rate = m.delivered
     text = (
-        (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
-        + (f" = {rate_text(m.tokens_per_s)} tokens/s" if m.tokens_per_s and not m.server else "")
-        + (f" {ci_text(result)}%" if ci_text(result) else "")
-        + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
-        + (f", window IQR {iqr}%" if iqr else "")
-        + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
-        + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
-        + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
-        + (f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else "")
+        serving.cell_text(result)
+        if m.serve
+        else (
+            (
+                f"{rate_text(result.items_per_s)} {m.item_unit}/s"
+                if result.items_per_s
+                else "no rate"
+            )
+            + (
+                f" = {rate_text(m.tokens_per_s)} tokens/s"
+                if m.tokens_per_s and not m.server
+                else ""
+            )
+            + (f" {ci_text(result)}%" if ci_text(result) else "")
+            + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
+            + (f", window IQR {iqr}%" if iqr else "")
+            + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
+            + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
+            + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
+            + (
+                f", cell overhead {result.overhead_s:.1f} s"
+                if result.overhead_s is not None
+                else ""
+            )
+        )
     )
     if result.status != "ok":
         return f"✗ {cell}: ({text}): {result.status}: {result.reason}"

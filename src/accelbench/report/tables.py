@@ -68,7 +68,7 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
     for r in measured(results, "train"):
         s = r.spec
-        groups[(s.workload, r.env.platform, s.batch_size, s.precision, s.compile)].append(r)
+        groups[(s.workload, r.platform, s.batch_size, s.precision, s.compile)].append(r)
     rows = []
     for members in groups.values():
         if len({r.num_devices for r in members}) < 2:
@@ -79,7 +79,7 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
             rows.append(
                 (
                     r.spec.workload,
-                    r.env.platform,
+                    r.platform,
                     r.spec.precision,
                     str(r.num_devices),
                     str(r.spec.nodes),
@@ -115,7 +115,7 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
     were run at two or more batch sizes and two or more device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
     for r in measured(results, "train"):
-        groups[(r.spec.workload, r.env.platform, r.spec.precision)].append(r)
+        groups[(r.spec.workload, r.platform, r.spec.precision)].append(r)
     rows = []
     for members in groups.values():
         if (
@@ -129,7 +129,7 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
             rows.append(
                 (
                     r.spec.workload,
-                    r.env.platform,
+                    r.platform,
                     r.spec.precision,
                     str(r.spec.bn_span),
                     str(r.spec.batch_size),

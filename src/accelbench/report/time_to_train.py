@@ -33,7 +33,7 @@ def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
         rows.append(
             (
                 label(first.spec),
-                first.env.platform,
+                first.platform,
                 str(first.spec.global_batch),
                 first.spec.precision,
                 f"{first.spec.scaled_lr:.4g}",

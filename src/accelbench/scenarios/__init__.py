@@ -15,7 +15,7 @@ ScenarioFn = Callable[["RunSpec", "Workload", "torch.device"], Any]
 
 
 def get(name: str) -> ScenarioFn:
-    from accelbench.scenarios import generate, infer, server, time_to_train, train
+    from accelbench.scenarios import generate, infer, serve, server, time_to_train, train
 
     scenarios: dict[str, ScenarioFn] = {
         "train": train.measure,
@@ -23,5 +23,6 @@ def get(name: str) -> ScenarioFn:
         "server": server.measure,
         "time-to-train": time_to_train.measure,
         "generate": generate.measure,
+        "serve": serve.measure,
     }
     return scenarios[name]

@@ -262,8 +262,8 @@ def build_metrics(
                 num_items=n * spec.global_batch,
                 time_s=seconds,
                 items_per_s=n * spec.global_batch / seconds,
-                loss_last=loss[-1],
-                loss_mean=sum(loss) / n,
+                loss_last=loss[-1] if loss else None,
+                loss_mean=sum(loss) / n if loss else None,
             )
         )
     first, windows, rate = delivered(spec, raw)

@@ -7,7 +7,9 @@ A workload name is one of:
 - `hf/<model_type>`: any transformers architecture as a language model; model args override its
   config, plus seq_len;
 - `path/to/file.py:function` or `package.module:function`: a user's function returning a Workload,
-  called with the model args.
+  called with the model args;
+- `served/<model>`: the model an OpenAI-compatible server serves under that name (it may hold
+  slashes, as hub ids do), measured through the server by the serve scenario, never built here.
 
 Factories import torch, timm and transformers inside their bodies, so listing the registry stays
 instant. The first line of a factory's docstring is the description `accelbench list` shows.
@@ -79,13 +81,13 @@ def describe(name: str) -> str:
 def check_name(name: str) -> str:
     """Return `name` if it has the form of a workload name, else raise with the closest names.
     Only the form: nothing is imported, so stored results load whatever is installed."""
-    if name in WORKLOADS or _prefixed(name) or _user_target(name):
+    if name in WORKLOADS or _prefixed(name) or is_served(name) or _user_target(name):
         return name
     close = difflib.get_close_matches(name, WORKLOADS, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise AccelbenchError(
         f"unknown workload {name!r}: {hint}`accelbench list` shows them all; "
-        "timm/<model>, hf/<model_type> and file.py:function name others"
+        "timm/<model>, hf/<model_type>, served/<model> and file.py:function name others"
     )
 
 
@@ -95,6 +97,8 @@ def check(name: str, model_args: ModelArgs) -> None:
     and the factory takes these model args."""
     check_name(name)
     _check_values(model_args)
+    if is_served(name) and model_args:
+        raise AccelbenchError(f"{name} is built by its server: leave out --model-arg")
     if name in WORKLOADS:
         _check_args(name, WORKLOADS[name], model_args)
     elif name.startswith("timm/"):
@@ -107,6 +111,8 @@ def check(name: str, model_args: ModelArgs) -> None:
             raise AccelbenchError(
                 f"timm has no model {model!r}: {hint}`timm.list_models()` lists them"
             )
+    elif is_served(name):
+        pass  # the server is asked before the first cell (sweep.plan)
     elif name.startswith("hf/"):
         args = dict(model_args)
         seq_len = int(args.pop("seq_len", language.HF_SEQ_LEN))
@@ -209,7 +215,24 @@ def get(name: str, model_args: ModelArgs | None = None) -> Workload:
         return vision.timm_model(name.removeprefix("timm/"), **args)  # type: ignore[arg-type]
     if name.startswith("hf/"):
         return language.hf_model(name.removeprefix("hf/"), **args)  # type: ignore[arg-type]
+    if is_served(name):
+        return _served(name)
     return _user_workload(name, args)
+
+
+def is_served(name: str) -> bool:
+    """True for `served/<model>`: a model measured through the server that serves it."""
+    prefix, _, model = name.partition("/")
+    return prefix == "served" and bool(model.strip())
+
+
+def _served(name: str) -> Workload:
+    """What a served model is to the scenarios: requests, and nothing to build or feed."""
+
+    def elsewhere(*_: object) -> Any:
+        raise AccelbenchError(f"{name} runs on its server: measure it with --scenario serve")
+
+    return Workload("requests", elsewhere, elsewhere, elsewhere)
 
 
 def _model_file(target: str) -> Path:
@@ -228,7 +251,12 @@ def _importable(module: str) -> bool:
 
 def is_user(name: str) -> bool:
     """True for a user's `file.py:function` or `module:function`."""
-    return name not in WORKLOADS and not _prefixed(name) and _user_target(name) is not None
+    return (
+        name not in WORKLOADS
+        and not _prefixed(name)
+        and not is_served(name)
+        and _user_target(name) is not None
+    )
 
 
 def edited_at(name: str) -> int | None:

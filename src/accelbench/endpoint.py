@@ -1,0 +1,248 @@
+"""An OpenAI-compatible server as the serve scenario talks to it: one streamed completion,
+timed as its chunks arrive, and a check that the server answers before any cell runs.
+
+Requests go to {endpoint}/v1/completions, which vLLM, SGLang, TGI, llama.cpp's server and
+`transformers serve` all answer: a text prompt, max_tokens, greedy decoding (temperature 0),
+streamed as server-sent events, with stream_options asking for the usage counts in the last
+chunk (servers that do not know it ignore it). Only fields of OpenAI's own API are sent, as some
+servers refuse any other (transformers serve answers 422): a server that stops at its
+end-of-sequence token cannot be told not to, so each request's record keeps the tokens it got.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from accelbench.errors import AccelbenchError, one_line
+
+if TYPE_CHECKING:
+    import httpx
+
+Failure = Literal["connect", "http", "timeout", "garbage", "server"]
+CHECK_TIMEOUT_S = 60.0
+"""How long the check before the first cell waits for a two-token answer: a server that loads
+its model at the first request takes this long at most on a small model."""
+_WORDS = [
+    "time",
+    "person",
+    "year",
+    "way",
+    "day",
+    "thing",
+    "man",
+    "world",
+    "life",
+    "hand",
+    "part",
+    "child",
+    "eye",
+    "woman",
+    "place",
+    "work",
+    "week",
+    "case",
+    "point",
+    "number",
+    "group",
+    "problem",
+    "fact",
+    "water",
+    "room",
+    "mother",
+    "area",
+    "money",
+    "story",
+    "month",
+    "lot",
+    "right",
+    "study",
+    "book",
+    "job",
+    "word",
+    "business",
+    "issue",
+    "side",
+    "kind",
+    "head",
+    "house",
+    "service",
+    "friend",
+    "father",
+    "power",
+    "hour",
+    "game",
+    "line",
+    "end",
+    "member",
+    "law",
+    "car",
+    "city",
+    "community",
+    "name",
+    "team",
+    "minute",
+    "idea",
+    "kid",
+    "body",
+    "information",
+]
+"""Common English words: nearly every tokenizer makes one token of each with its space."""
+
+
+@dataclass
+class Reply:
+    """What a streamed completion gave, with host times (time.perf_counter) of its text chunks."""
+
+    sent: float
+    chunks: list[float] = field(default_factory=list)
+    prompt_tokens: int | None = None
+    output_tokens: int | None = None
+    """The server's usage counts; None where it gave none."""
+    model: str | None = None
+    """The model as the server's chunks name it."""
+    failure: Failure | None = None
+    error: str | None = None
+
+
+def read_lengths(path: Path) -> list[tuple[int, int]]:
+    """(prompt_tokens, new_tokens) of each row of a lengths CSV; raises, naming the fix, on a
+    file that is not one."""
+    fix = f"lengths file {path}: give a CSV with columns prompt_tokens,new_tokens"
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+    try:
+        pairs = [(int(r["prompt_tokens"]), int(r["new_tokens"])) for r in rows]
+    except (KeyError, TypeError, ValueError):
+        raise AccelbenchError(f"{fix} of whole numbers") from None
+    if not pairs or any(p < 1 or n < 1 for p, n in pairs):
+        raise AccelbenchError(f"{fix}, a row or more, each 1 or more")
+    return pairs
+
+
+def prompt(rng: random.Random, num_words: int) -> str:
+    """A prompt of `num_words` random words, about as many tokens; each request's differs, so
+    no server answers it from a prefix cache."""
+    return " ".join(rng.choice(_WORDS) for _ in range(num_words))
+
+
+async def complete(
+    client: httpx.AsyncClient,
+    endpoint: str,
+    model: str,
+    text: str,
+    max_tokens: int,
+    timeout_s: float,
+) -> Reply:
+    """Send one streamed completion and time its chunks; never raises for the server's faults,
+    and never waits past `timeout_s` from sending to the last chunk."""
+    import httpx
+
+    reply = Reply(sent=time.perf_counter())
+    body = {
+        "model": model,
+        "prompt": text,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    try:
+        await asyncio.wait_for(
+            _stream(client, f"{endpoint}/v1/completions", body, reply), timeout_s
+        )
+    except TimeoutError:
+        reply.failure, reply.error = "timeout", f"no whole answer within {timeout_s:g} s"
+    except httpx.ConnectError as exc:
+        reply.failure, reply.error = "connect", one_line(exc) or "connection refused"
+    except httpx.HTTPError as exc:
+        reply.failure, reply.error = "connect", one_line(exc) or type(exc).__name__
+    except _Garbage as exc:
+        reply.failure, reply.error = "garbage", str(exc)
+    return reply
+
+
+class _Garbage(Exception):
+    """The server's answer is not an OpenAI completion stream."""
+
+
+async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], reply: Reply) -> None:
+    async with client.stream("POST", url, json=body) as response:
+        if response.status_code != 200:
+            text = (await response.aread()).decode(errors="replace")
+            reply.failure, reply.error = "http", f"HTTP {response.status_code}: {_gist(text)}"
+            return
+        async for line in response.aiter_lines():
+            if not line.strip() or line.startswith(":"):  # SSE's blank lines and comments
+                continue
+            data = line.removeprefix("data:").strip()
+            if data == "[DONE]":
+                return
+            chunk = _json(data) if line.startswith("data:") else None
+            if not isinstance(chunk, dict):
+                raise _Garbage(f"not an event stream of JSON chunks: {_gist(line)}")
+            if "error" in chunk:
+                reply.failure, reply.error = "server", f"the server: {_gist(str(chunk['error']))}"
+                return
+            choices = chunk.get("choices") or [{}]
+            if isinstance(choices[0], dict) and choices[0].get("text"):
+                reply.chunks.append(time.perf_counter())
+            reply.model = chunk.get("model") or reply.model
+            if isinstance(usage := chunk.get("usage"), dict):
+                reply.prompt_tokens = usage.get("prompt_tokens")
+                reply.output_tokens = usage.get("completion_tokens")
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _gist(text: str) -> str:
+    return " ".join(text.split())[:160] or "(empty)"
+
+
+def check(endpoint: str, model: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+    """Ask the server for two tokens of `model`; raise an AccelbenchError naming the fix if it
+    does not answer as an OpenAI-compatible server serving that model."""
+    import httpx
+
+    async def ask() -> Reply:
+        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0)) as client:
+            return await complete(client, endpoint, model, "Hello", 2, timeout_s)
+
+    reply = asyncio.run(ask())
+    models = f"name a model it serves as served/NAME ({endpoint}/v1/models lists them)"
+    if reply.failure == "connect":
+        raise AccelbenchError(
+            f"no server answers at {endpoint} ({reply.error}): start it, or give --endpoint the "
+            "address it listens on"
+        )
+    if reply.failure == "timeout":
+        raise AccelbenchError(
+            f"{endpoint} gave no whole two-token answer within {timeout_s:g} s: check that the "
+            "server has loaded its model and is not busy"
+        )
+    if reply.failure == "http" and (reply.error or "").startswith("HTTP 404"):
+        raise AccelbenchError(
+            f"{endpoint} has no /v1/completions ({reply.error}): give --endpoint the base URL "
+            "of an OpenAI-compatible server"
+        )
+    if reply.failure in ("http", "server"):
+        raise AccelbenchError(f"{endpoint} refused model {model!r} ({reply.error}): {models}")
+    if reply.failure == "garbage" or not reply.chunks:
+        why = reply.error or "a stream without text"
+        raise AccelbenchError(
+            f"{endpoint} does not answer as an OpenAI-compatible server ({why}): check --endpoint"
+        )

@@ -1,0 +1,125 @@
+"""The serve scenario in words and figures: each trial's goodput and latencies, and the curves
+of latency and per-user speed against load, a line per platform."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from accelbench.report.cells import describe, rate_text
+from accelbench.report.drawing import (
+    Plot,
+    finish,
+    group_by,
+    new_figure,
+    palette,
+    series_name,
+    slug,
+)
+from accelbench.result import Result, measured
+from accelbench.scenario_records import ServeMetrics, ServeTrial
+from accelbench.stats import Summary
+from accelbench.validity import MIN_P99_SAMPLES
+
+
+def cell_text(result: Result) -> str:
+    """The serve result's headline, for the line printed as its cell ends."""
+    assert result.metrics is not None and result.metrics.serve is not None
+    serve, loop = result.metrics.serve, result.metrics.serve.trials[0]
+    closed = (
+        f"closed loop of {loop.concurrency}: {rate_text(loop.requests_per_s)} requests/s, "
+        f"{rate_text(loop.output_tokens_per_s)} output tokens/s"
+    )
+    if serve.reported is None:
+        return f"no rate met the SLO ({slo_text(serve)}); {closed}"
+    t = serve.trials[serve.reported]
+    return (
+        f"goodput {rate_text(t.goodput_per_s)} requests/s at {rate_text(t.rate_per_s or 0)}/s "
+        f"sent ({100 * t.within_slo:.0f}% within {slo_text(serve)}); {closed}"
+    )
+
+
+def slo_text(serve: ServeMetrics) -> str:
+    return f"TTFT <= {serve.slo_ttft_ms:g} ms, TPOT <= {serve.slo_tpot_ms:g} ms"
+
+
+def lines(result: Result) -> list[str]:
+    """A line per trial: the closed loop, then each rate, the reported one marked."""
+    assert result.metrics is not None and result.metrics.serve is not None
+    serve, cell = result.metrics.serve, describe(result.spec)
+    out = []
+    for index, t in enumerate(serve.trials):
+        if t.rate_per_s is None:
+            how = f"closed loop of {t.concurrency} in flight"
+        else:
+            reported = " (reported)" if index == serve.reported else ""
+            how = f"{t.rate_per_s:.4g} requests/s sent{reported}"
+        out.append(f"{cell}: {how}: {trial_text(t)}")
+    model = f"; the server names its model {serve.server_model}" if serve.server_model else ""
+    out.append(
+        f"{cell}: SLO {slo_text(serve)} for {100 * serve.slo_share:g}% ({serve.search}){model}"
+    )
+    return out
+
+
+def trial_text(t: ServeTrial) -> str:
+    errors = sum(r.error is not None for r in t.requests)
+    first_error = next((r.error for r in t.requests if r.error), None)
+    parts = [
+        f"{rate_text(t.requests_per_s)} requests/s, {rate_text(t.output_tokens_per_s)} output "
+        f"tokens/s, goodput {rate_text(t.goodput_per_s)}/s ({100 * t.within_slo:.0f}% within)",
+        *(f"{name} {_percentiles(s)}" for name, s in _latencies(t) if s is not None),
+        f"{len(t.requests)} requests"
+        + (f", {errors} failed (first: {first_error})" if errors else ""),
+    ]
+    return "; ".join(parts)
+
+
+def _latencies(t: ServeTrial) -> list[tuple[str, Summary | None]]:
+    return [("TTFT", t.ttft_ms), ("TPOT", t.tpot_ms), ("ITL", t.itl_ms), ("E2EL", t.e2el_ms)]
+
+
+def _percentiles(s: Summary) -> str:
+    """p50, and p99 where enough samples lie behind it, each with the count."""
+    p99 = f", p99 {s.p99:.1f}" if s.n >= MIN_P99_SAMPLES else ""
+    return f"p50 {s.median:.1f}{p99} ms (n={s.n})"
+
+
+def curves(results: Sequence[Result]) -> Iterator[Plot]:
+    """Per served model: p50 and p99 TTFT and TPOT against the request rate answered, a point
+    per trial; and tokens/s per user (1 / TPOT p50) against the server's output tokens/s."""
+    served = [r for r in measured(results, "serve") if r.metrics and r.metrics.serve]
+    for workload, own in group_by(served, lambda r: r.spec.workload).items():
+        fig, (ttft, tpot, trade) = new_figure(ncols=3)
+        colors = palette()
+        for series, group in sorted(group_by(own, series_name).items()):
+            color = next(colors)
+            trials = sorted(
+                (t for r in group if r.metrics and r.metrics.serve for t in r.metrics.serve.trials),
+                key=lambda t: t.requests_per_s,
+            )
+            rates = [t.requests_per_s for t in trials]
+            for ax, name in ((ttft, "ttft_ms"), (tpot, "tpot_ms")):
+                drawn = [
+                    (x, s) for x, t in zip(rates, trials, strict=True) if (s := getattr(t, name))
+                ]
+                xs = [x for x, _ in drawn]
+                ax.plot(xs, [s.median for _, s in drawn], "o-", color=color, label=f"{series} p50")
+                ax.plot(xs, [s.p99 for _, s in drawn], "s--", color=color, label=f"{series} p99")
+            timed = [t for t in trials if t.tpot_ms]
+            trade.plot(
+                [t.output_tokens_per_s for t in timed],
+                [1e3 / t.tpot_ms.median for t in timed if t.tpot_ms],
+                "o-",
+                color=color,
+                label=series,
+            )
+        finish(ttft, "requests/s answered", "time to first token (ms)")
+        finish(tpot, "requests/s answered", "time per output token (ms)")
+        finish(trade, "output tokens/s of the server", "tokens/s per user (1 / TPOT p50)")
+        title = f"{workload}: latency and per-user speed against load"
+        ttft.set_title(title, fontsize=10)
+        caption = (
+            "a point per trial (the closed loop and each rate); p99 from trials of fewer than "
+            f"{MIN_P99_SAMPLES} requests is close to their slowest"
+        )
+        yield Plot(slug("serving", workload), title, caption, fig)

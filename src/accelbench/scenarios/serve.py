@@ -1,0 +1,215 @@
+"""The serve scenario: streamed requests to a running OpenAI-compatible server, timed on the
+client (endpoint.py speaks the protocol).
+
+First a closed loop: spec.batch_size clients, each sending its next request as its last one
+ends, for spec.epochs epochs of spec.steps_per_epoch steps of batch_size requests each; epoch 1
+holds the server's warm-up (its compilation, graph capture, cache allocation) apart, as
+everywhere, and the steady epochs give the delivered rate in requests/s with its interval: the
+server's capacity at that concurrency. Then requests arrive as a Poisson process, never held
+back: at spec.rate_per_s, or, with only the SLO, at rates a bisection of (0, capacity] picks in
+SEARCH_TRIALS trials for the highest one that meets it, as the server scenario searches.
+
+Per request: TTFT (sent to first chunk), TPOT ((E2EL - TTFT) / (output tokens - 1)), ITL (gaps
+between chunks), E2EL. A request is within the SLO when it succeeded with TTFT and TPOT within
+their targets; goodput is such requests per second; a rate meets the SLO when SLO_SHARE of its
+requests are within it and it was answered about as fast as it came (validity.OVERLOAD_FRAC).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import random
+import time
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+
+import torch
+
+from accelbench import endpoint, interruption
+from accelbench.errors import AccelbenchError
+from accelbench.result import TrainMetrics
+from accelbench.scenario_records import ServedRequest, ServeMetrics, ServeTrial
+from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
+from accelbench.scenarios.server import SEARCH_TRIALS
+from accelbench.spec import RunSpec
+from accelbench.stats import summarize
+from accelbench.validity import OVERLOAD_FRAC
+from accelbench.workload import Workload
+
+SLO_SHARE = 0.99
+"""MLPerf Inference's server latency bounds hold at the 99th percentile."""
+
+Send = Callable[[float], Coroutine[None, None, ServedRequest]]
+"""Sends the next request and times it from a trial's start (time.perf_counter)."""
+
+
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+    return asyncio.run(_measure(spec, workload))
+
+
+async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
+    import httpx
+
+    url = spec.endpoint
+    assert url is not None  # the spec requires it for serve
+    start = time.perf_counter()
+    lengths = (
+        endpoint.read_lengths(Path(spec.lengths))
+        if spec.lengths
+        else [(spec.prompt_tokens, spec.new_tokens)]
+    )
+    rng = random.Random(spec.seed)
+    model = spec.workload.removeprefix("served/")
+    names: list[str] = []
+    timeout = httpx.Timeout(spec.request_timeout_s, connect=10.0)
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+
+        async def send(trial_start: float) -> ServedRequest:
+            prompt_words, new_tokens = rng.choice(lengths)
+            text = endpoint.prompt(rng, prompt_words)
+            reply = await endpoint.complete(
+                client, url, model, text, new_tokens, spec.request_timeout_s
+            )
+            names.extend([reply.model] if reply.model else [])
+            return ServedRequest(
+                sent_s=reply.sent - trial_start,
+                prompt_tokens=reply.prompt_tokens,
+                output_tokens=reply.output_tokens or len(reply.chunks),
+                chunk_ms=[(t - reply.sent) * 1e3 for t in reply.chunks],
+                error=reply.error,
+            )
+
+        build_s = time.perf_counter() - start
+        metrics, loop = await closed_loop(spec, workload, send, build_s)
+        capacity = metrics.items_per_s
+        trials = [loop]
+        if spec.rate_per_s is not None:
+            trials.append(await arrivals(spec, send, spec.rate_per_s))
+            reported: int | None = 1
+            search = f"the given rate, {spec.num_queries} requests"
+        else:
+            reported, low, high = None, 0.0, capacity
+            for _ in range(SEARCH_TRIALS):
+                if interruption.requested():
+                    break
+                trials.append(await arrivals(spec, send, (low + high) / 2))
+                if meets_slo(spec, trials[-1]):
+                    low, reported = (low + high) / 2, len(trials) - 1
+                else:
+                    high = (low + high) / 2
+            search = (
+                f"bisection of (0, {capacity:.4g}/s], the closed loop's capacity at "
+                f"{spec.batch_size} in flight, in {SEARCH_TRIALS} trials of {spec.num_queries} "
+                "requests"
+            )
+    serve = ServeMetrics(
+        endpoint=url,
+        server_model=names[0] if names else None,
+        slo_ttft_ms=spec.slo_ttft_ms,
+        slo_tpot_ms=spec.slo_tpot_ms,
+        slo_share=SLO_SHARE,
+        trials=trials,
+        reported=reported,
+        search=search,
+    )
+    return metrics.model_copy(update={"serve": serve})
+
+
+async def closed_loop(
+    spec: RunSpec, workload: Workload, send: Send, build_s: float
+) -> tuple[TrainMetrics, ServeTrial]:
+    """The closed loop's epochs as a record whose steps are batch_size requests ended, and its
+    steady requests as a trial."""
+    raw, served, ended = Raw(), [], []
+    per_epoch = spec.steps_per_epoch * spec.batch_size
+    for _ in measured_epochs(spec, torch.device("cpu"), raw):
+        epoch_start, todo = time.perf_counter(), itertools.count()
+
+        async def client(epoch_start: float = epoch_start, todo: itertools.count = todo) -> None:
+            while next(todo) < per_epoch:  # a stop takes effect between epochs
+                served.append(await send(epoch_start))
+                ended.append(time.perf_counter() - epoch_start)
+
+        await asyncio.gather(*(client() for _ in range(spec.batch_size)))
+        marks = ended[-per_epoch:][spec.batch_size - 1 :: spec.batch_size]
+        raw.step_ms += [(b - a) * 1e3 for a, b in itertools.pairwise([0.0, *marks])]
+    if not served or all(r.error for r in served):
+        reason = next((r.error for r in served if r.error), "no request was sent")
+        raise AccelbenchError(f"every request to {spec.endpoint} failed: {reason}")
+    raw.wait_ms = [0.0] * len(raw.step_ms)  # the prompts are made before each is sent
+    metrics = build_metrics(
+        spec, workload, raw, [], timer="wall-clock", build_s=build_s, flops=None
+    )
+    steady = served[metrics.steady_from_step * spec.batch_size :]
+    loop = trial(spec, steady, None, spec.batch_size, metrics.delivered.time_s)
+    fixed = spec.lengths is None and all(r.output_tokens == spec.new_tokens for r in steady)
+    # The client's energy says nothing of the server's: none is given.
+    update = {
+        "energy": None,
+        "joules_per_item": None,
+        "tokens_per_item": spec.new_tokens if fixed else None,
+    }
+    return metrics.model_copy(update=update), loop
+
+
+async def arrivals(spec: RunSpec, send: Send, rate: float) -> ServeTrial:
+    """spec.num_queries requests as Poisson arrivals at `rate`, each sent at its time whatever
+    is in flight; none is sent after spec.max_measure_s."""
+    rng = random.Random(f"{spec.seed}/{rate}")
+    times = itertools.accumulate(rng.expovariate(rate) for _ in range(spec.num_queries))
+    start, tasks = time.perf_counter(), list[asyncio.Task[ServedRequest]]()
+    for at in times:
+        if at > spec.max_measure_s or interruption.requested():
+            break
+        await asyncio.sleep(max(0.0, at - (time.perf_counter() - start)))
+        tasks.append(asyncio.create_task(send(start)))
+    served = list(await asyncio.gather(*tasks))
+    first = min((r.sent_s for r in served), default=0.0)
+    return trial(spec, served, rate, None, time.perf_counter() - start - first)
+
+
+def trial(
+    spec: RunSpec,
+    served: list[ServedRequest],
+    rate: float | None,
+    concurrency: int | None,
+    duration_s: float,
+) -> ServeTrial:
+    """A trial's record from its requests."""
+    ok = [r for r in served if r.error is None and r.chunk_ms]
+    within = [r for r in ok if within_slo(spec, r)]
+    itl = [b - a for r in ok for a, b in itertools.pairwise(r.chunk_ms)]
+    tpot = [t for r in ok if (t := r.tpot_ms) is not None]
+    return ServeTrial(
+        rate_per_s=rate,
+        concurrency=concurrency,
+        duration_s=duration_s,
+        requests=served,
+        ttft_ms=summarize([r.chunk_ms[0] for r in ok]) if ok else None,
+        tpot_ms=summarize(tpot) if tpot else None,
+        itl_ms=summarize(itl) if itl else None,
+        e2el_ms=summarize([r.chunk_ms[-1] for r in ok]) if ok else None,
+        requests_per_s=len(ok) / duration_s if duration_s > 0 else 0.0,
+        output_tokens_per_s=sum(r.output_tokens for r in ok) / duration_s
+        if duration_s > 0
+        else 0.0,
+        goodput_per_s=len(within) / duration_s if duration_s > 0 else 0.0,
+        within_slo=len(within) / len(served) if served else 0.0,
+    )
+
+
+def within_slo(spec: RunSpec, request: ServedRequest) -> bool:
+    """Whether a request succeeded with its TTFT and TPOT (where it has one) within target."""
+    ttft, tpot = request.ttft_ms, request.tpot_ms
+    return (
+        ttft is not None and ttft <= spec.slo_ttft_ms and (tpot is None or tpot <= spec.slo_tpot_ms)
+    )
+
+
+def meets_slo(spec: RunSpec, t: ServeTrial) -> bool:
+    """Whether a rate met the SLO: SLO_SHARE of its requests within it, answered about as fast
+    as they came."""
+    rate = t.rate_per_s or 0.0
+    return t.within_slo >= SLO_SHARE and t.requests_per_s >= OVERLOAD_FRAC * rate

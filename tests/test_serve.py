@@ -1,0 +1,380 @@
+"""The serve scenario against a real `transformers serve` on a tiny random-weight Llama, and
+against servers that are down, answer garbage or never answer."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import endpoint, validity
+from accelbench.cli import app
+from accelbench.report import serving
+from accelbench.result import Result
+from accelbench.scenario_records import ServedRequest, ServeMetrics
+from accelbench.scenarios import serve
+from accelbench.spec import RunSpec
+from accelbench.store import ResultStore
+
+runner = CliRunner()
+NEW_TOKENS = 6
+QUICK = [
+    "--scenario",
+    "serve",
+    "--batch-size",
+    "2",
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "2",
+    "--prompt-tokens",
+    "12",
+    "--new-tokens",
+    str(NEW_TOKENS),
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def tiny_llama(out: Path) -> None:
+    """A 2-layer Llama with random weights and a byte-level BPE trained here on local text."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    bpe = Tokenizer(models.BPE(unk_token="<unk>"))
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<unk>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    bpe.train_from_iterator([" ".join(endpoint._WORDS)] * 20, trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    tokenizer.save_pretrained(out)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    LlamaForCausalLM(config).save_pretrained(out)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(endpoint, model) of `transformers serve` on the tiny Llama, started for these tests."""
+    model = tmp_path_factory.mktemp("served") / "tiny-llama"
+    tiny_llama(model)
+    port = free_port()
+    log = (model.parent / "serve.log").open("w")
+    command = [str(Path(sys.executable).parent / "transformers"), "serve", str(model)]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--device", "cpu"]
+    proc = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"HF_HUB_OFFLINE": "1"}
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 180  # a hang guard: it starts in seconds
+        while True:
+            assert proc.poll() is None, (model.parent / "serve.log").read_text()[-2000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "transformers serve did not start"
+            time.sleep(0.5)
+        yield url, str(model)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def stored(db: Path) -> list[Result]:
+    with ResultStore(str(db)) as store:
+        return store.query()
+
+
+def test_two_rates_end_to_end_with_every_request_timed(
+    server: tuple[str, str], tmp_path: Path
+) -> None:
+    url, model = server
+    db = tmp_path / "r.sqlite"
+    args = ["run", "--served-model", model, "--endpoint", url, *QUICK, "--rate-per-s", "3,6"]
+    args += ["--num-queries", "8", "--platform", "this host, transformers serve", "--db", str(db)]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    results = stored(db)
+    assert sorted(r.spec.rate_per_s or 0 for r in results) == [3, 6]
+    for r in results:
+        assert r.status == "ok" and r.metrics and r.metrics.serve
+        s = r.metrics.serve
+        assert r.platform == "this host, transformers serve" != r.env.platform
+        assert s.endpoint == url and s.server_model and model in s.server_model
+        loop, rate = s.trials
+        assert loop.concurrency == 2 and loop.rate_per_s is None and s.reported == 1
+        assert rate.rate_per_s == r.spec.rate_per_s and len(rate.requests) == 8
+        # The headline is the reported rate's goodput: requests within the SLO per second.
+        assert r.items_per_s == rate.goodput_per_s <= rate.requests_per_s
+        # The closed loop: 2 epochs x 2 steps x 2 requests, its steady epoch the trial.
+        assert len(r.metrics.step_ms) == 4 and len(loop.requests) == 4
+        for q in [*loop.requests, *rate.requests]:
+            assert q.error is None and q.chunk_ms == sorted(q.chunk_ms)
+            assert 1 <= q.output_tokens <= NEW_TOKENS and q.prompt_tokens
+            if q.output_tokens > 1:
+                tpot = (q.chunk_ms[-1] - q.chunk_ms[0]) / (q.output_tokens - 1)
+                assert q.tpot_ms == pytest.approx(tpot)
+        ttft = sorted(q.chunk_ms[0] for q in rate.requests)
+        assert rate.ttft_ms and rate.ttft_ms.min == ttft[0] and rate.ttft_ms.max == ttft[-1]
+        gaps = [b - a for q in rate.requests for a, b in itertools.pairwise(q.chunk_ms)]
+        assert rate.itl_ms and rate.itl_ms.n == len(gaps)
+    assert "goodput" in out.output and "closed loop of 2" in out.output
+    plots = list(serving.curves(results))
+    assert [p.name for p in plots] == [f"serving-{serving.slug(results[0].spec.workload)}"]
+    assert plots[0].render("svg").startswith(b"<?xml")
+
+
+def test_with_only_targets_a_bisection_finds_the_highest_rate_that_meets_them(
+    server: tuple[str, str], tmp_path: Path
+) -> None:
+    url, model = server
+    db = tmp_path / "r.sqlite"
+    args = ["run", "--served-model", model, "--endpoint", url, *QUICK, "--num-queries", "6"]
+    args += ["--max-measure-s", "2", "--slo", "ttft_ms=10000,tpot_ms=10000", "--db", str(db)]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    (r,) = stored(db)
+    assert r.metrics and r.metrics.serve
+    s = r.metrics.serve
+    assert len(s.trials) == 1 + serve.SEARCH_TRIALS
+    capacity = r.metrics.items_per_s
+    rates = [t.rate_per_s for t in s.trials[1:]]
+    assert rates[0] == pytest.approx(capacity / 2)
+    spec = r.spec
+    met = [i for i, t in enumerate(s.trials) if i and serve.meets_slo(spec, t)]
+    # The reported trial is the highest rate that met the targets; each later rate lies
+    # between the highest that met them and the lowest that did not.
+    assert s.reported == (max(met, key=lambda i: s.trials[i].rate_per_s or 0) if met else None)
+    for i in range(2, len(s.trials)):
+        earlier = s.trials[1:i]
+        low = max([t.rate_per_s or 0 for t in earlier if serve.meets_slo(spec, t)], default=0)
+        high = min(
+            [t.rate_per_s or 0 for t in earlier if not serve.meets_slo(spec, t)], default=capacity
+        )
+        assert s.trials[i].rate_per_s == pytest.approx((low + high) / 2)
+    assert "bisection" in s.search
+
+
+def test_a_model_the_server_does_not_serve_is_refused_before_any_cell(
+    server: tuple[str, str], tmp_path: Path
+) -> None:
+    url, _ = server
+    db = tmp_path / "r.sqlite"
+    args = ["run", "--served-model", "no-such-model", "--endpoint", url, *QUICK, "--db", str(db)]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 2 and "refused model 'no-such-model'" in out.output
+    assert "/v1/models lists them" in out.output and not db.exists()
+
+
+class _Stub(BaseHTTPRequestHandler):
+    """A server that is not what it should be: `answer` picks how."""
+
+    answer = "html"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        if self.answer == "hang":
+            time.sleep(5)
+            return
+        status = 404 if self.answer == "404" else 200
+        self.send_response(status)
+        self.send_header("content-type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html><body>Welcome to nginx!</body></html>\n")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, type[_Stub]]]:
+    handler = type("Handler", (_Stub,), {})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "says"),
+    [
+        ("html", "does not answer as an OpenAI-compatible server"),
+        ("404", "has no /v1/completions (HTTP 404"),
+    ],
+)
+def test_a_garbage_endpoint_gives_one_line(
+    stub: tuple[str, type[_Stub]], answer: str, says: str, tmp_path: Path
+) -> None:
+    url, handler = stub
+    handler.answer = answer
+    db = tmp_path / "r.sqlite"
+    out = runner.invoke(app, ["run", "served/m", "--endpoint", url, *QUICK, "--db", str(db)])
+    assert out.exit_code == 2 and says in out.output, out.output
+    assert len(out.output.strip().splitlines()) == 1 and not db.exists()
+
+
+def test_a_dead_endpoint_gives_one_line(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    out = runner.invoke(
+        app, ["run", "served/m", "--endpoint", url, *QUICK, "--db", str(tmp_path / "r.sqlite")]
+    )
+    assert out.exit_code == 2 and f"no server answers at {url}" in out.output
+    assert len(out.output.strip().splitlines()) == 1
+
+
+def test_a_server_that_never_answers_costs_each_request_its_timeout_not_a_hang(
+    stub: tuple[str, type[_Stub]],
+) -> None:
+    url, handler = stub
+    handler.answer = "hang"
+
+    async def ask() -> endpoint.Reply:
+        async with httpx.AsyncClient() as client:
+            return await endpoint.complete(client, url, "m", "hello", 4, timeout_s=0.3)
+
+    started = time.monotonic()
+    reply = asyncio.run(ask())
+    assert reply.failure == "timeout" and reply.error == "no whole answer within 0.3 s"
+    assert time.monotonic() - started < 4  # the stub holds the request 5 s
+    with pytest.raises(Exception, match=r"no whole two-token answer within 0\.3 s"):
+        endpoint.check(url, "m", timeout_s=0.3)
+
+
+def _request(ttft: float, last: float, tokens: int, error: str | None = None) -> ServedRequest:
+    chunks = [ttft + (last - ttft) * i / max(1, tokens - 1) for i in range(tokens)]
+    return ServedRequest(
+        sent_s=0, prompt_tokens=10, output_tokens=tokens, chunk_ms=chunks, error=error
+    )
+
+
+def test_goodput_counts_the_requests_within_every_target() -> None:
+    spec = RunSpec(
+        workload="served/m",
+        scenario="serve",
+        endpoint="http://h:1",
+        batch_size=1,
+        slo_ttft_ms=100,
+        slo_tpot_ms=10,
+    )
+    requests = [
+        _request(50, 50 + 9 * 8, 9),  # TPOT 8 ms: within
+        _request(150, 160, 2),  # TTFT over
+        _request(50, 50 + 20 * 4, 5),  # TPOT 20 ms: over
+        _request(99, 99, 1),  # one token: TTFT alone decides, within
+        _request(10, 20, 2, error="HTTP 500: boom"),  # failed: never within
+    ]
+    t = serve.trial(spec, requests, 2.0, None, duration_s=2.0)
+    assert t.within_slo == pytest.approx(2 / 5) and t.goodput_per_s == pytest.approx(1.0)
+    assert t.requests_per_s == pytest.approx(2.0) and t.output_tokens_per_s == 17 / 2
+    assert t.ttft_ms and t.ttft_ms.n == 4 and t.tpot_ms and t.tpot_ms.n == 3
+    assert not serve.meets_slo(spec, t)
+    met = serve.trial(spec, requests[:1] * 99 + [requests[1]], 50.0, None, duration_s=2.0)
+    assert met.within_slo == 0.99 and serve.meets_slo(spec, met)
+    slow = serve.trial(spec, requests[:1] * 100, 100.0, None, duration_s=2.0)  # 50 of 100/s
+    assert slow.within_slo == 1 and not serve.meets_slo(spec, slow)
+
+
+def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
+    spec = RunSpec(workload="served/m", scenario="serve", endpoint="http://h:1", batch_size=1)
+    failed = [_request(10, 20, 2)] * 9 + [_request(10, 20, 2, error="HTTP 503: busy")]
+    t = serve.trial(spec, failed, 10.0, None, duration_s=2.0)  # 4.5 of 10/s answered
+    m = ServeMetrics(
+        endpoint="http://h:1",
+        server_model=None,
+        slo_ttft_ms=1,
+        slo_tpot_ms=1,
+        slo_share=0.99,
+        trials=[t],
+        reported=0,
+        search="s",
+    )
+    flags = dict(validity._serve_flags(m))
+    assert set(flags) == {
+        validity.Flag.TOO_SHORT,
+        validity.Flag.OVERLOADED,
+        validity.Flag.FAILED_REQUESTS,
+    }
+    assert flags[validity.Flag.FAILED_REQUESTS] == "1 of 10 failed: HTTP 503: busy"
+    none_met = m.model_copy(update={"reported": None})
+    assert [f for f, _ in validity._serve_flags(none_met)] == [validity.Flag.TOO_SLOW]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["served/m", "--scenario", "serve"], "serve needs the --endpoint"),
+        (["tiny_mlp", "--endpoint", "http://h:1"], "--endpoint goes with --scenario serve"),
+        (["served/m"], "a served/NAME workload is measured"),
+        (["served/m", "--scenario", "serve", "--endpoint", "h:1"], "is not a URL"),
+        (
+            ["served/m", "--scenario", "serve", "--endpoint", "http://h:1", "--compile"],
+            "leave out --precision, --compile",
+        ),
+        (["served/m", "--served-model", "x"], "not both"),
+        (["served/m", "--scenario", "serve", "--slo", "ttft=3"], "give ttft_ms=MS"),
+        (["served/m", "--scenario", "serve", "--slo", "ttft_ms"], "write it as KEY=VALUE"),
+    ],
+)
+def test_bad_serve_settings_get_one_line(args: list[str], says: str, tmp_path: Path) -> None:
+    out = runner.invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
+    assert out.exit_code == 2 and says in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("prompt_tokens,new_tokens\n12,4\n30,8\n", None),
+        ("prompt,new\n12,4\n", "columns prompt_tokens,new_tokens of whole numbers"),
+        ("prompt_tokens,new_tokens\n12,0\n", "each 1 or more"),
+        ("prompt_tokens,new_tokens\n", "a row or more"),
+    ],
+)
+def test_a_lengths_file_is_read_or_refused_naming_the_fix(
+    text: str, says: str | None, tmp_path: Path
+) -> None:
+    path = tmp_path / "lengths.csv"
+    path.write_text(text)
+    if says is None:
+        assert endpoint.read_lengths(path) == [(12, 4), (30, 8)]
+    else:
+        with pytest.raises(Exception, match=says):
+            endpoint.read_lengths(path)
