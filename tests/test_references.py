@@ -222,3 +222,24 @@ def test_a_pipeline_counts_every_stage_as_a_device(measured: Result, tmp_path: P
         store.put(piped)
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT num_devices FROM results").fetchall() == [(2,)]
+
+
+@pytest.mark.parametrize(
+    ("platform", "variant", "tokens_per_s"),
+    [  # MLPerf Inference v4.1 closed, llama2-70b-99: each log summary's tokens per second
+        ("H100-SXM-80GB", "Server", 23132.81),
+        ("H100-SXM-80GB", "Offline", 24528.3),
+        ("H200-SXM-141GB", "Server", 29228.22),
+        ("H200-SXM-141GB", "Offline", 31302.7),
+    ],
+)
+def test_mlperf_serving_anchors_carry_their_log_files(
+    platform: str, variant: str, tokens_per_s: float
+) -> None:
+    (ref,) = [
+        r
+        for r in references.query(platform=platform)
+        if (r.scenario, r.variant) == ("serve", variant)
+    ]
+    assert ref.value == tokens_per_s and ref.unit == "tokens/s" and ref.num_devices == 8
+    assert f"llama2-70b-99/{variant}/performance/run_1/mlperf_log_summary.txt" in ref.source

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import endpoint, validity
+from accelbench import advice, endpoint, validity
 from accelbench.cli import app
 from accelbench.report import serving
 from accelbench.result import Result
@@ -156,6 +156,13 @@ def test_two_rates_end_to_end_with_every_request_timed(
         gaps = [b - a for q in rate.requests for a, b in itertools.pairwise(q.chunk_ms)]
         assert rate.itl_ms and rate.itl_ms.n == len(gaps)
     assert "goodput" in out.output and "closed loop of 2" in out.output
+    # The advice: the rate with the most requests within the SLO, on the server's platform.
+    workload = results[0].spec.workload
+    (answer,) = advice.recommend(results, workload, "goodput")
+    assert answer.platform == "this host, transformers serve"
+    assert answer.options[0].value == max(r.items_per_s or 0 for r in results)
+    said = runner.invoke(app, ["recommend", workload, "--objective", "goodput", "--db", str(db)])
+    assert said.exit_code == 0 and "requests/s within the SLO" in said.output, said.output
     plots = list(serving.curves(results))
     assert [p.name for p in plots] == [f"serving-{serving.slug(results[0].spec.workload)}"]
     assert plots[0].render("svg").startswith(b"<?xml")

@@ -80,6 +80,7 @@ class Out(StrEnum):
     MEMORY = "memory"
     NO_PRICE = "no-price"
     NO_ENERGY = "no-energy"
+    SLO = "slo"
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,8 @@ def _why_out(r: Result, constraints: Constraints) -> Out | None:
         return Out.GLOBAL_BATCH
     if c.max_devices is not None and r.num_devices > c.max_devices:
         return Out.DEVICES
+    if r.spec.scenario == "serve" and r.items_per_s is None:
+        return Out.SLO
     if (
         c.latency_bound_ms is not None
         and r.spec.scenario in ("infer", "server")
@@ -303,7 +306,9 @@ def _gaps(best: Option, runs: list[Result], objective: str) -> Gaps:
         first_oom=ooms[0] if ooms else None,
         larger_untried=batch == fits[-1] and not ooms,
         smaller_untried=batch == fits[0] and batch > 1,
-        no_energy=objective != "time-to-train" and m is not None and m.joules_per_item is None,
+        no_energy=objective not in ("time-to-train", "goodput")
+        and m is not None
+        and m.joules_per_item is None,
         no_memory=m is not None and m.peak_mem_allocated_gib is None,
     )
 

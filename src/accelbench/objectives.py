@@ -17,7 +17,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.result import Result, cell_key
 from accelbench.stats import Summary
 
-Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost"]
+Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost", "goodput"]
 
 
 OBJECTIVES: tuple[str, ...] = get_args(Objective)
@@ -52,6 +52,7 @@ GOALS: dict[str, Goal] = {
     "latency": Goal(("infer", "server"), "items/s within the latency bound", False),
     "energy": Goal(("train",), "J per item", True),
     "cost": Goal(("train",), "$ per million items", True),
+    "goodput": Goal(("serve",), "requests/s within the SLO", False),
 }
 PROJECTED = Goal(("train",), "days to train the tokens, projected from throughput", True)
 """time-to-train with a token count: answered from training throughput, not measured to a

@@ -68,7 +68,7 @@ class Reference(Frozen):
     sdk: str | None = None
     dataset: str | None = None
     global_batch: int | None = None
-    scenario: Literal["train", "infer"] = "train"
+    scenario: Literal["train", "infer", "serve"] = "train"
     model_args: dict[str, int] = Field(default_factory=dict)
     """Shape arguments that make the workload run the published shape (e.g. seq_len 128)."""
 

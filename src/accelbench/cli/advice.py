@@ -20,7 +20,7 @@ def recommend(
         str,
         typer.Option(
             help="throughput, time-to-train, latency (with --latency-bound-ms), energy "
-            "(J per item) or cost (with --prices)."
+            "(J per item), cost (with --prices) or goodput (serve: requests/s within the SLO)."
         ),
     ] = "throughput",
     scenario: Annotated[
@@ -60,7 +60,7 @@ def recommend(
     how sure that is and what was not measured."""
     from accelbench import advice, objectives
 
-    if scenario is not None and objective in ("time-to-train", "latency"):
+    if scenario is not None and objective in ("time-to-train", "latency", "goodput"):
         raise AccelbenchError(
             f"--scenario goes with throughput, energy or cost; {objective} sets its own"
         )

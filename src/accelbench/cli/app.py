@@ -100,7 +100,7 @@ def job_help(field: str) -> str:
     return JobSpec.model_fields[field].description or field.replace("_", " ").capitalize() + "."
 
 
-OPTION_NAMES = {"repeat": "repeats", "ci_pct": "ci"}
+OPTION_NAMES = {"repeat": "repeats", "ci_pct": "ci", "slo_ttft_ms": "slo", "slo_tpot_ms": "slo"}
 """Spec fields whose command-line parameter has another name."""
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -24,6 +24,8 @@ def _objective_text(
         return f"{value:.3g} J per item"
     if objective == "cost":
         return f"${value:.3g} per million items"
+    if objective == "goodput":
+        return f"{rate_text(value)} requests/s within the SLO"
     return f"{rate_text(value)} items/s"
 
 
@@ -41,6 +43,8 @@ def _out_text(why: Out, c: objectives.Constraints, platform: str) -> str:
             return f"peak memory leaves under {c.memory_headroom_pct:g}% of the device free"
         case Out.NO_PRICE:
             return f"no price for {platform} in the prices file: add one"
+        case Out.SLO:
+            return "no rate tried met the SLO"
         case Out.NO_ENERGY:
             return (
                 "energy was not measured: no power reading on this platform (NVIDIA GPUs via "
