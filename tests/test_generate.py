@@ -14,7 +14,8 @@ from typer.testing import CliRunner
 
 from accelbench import workloads
 from accelbench.cli import app
-from accelbench.report.results import notes
+from accelbench.energy import EnergyMetrics
+from accelbench.report.results import generate_line, notes
 from accelbench.scenarios import generate
 from accelbench.store import ResultStore
 
@@ -70,6 +71,14 @@ def test_a_generate_sweep_through_the_cli(tmp_path: Path) -> None:
     assert all(r.status == "ok" and r.metrics and r.metrics.generate for r in found)
     lines = [line for line in notes(found) if "TTFT p50" in line]
     assert len(lines) == 2 and all("output tokens/s" in line for line in lines)
+    # Where energy was metered (not on this VM), the line gives it per output token.
+    r = next(r for r in found if r.spec.new_tokens == 4)
+    assert r.metrics and "J per output token" not in generate_line(r)
+    energy = EnergyMetrics(method="rapl", scope="CPU packages", joules=10.0)
+    metered = r.model_copy(
+        update={"metrics": r.metrics.model_copy(update={"energy": energy, "joules_per_item": 2.0})}
+    )
+    assert "; 0.5 J per output token (rapl)" in generate_line(metered)
 
 
 def test_a_model_that_cannot_generate_is_refused_before_any_cell(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from .conftest import _with_peak, on_platform
 
 runner = CliRunner()
 SHARDED = ["--fsdp", "--replicas", "2", "--tensor-parallel", "2", "--batch-size", "2"]
+SHARDED += ["--sequence-parallel"]  # every axis of the layout at once
 QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
 
 
@@ -41,7 +42,7 @@ def sharded(tmp_path_factory: pytest.TempPathFactory) -> Result:
 def test_fsdp_and_tensor_parallel_train_together_through_the_cli(sharded: Result) -> None:
     m = sharded.metrics
     assert sharded.status == "ok" and m is not None, sharded.reason
-    assert m.layout == "fsdp over 2 x tp 2"
+    assert m.layout == "fsdp over 2 x tp+sp 2"
     assert len(m.ranks) == 4 and sharded.num_devices == 4
     assert m.items_per_step == 4  # 2 replicas x micro batch 2: tensor parallel adds no data
     assert m.tokens_per_item == 64
@@ -75,7 +76,7 @@ def test_both_mfus_and_tflops_per_device(sharded: Result) -> None:
     assert m.mfu == pytest.approx(m.flops.per_item * m.items_per_s / (1e12 * 4))
     assert m.tflops_per_device == pytest.approx(analytic * m.items_per_s / 4 / 1e12)
     line = next(line for line in notes([peaked]) if "tokens/s" in line)
-    assert "by 6N + attention" in line and "per rank (fsdp over 2 x tp 2)" in line
+    assert "by 6N + attention" in line and "per rank (fsdp over 2 x tp+sp 2)" in line
 
 
 def test_days_to_train_n_tokens_are_projected_from_throughput(sharded: Result) -> None:
@@ -148,6 +149,7 @@ def test_weights_and_optimizer_state_bound_the_device_count() -> None:
         (["--tensor-parallel", "3"], "num_attention_heads 4, which 3 devices cannot split"),
         (["--tensor-parallel", "2", "--pipeline-stages", "2"], "not combined with --fsdp"),
         (["--fsdp", "--scenario", "infer"], "inference runs one process"),
+        (["--sequence-parallel"], "--sequence-parallel splits tensor-parallel work"),
     ],
 )
 def test_sharding_knobs_that_cannot_work_are_refused(

@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
+from accelbench import sharding, workloads
+from accelbench.errors import AccelbenchError
 from accelbench.spec import RunSpec
 
 GLOBAL_BATCH = 4
@@ -21,6 +24,7 @@ LAYOUTS = {
     "fsdp over 2, 2 micro-batches": {"fsdp": True, "replicas": 2, "grad_accum": 2},
     "fsdp over 2, compiled": {"fsdp": True, "replicas": 2, "compile": True},
     "tp 2": {"tensor_parallel": 2},
+    "tp 2, sequence parallel": {"tensor_parallel": 2, "sequence_parallel": True},
     "fsdp over 2 x tp 2": {"fsdp": True, "replicas": 2, "tensor_parallel": 2},
 }
 
@@ -74,3 +78,21 @@ def test_sharded_training_matches_one_process(
         assert max(held) == pytest.approx(whole / layout.replicas, rel=0.05)
     else:  # attention and MLP split further; embeddings, norms and head only by FSDP if at all
         assert whole / len(held) < max(held) < 0.8 * whole / layout.replicas
+
+
+def test_sequence_parallelism_needs_a_llama_shaped_model() -> None:
+    with torch.device("meta"):
+        model = workloads.get("llama3_tiny").build_model()
+    base = sharding.base_of(model)
+    plan = sharding.tensor_plan(model, "llama3_tiny", 2)
+    styles = sharding.sequence_plan(base, plan, "llama3_tiny")
+    # The embedding's output cut, both norms of every block on their part, the final norm whole.
+    assert set(styles) == {
+        "embed_tokens",
+        "layers.*.input_layernorm",
+        "layers.*.post_attention_layernorm",
+        "norm",
+    }
+    base.norm = torch.nn.Identity()  # no final norm to gather the sequence for the head
+    with pytest.raises(AccelbenchError, match="not shaped for sequence parallelism"):
+        sharding.sequence_plan(base, plan, "llama3_tiny")

@@ -60,6 +60,7 @@ def leave() -> None:
     import torch.distributed as dist
 
     if dist.is_initialized():
+        dist.barrier()  # no rank tears down while another's collectives are in flight
         dist.destroy_process_group()
 
 

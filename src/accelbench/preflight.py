@@ -25,8 +25,8 @@ from accelbench.workload import Tokens, Workload
 
 Inputs = Mapping[str, Any]
 """{"workload": name, "model_args": {...}, "data": path or None, "tensor_parallel": devices,
-"generates": bool}: what a cell is built from, how many devices split its layers, and whether
-it must generate text."""
+"sequence_parallel": bool, "generates": bool}: what a cell is built from, how many devices split
+its layers (and whether along the sequence too), and whether it must generate text."""
 
 
 def check(inputs: Sequence[Inputs]) -> None:
@@ -38,11 +38,17 @@ def check(inputs: Sequence[Inputs]) -> None:
             item.get("data"),
             item.get("tensor_parallel", 1),
             item.get("generates", False),
+            item.get("sequence_parallel", False),
         )
 
 
 def _check_one(
-    name: str, args: dict[str, Any], data_path: str | None, tp: int = 1, generates: bool = False
+    name: str,
+    args: dict[str, Any],
+    data_path: str | None,
+    tp: int = 1,
+    generates: bool = False,
+    sequence: bool = False,
 ) -> None:
     what = name + "".join(f" --model-arg {k}={v}" for k, v in args.items())
     try:
@@ -51,16 +57,17 @@ def _check_one(
         raise
     except Exception as exc:
         raise _fault(what, "cannot be made", exc) from None
-    _on_meta(what, workload, tp, generates)
+    _on_meta(what, workload, tp, generates, sequence)
     if data_path is not None:
         from accelbench import data
 
         data.check_readable(data_path, workload, name)
 
 
-def _on_meta(what: str, workload: Workload, tp: int, generates: bool) -> None:
-    """Build the model on the meta device, check that its layers split over `tp` devices and
-    that it generates text if it must, and take the loss of two synthetic samples there."""
+def _on_meta(what: str, workload: Workload, tp: int, generates: bool, sequence: bool) -> None:
+    """Build the model on the meta device, check that its layers split over `tp` devices (and
+    along the sequence, with `sequence`) and that it generates text if it must, and take the
+    loss of two synthetic samples there."""
     import torch
     from torch.utils.data import default_collate
 
@@ -71,7 +78,9 @@ def _on_meta(what: str, workload: Workload, tp: int, generates: bool) -> None:
         if tp > 1:
             from accelbench import sharding
 
-            sharding.tensor_plan(model, what, tp)
+            plan = sharding.tensor_plan(model, what, tp)
+            if sequence:
+                sharding.sequence_plan(sharding.base_of(model), plan, what)
         if generates and not (hasattr(model, "generate") and isinstance(workload.reads, Tokens)):
             raise AccelbenchError(
                 f"{what} does not generate text: --scenario generate needs a causal language "

@@ -9,7 +9,7 @@ layers split come from the model itself (transformers' `_no_split_modules` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.precision import PRECISIONS
@@ -21,14 +21,15 @@ if TYPE_CHECKING:
 
 
 def layout(spec: RunSpec) -> str:
-    """The sharding in words, for the record: 'fsdp over 2 x tp 2', 'tp 2', 'ddp 4', 'none'."""
+    """The sharding in words, for the record: 'fsdp over 2 x tp 2', 'tp+sp 2' (sequence
+    parallel), 'ddp 4', 'none'."""
     parts = []
     if spec.fsdp:
         parts.append(f"fsdp over {spec.replicas}" + (" (offload)" if spec.fsdp_offload else ""))
     elif spec.replicas > 1:
         parts.append(f"ddp {spec.replicas}")
     if spec.tensor_parallel > 1:
-        parts.append(f"tp {spec.tensor_parallel}")
+        parts.append(f"tp{'+sp' if spec.sequence_parallel else ''} {spec.tensor_parallel}")
     return " x ".join(parts) or "none"
 
 
@@ -48,7 +49,7 @@ def shard(model: torch.nn.Module, spec: RunSpec, device: torch.device) -> torch.
     compiled graphs."""
     ranks = mesh(spec, device.type)
     if spec.tensor_parallel > 1:
-        tensor_parallel(model, spec.workload, ranks["tp"])
+        tensor_parallel(model, spec, ranks["tp"])
     if spec.compile:
         for block in blocks(model) or [model]:  # a model without blocks compiles whole
             block.compile(mode=spec.compile_mode)
@@ -62,21 +63,105 @@ def sharded(spec: RunSpec) -> bool:
     return spec.fsdp or spec.tensor_parallel > 1
 
 
-def tensor_parallel(model: torch.nn.Module, name: str, tp: DeviceMesh) -> None:
+def tensor_parallel(model: torch.nn.Module, spec: RunSpec, tp: DeviceMesh) -> None:
     """Split each layer named in the model's tensor-parallel plan: column-wise layers keep a
     slice of output features (attention heads, MLP hidden units) on each device, row-wise layers
-    sum their partial outputs; the embeddings, norms and output head stay whole on every device."""
+    sum their partial outputs. The embeddings, norms and output head stay whole on every device;
+    with spec.sequence_parallel the norms and the activations between blocks are split along
+    the sequence instead (sequence_plan)."""
+    from torch.distributed.tensor import Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
+        ParallelStyle,
         RowwiseParallel,
         parallelize_module,
     )
 
-    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
-    plan = tensor_plan(model, name, tp.size())
+    plan = tensor_plan(model, spec.workload, tp.size())
+    rowwise = (
+        RowwiseParallel(output_layouts=Shard(1), use_local_output=False)  # reduce-scatter
+        if spec.sequence_parallel
+        else RowwiseParallel()
+    )
+    styles: dict[str, ParallelStyle] = {
+        path: ColwiseParallel() if style == "colwise" else rowwise for path, style in plan.items()
+    }
+    base = base_of(model)
+    if spec.sequence_parallel:
+        styles |= sequence_plan(base, plan, spec.workload)
+        for path in {path.rpartition(".")[0] for path, style in plan.items() if style == "rowwise"}:
+            for part in _matching(base, path):
+                part.register_forward_pre_hook(_gather_sequence, with_kwargs=True)
+    parallelize_module(base, tp, styles)
+
+
+def sequence_plan(base: torch.nn.Module, plan: dict[str, str], name: str) -> dict[str, Any]:
+    """Megatron's sequence parallelism on a transformers model (Korthikanti et al. 2022): the
+    embedding's output is cut along the sequence, every norm in the blocks runs on its device's
+    part (SequenceParallel), each block's attention and MLP gather the sequence once before
+    their column-wise layers (_gather_sequence) and their row-wise layers reduce-scatter back
+    (in tensor_parallel); the final norm gathers it whole for the head. Raises, naming the fix,
+    for a model without that shape."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (
+        PrepareModuleInput,
+        PrepareModuleOutput,
+        SequenceParallel,
+    )
+
+    blocks_path = next(iter(plan)).split(".*.")[0]  # "layers" of "layers.*.self_attn.q_proj"
+    get_embedding = getattr(base, "get_input_embeddings", None)
+    embedding = get_embedding() if callable(get_embedding) else None
+    children = dict(base.named_children())
+    embed = next((n for n, m in children.items() if m is embedding), None)
+    final = [n for n, m in children.items() if "Norm" in type(m).__name__]
+    block = base.get_submodule(f"{blocks_path}.0") if blocks_path in children else None
+    norms = [n for n, m in (block.named_children() if block else []) if "Norm" in type(m).__name__]
+    if embed is None or len(final) != 1 or not norms:
+        raise AccelbenchError(
+            f"{name} is not shaped for sequence parallelism (an embedding, norms in its blocks "
+            "and one final norm, as Llama has): leave out --sequence-parallel"
+        )
+    return {
+        embed: PrepareModuleOutput(
+            output_layouts=Replicate(), desired_output_layouts=Shard(1), use_local_output=False
+        ),
+        **{f"{blocks_path}.*.{n}": SequenceParallel() for n in norms},
+        final[0]: PrepareModuleInput(
+            input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True
+        ),
+    }
+
+
+def _gather_sequence(
+    module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Before a block's attention or MLP: its hidden states, cut along the sequence, gathered
+    whole in one all-gather (whether passed by position or, as transformers passes attention's,
+    by name), for the column-wise layers that follow."""
+    from torch.distributed.tensor import DTensor, Replicate
+
+    def whole(x: Any) -> Any:
+        return x.redistribute(placements=[Replicate()]).to_local() if isinstance(x, DTensor) else x
+
+    if args:
+        args = (whole(args[0]), *args[1:])
+    if "hidden_states" in kwargs:
+        kwargs = kwargs | {"hidden_states": whole(kwargs["hidden_states"])}
+    return args, kwargs
+
+
+def base_of(model: torch.nn.Module) -> torch.nn.Module:
+    """The model without its head: what transformers' plans name paths from."""
     prefix = getattr(model, "base_model_prefix", "")
-    base = getattr(model, prefix) if prefix and hasattr(model, prefix) else model
-    parallelize_module(base, tp, {path: styles[style]() for path, style in plan.items()})
+    return getattr(model, prefix) if prefix and hasattr(model, prefix) else model
+
+
+def _matching(base: torch.nn.Module, pattern: str) -> list[torch.nn.Module]:
+    """The submodules a plan's path pattern ("layers.*.mlp") names."""
+    import fnmatch
+
+    return [m for n, m in base.named_modules() if fnmatch.fnmatchcase(n, pattern)]
 
 
 TP_STYLES = ("colwise", "rowwise")

@@ -45,6 +45,7 @@ _ADDED_LATER = (
     "fsdp",
     "fsdp_offload",
     "tensor_parallel",
+    "sequence_parallel",
     "prompt_tokens",
     "new_tokens",
     "endpoint",
@@ -97,6 +98,10 @@ class RunSpec(Frozen):
     """Devices each layer's matmuls are split over (torch's parallelize_module with the model's
     own plan: attention and MLP projections column-wise, then row-wise), in a 2-D device mesh of
     replicas x tensor_parallel; a replica then spans this many devices and processes."""
+    sequence_parallel: bool = False
+    """With tensor_parallel: also split the norms and the activations between layers along the
+    sequence over those devices (Megatron's sequence parallelism), for less activation memory
+    at the same communication volume."""
     pipeline_stages: int = Field(default=1, gt=0, le=1024)
     """Stages the model is split into, one device and process each, fed grad_accum
     micro-batches per optimizer step by torch.distributed.pipelining (the seeds' IPUs per
@@ -241,6 +246,10 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"{self.num_processes} devices do not spread evenly over {self.nodes} nodes: "
                 "give --replicas (x --tensor-parallel x --pipeline-stages) as a multiple of --nodes"
+            )
+        if self.sequence_parallel and self.tensor_parallel == 1:
+            raise ValueError(
+                "--sequence-parallel splits tensor-parallel work: add --tensor-parallel 2 or more"
             )
         if self.fsdp_offload and not self.fsdp:
             raise ValueError("--fsdp-offload offloads FSDP's shards: add --fsdp")

@@ -148,6 +148,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             json.dumps(s.model_args, sort_keys=True),
             s.data,
             s.tensor_parallel,
+            s.sequence_parallel,
             s.scenario == "generate",
         ): s
         for s in specs
@@ -161,6 +162,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             "model_args": s.model_args,
             "data": s.data,
             "tensor_parallel": s.tensor_parallel,
+            "sequence_parallel": s.sequence_parallel,
             "generates": s.scenario == "generate",
         }
         for s in distinct.values()

@@ -33,7 +33,8 @@ def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) ->
     parts += [f"accum={spec.grad_accum}"] if spec.grad_accum > 1 else []
     if devices:
         parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 else []
-        parts += [f"tp={spec.tensor_parallel}"] if spec.tensor_parallel > 1 else []
+        sp = "+sp" if spec.sequence_parallel else ""
+        parts += [f"tp={spec.tensor_parallel}{sp}"] if spec.tensor_parallel > 1 else []
         parts += [f"in {spec.pipeline_stages} stages"] if spec.pipeline_stages > 1 else []
         parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 else []
     parts += ["fsdp" + ("+offload" if spec.fsdp_offload else "")] if spec.fsdp else []

@@ -174,6 +174,11 @@ def generate_line(result: Result) -> str:
         f"{rate_text(m.tokens_per_s or 0)} output tokens/s; prefill "
         f"{rate_text(g.prefill_tokens_per_s)} tokens/s ({g.prompt_tokens} prompt, "
         f"{g.new_tokens} new tokens per sequence)"
+        + (
+            f"; {m.joules_per_item / g.new_tokens:.3g} J per output token ({m.energy.method})"
+            if m.joules_per_item is not None and m.energy is not None
+            else ""
+        )
     )
 
 
@@ -349,36 +354,26 @@ def cell_line(result: Result, skipped: bool) -> str:
         return f"= {cell}: stored earlier, skipped (--force re-runs it)"
     if m is None:
         return f"✗ {cell}: {result.status}: {result.reason}"
-    iqr = iqr_text(result)
-    rate = m.delivered
-    text = (
-        serving.cell_text(result)
-        if m.serve
-        else (
-            (
-                f"{rate_text(result.items_per_s)} {m.item_unit}/s"
-                if result.items_per_s
-                else "no rate"
-            )
-            + (
-                f" = {rate_text(m.tokens_per_s)} tokens/s"
-                if m.tokens_per_s and not m.server
-                else ""
-            )
-            + (f" {ci_text(result)}%" if ci_text(result) else "")
-            + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
-            + (f", window IQR {iqr}%" if iqr else "")
-            + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
-            + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
-            + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
-            + (
-                f", cell overhead {result.overhead_s:.1f} s"
-                if result.overhead_s is not None
-                else ""
-            )
-        )
-    )
+    text = serving.cell_text(result) if m.serve else _rate_words(result)
+    text += f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else ""
     if result.status != "ok":
         return f"✗ {cell}: ({text}): {result.status}: {result.reason}"
     flags = validity.verdict_text(result)
     return f"✓ {cell}: {text}" if flags == "valid" else f"! {cell}: {text}: {flags}"
+
+
+def _rate_words(result: Result) -> str:
+    """A measured result's headline, how sure it is and what shaped it, in words."""
+    m = result.metrics
+    assert m is not None
+    iqr, rate = iqr_text(result), m.delivered
+    return (
+        (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
+        + (f" = {rate_text(m.tokens_per_s)} tokens/s" if m.tokens_per_s and not m.server else "")
+        + (f" {ci_text(result)}%" if ci_text(result) else "")
+        + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
+        + (f", window IQR {iqr}%" if iqr else "")
+        + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
+        + (f", input wait {wait_text(result)}%" if wait_text(result) else "")
+        + f", last epoch {m.epochs[-1].time_s:.2f} s, first step {m.first_step_ms:.0f} ms"
+    )

@@ -182,6 +182,7 @@ def trial(
     within = [r for r in ok if within_slo(spec, r)]
     itl = [b - a for r in ok for a, b in itertools.pairwise(r.chunk_ms)]
     tpot = [t for r in ok if (t := r.tpot_ms) is not None]
+    per_s = 1 / duration_s if duration_s > 0 else 0.0
     return ServeTrial(
         rate_per_s=rate,
         concurrency=concurrency,
@@ -191,11 +192,9 @@ def trial(
         tpot_ms=summarize(tpot) if tpot else None,
         itl_ms=summarize(itl) if itl else None,
         e2el_ms=summarize([r.chunk_ms[-1] for r in ok]) if ok else None,
-        requests_per_s=len(ok) / duration_s if duration_s > 0 else 0.0,
-        output_tokens_per_s=sum(r.output_tokens for r in ok) / duration_s
-        if duration_s > 0
-        else 0.0,
-        goodput_per_s=len(within) / duration_s if duration_s > 0 else 0.0,
+        requests_per_s=len(ok) * per_s,
+        output_tokens_per_s=sum(r.output_tokens for r in ok) * per_s,
+        goodput_per_s=len(within) * per_s,
         within_slo=len(within) / len(served) if served else 0.0,
     )
 
