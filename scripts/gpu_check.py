@@ -3,7 +3,8 @@
 It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into a database of its
 own, then `compare --reference` on it (each figure beside its published counterpart, with the
 ratio and a verdict); Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile
-(tokens/s, both MFUs, memory per rank); benchmarks/overhead.py (accelbench's loop against a bare one) and
+(tokens/s, both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor
+cores; benchmarks/overhead.py (accelbench's loop against a bare one) and
 benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at DeepLearningExamples'
 AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
 command, exit code and output. A step that fails is reported and the others still run; the exit
@@ -26,7 +27,8 @@ STEPS_S = 540
 """Time limit of each step: the whole check must finish within 10 minutes on one H100."""
 
 
-def steps(db: Path) -> list[tuple[str, list[str]]]:
+def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
+    """The check's steps; `float8`: the GPU has float8 tensor cores (compute capability 8.9+)."""
     python, accelbench = sys.executable, [sys.executable, "-m", "accelbench"]
     peer = [
         "--workload",
@@ -55,6 +57,17 @@ def steps(db: Path) -> list[tuple[str, list[str]]]:
         (
             "LLM training: the same with torch.compile per block",
             [*accelbench, "run", "llama3_2_1b", *llm, "--compile", "--db", str(db)],
+        ),
+        *(
+            [
+                (
+                    "LLM training: the same compiled, fp8 (torchao float8; TFLOP/s per device)",
+                    [*accelbench, "run", "llama3_2_1b", *llm, "--compile", "--db", str(db)]
+                    + ["--precision", "fp8"],
+                )
+            ]
+            if float8
+            else []
         ),
         ("harness overhead", [python, "benchmarks/overhead.py", "--device", "cuda"]),
         (
@@ -93,7 +106,8 @@ def main() -> int:
     ]
     first_failure = 0
     with tempfile.TemporaryDirectory() as tmp:
-        for title, command in steps(Path(tmp, "gpu-check.sqlite")):
+        float8 = torch.cuda.get_device_capability() >= (8, 9)
+        for title, command in steps(Path(tmp, "gpu-check.sqlite"), float8):
             start = time.perf_counter()
             try:
                 done = subprocess.run(command, capture_output=True, text=True, timeout=STEPS_S)

@@ -28,6 +28,9 @@ def test_table_and_type_agree() -> None:
         ("amp-bf16", "cuda", (9, 0), True),
         ("amp-fp16", "cuda", (7, 0), True),
         ("amp-bf16", "mps", None, False),
+        ("fp8", "cuda", (9, 0), True),  # H100
+        ("fp8", "cuda", (8, 0), False),  # A100: no float8 tensor cores
+        ("fp8", "cpu", None, False),
     ],
 )
 def test_runs_on(
@@ -107,3 +110,18 @@ def test_torch_settings_are_the_one_place_a_precision_is_applied() -> None:
     torch_settings("fp32")  # turns it off again: cuDNN would otherwise default to TF32
     assert torch.backends.cuda.matmul.fp32_precision == "ieee"
     assert not torch.backends.cudnn.allow_tf32
+
+
+def test_fp8_swaps_the_linear_layers_for_torchaos_float8_ones_but_not_the_head() -> None:
+    from accelbench.precision import to_float8
+
+    model = get("llama3_tiny").build_model()
+    to_float8(model)
+    kinds = {name: type(m).__name__ for name, m in model.named_modules()}
+    assert sum(kind == "Float8Linear" for kind in kinds.values()) == 14  # 7 per block, 2 blocks
+    assert kinds["lm_head"] == "Linear"
+    # Where it cannot run: one line naming what can, before any cell.
+    with pytest.raises(AccelbenchError, match=r"fp8 cannot run on this cuda device \(needs "):
+        check_supported("fp8", "cuda", (8, 0))
+    with pytest.raises(ValueError, match="precision fp8 trains on one device"):
+        tiny(workload="llama3_tiny", precision="fp8", scenario="infer")

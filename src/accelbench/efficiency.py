@@ -34,9 +34,12 @@ PEAK_CLASS: dict[Precision, PeakClass] = {
     "amp-bf16": "bf16",
     "bf16": "bf16",
     "int8-dynamic": "int8",
+    "fp8": "bf16",
 }
 """Which datasheet figure bounds each precision: the matmuls' input type. No int8 peak is in the
-table or measured, so int8 runs have no MFU."""
+table or measured, so int8 runs have no MFU. fp8 runs are set against the bf16 peak, as
+torchtitan reports them: MFU is not well defined for float8, and their TFLOP/s per device is the
+figure to compare."""
 
 
 @dataclass(frozen=True)

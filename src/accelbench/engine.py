@@ -17,7 +17,7 @@ import torch
 from accelbench import distributed, sharding
 from accelbench.errors import AccelbenchError
 from accelbench.optim import make_optimizer, make_schedule, to_device
-from accelbench.precision import torch_settings
+from accelbench.precision import to_float8, torch_settings
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
@@ -55,6 +55,8 @@ class TorchEngine:
         self.loss_fn = workload.loss
 
         model = workload.build_model().to(device=device, dtype=self.dtype)
+        if spec.precision == "fp8":
+            to_float8(model)
         if spec.recompute:
             _recompute(model, spec.workload)
         model = model.to(memory_format=self.memory_format)

@@ -11,7 +11,7 @@ from accelbench.errors import AccelbenchError
 if TYPE_CHECKING:
     import torch
 
-Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16", "int8-dynamic"]
+Precision = Literal["fp32", "tf32", "amp-fp16", "amp-bf16", "bf16", "fp16", "int8-dynamic", "fp8"]
 
 
 @dataclass(frozen=True)
@@ -28,10 +28,12 @@ class PrecisionInfo:
     device_types: frozenset[str]
     min_cuda_capability: tuple[int, int] | None = None
     inference_only: bool = False
+    training_only: bool = False
 
 
 _ALL = frozenset({"cpu", "cuda", "xpu", "mps"})
 _AMPERE = (8, 0)  # bfloat16 and TF32 tensor cores
+_ADA = (8, 9)  # float8 tensor cores (L4, L40S; H100 is 9.0)
 
 PRECISIONS: dict[str, PrecisionInfo] = {
     "fp32": PrecisionInfo(
@@ -95,6 +97,17 @@ PRECISIONS: dict[str, PrecisionInfo] = {
         device_types=frozenset({"cpu"}),
         inference_only=True,
     ),
+    "fp8": PrecisionInfo(
+        "float8 matmuls in the Linear layers (torchao's float8 training, dynamic tensor-wise "
+        "scaling), bfloat16 autocast elsewhere, float32 weights",
+        param_dtype="float32",
+        autocast_dtype="bfloat16",
+        grad_scaler=False,
+        tf32=False,
+        device_types=frozenset({"cuda"}),
+        min_cuda_capability=_ADA,
+        training_only=True,
+    ),
 }
 
 
@@ -154,6 +167,27 @@ def torch_settings(name: Precision) -> TorchSettings:
         autocast_dtype=getattr(torch, info.autocast_dtype) if info.autocast_dtype else None,
         grad_scaler=info.grad_scaler,
     )
+
+
+def to_float8(model: torch.nn.Module) -> None:
+    """Swap the model's Linear layers for torchao's Float8Linear, in place, before sharding and
+    compilation (torchtitan's order); the output head and layers whose sizes are not multiples
+    of 16 (float8 matmuls' constraint) stay as they are."""
+    try:
+        from torchao.float8 import convert_to_float8_training
+    except ImportError:
+        raise AccelbenchError("precision fp8 needs torchao: pip install torchao") from None
+    import torch
+
+    def eligible(module: torch.nn.Module, fqn: str) -> bool:
+        return (
+            isinstance(module, torch.nn.Linear)
+            and module.in_features % 16 == 0
+            and module.out_features % 16 == 0
+            and fqn.rpartition(".")[2] not in ("lm_head", "output", "head")
+        )
+
+    convert_to_float8_training(model, module_filter_fn=eligible)
 
 
 def set_tf32(enabled: bool) -> None:

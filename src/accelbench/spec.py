@@ -122,7 +122,8 @@ class RunSpec(Frozen):
     steps_per_epoch: int = Field(default=20, gt=0, le=10**9)
     """Optimizer steps in each epoch; time-to-train evaluates the held-out split after each."""
     precision: Precision = "fp32"
-    """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16 or fp16."""
+    """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16, fp16, int8-dynamic (CPU
+    inference) or fp8 (float8 training, NVIDIA compute capability 8.9 and later)."""
     compile: bool = False
     """Run the model through torch.compile."""
     compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
@@ -272,6 +273,15 @@ class RunSpec(Frozen):
         if self.scenario == "server" and self.rate_per_s is None and self.latency_bound_ms is None:
             raise ValueError(
                 "the server scenario needs --rate-per-s, or --latency-bound-ms to search for one"
+            )
+        if PRECISIONS[self.precision].training_only and (
+            self.scenario not in ("train", "time-to-train")
+            or self.pipeline_stages > 1
+            or self.tensor_parallel > 1
+        ):
+            raise ValueError(
+                f"precision {self.precision} trains on one device, with replicas or --fsdp: "
+                "leave out --pipeline-stages and --tensor-parallel, and give --scenario train"
             )
         if self.scenario == "train" and PRECISIONS[self.precision].inference_only:
             raise ValueError(
