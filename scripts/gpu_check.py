@@ -43,6 +43,7 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
     # The one-GPU baseline of torchtitan's FSDP runs (its figures are for 8B on 8 GPUs).
     llm = ["--fsdp", "--precision", "amp-bf16", "--optimizer", "adamw", "--batch-size", "4"]
     llm += ["--epochs", "3", "--steps-per-epoch", "15", "--window-steps", "3", "--device", "cuda"]
+    fp8 = ["fp8" if arg == "amp-bf16" else arg for arg in llm]
     return [
         ("gpu-marked tests", [python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"]),
         (
@@ -62,8 +63,7 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             [
                 (
                     "LLM training: the same compiled, fp8 (torchao float8; TFLOP/s per device)",
-                    [*accelbench, "run", "llama3_2_1b", *llm, "--compile", "--db", str(db)]
-                    + ["--precision", "fp8"],
+                    [*accelbench, "run", "llama3_2_1b", *fp8, "--compile", "--db", str(db)],
                 )
             ]
             if float8
