@@ -105,7 +105,7 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["run", "tiny_mlpp"], "unknown workload 'tiny_mlpp': did you mean tiny_mlp?"),
         (["run", "tiny_mlp", "--batch-size", "0"], "invalid value '0' for --batch-size"),
         (["run", "tiny_mlp", "--batch-size", "4,x"], "invalid value 'x' for --batch-size"),
-        (["run", "tiny_mlp", "--precision", "fp8"], "invalid value 'fp8' for --precision"),
+        (["run", "tiny_mlp", "--precision", "fp4"], "invalid value 'fp4' for --precision"),
         (
             ["run", "tiny_mlp", "--precision", "tf32", "--device", "cpu"],
             "precision tf32 cannot run on this cpu",

@@ -105,6 +105,7 @@ def test_a_run_is_set_beside_torchtitans_tokens_per_gpu(sharded: Result) -> None
         workload="llama3_1_8b",
         model_args={"seq_len": 8192},
         tensor_parallel=1,
+        sequence_parallel=False,
         replicas=8,
     )
     assert h100.metrics is not None
@@ -116,6 +117,13 @@ def test_a_run_is_set_beside_torchtitans_tokens_per_gpu(sharded: Result) -> None
     assert found.published == 5762  # tokens/s per GPU as published, not divided again
     assert found.measured == pytest.approx(sharded.metrics.items_per_s * 8192 / 8)
     assert "torchtitan" in found.reference.source and "llama3_h100" in found.reference.source
+    # A compiled fp8 run is set beside torchtitan's Float8 row.
+    fp8 = h100.model_copy(
+        update={"spec": h100.spec.model_copy(update={"precision": "fp8", "compile": True})}
+    )
+    found = references.match(fp8)
+    assert found is not None and found.reference.variant == "FSDP + torch.compile + Float8"
+    assert found.published == 8532
 
 
 def test_fewest_devices_doubles_then_bisects(sharded: Result) -> None:

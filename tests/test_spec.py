@@ -22,7 +22,7 @@ def test_defaults_and_derived_batch() -> None:
         ("batch_size", 0),
         ("batch_size", -4),
         ("epochs", 0),
-        ("precision", "fp8"),
+        ("precision", "fp4"),
         ("device", "tpu"),
         ("grad_accum", 0),
         ("lr", 0.0),

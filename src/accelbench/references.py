@@ -40,6 +40,7 @@ PUBLISHED_PRECISIONS = {
     "mixed precision": "amp-fp16",
     "TF32": "tf32",
     "FP32": "fp32",
+    "Float8": "fp8",  # torchtitan: torchao's float8 training of the Linear layers
 }
 """Precision notations as vendors publish them, and the accelbench precision of each."""
 
