@@ -17,8 +17,9 @@ from accelbench.cli.app import key_values, validation_message
 from accelbench.cli.app import percent as parse_percent
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
-from accelbench.spec import RunSpec, parse_target
+from accelbench.spec import RunSpec
 from accelbench.sweep import load_sweep
+from accelbench.targets import parse_target
 
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -117,9 +117,21 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]
         log.close()
 
 
-def stored(db: Path) -> list[Result]:
+def serve_cells(server: tuple[str, str], db: Path, *args: str) -> tuple[list[Result], str]:
+    """Serve cells of the tiny model through the CLI: the stored results and the output."""
+    url, model = server
+    command = ["run", "--served-model", model, "--endpoint", url, *QUICK, *args]
+    out = runner.invoke(app, [*command, "--db", str(db)])
+    assert out.exit_code == 0, out.output
     with ResultStore(str(db)) as store:
-        return store.query()
+        return store.query(), out.output
+
+
+def served_spec(**fields: object) -> RunSpec:
+    return RunSpec.model_validate(
+        {"workload": "served/m", "scenario": "serve", "endpoint": "http://h:1", "batch_size": 1}
+        | fields
+    )
 
 
 def test_two_rates_end_to_end_with_every_request_timed(
@@ -127,11 +139,9 @@ def test_two_rates_end_to_end_with_every_request_timed(
 ) -> None:
     url, model = server
     db = tmp_path / "r.sqlite"
-    args = ["run", "--served-model", model, "--endpoint", url, *QUICK, "--rate-per-s", "3,6"]
-    args += ["--num-queries", "8", "--platform", "this host, transformers serve", "--db", str(db)]
-    out = runner.invoke(app, args)
-    assert out.exit_code == 0, out.output
-    results = stored(db)
+    two_rates = ["--rate-per-s", "3,6", "--num-queries", "8"]
+    label = ["--platform", "this host, transformers serve"]
+    results, output = serve_cells(server, db, *two_rates, *label)
     assert sorted(r.spec.rate_per_s or 0 for r in results) == [3, 6]
     for r in results:
         assert r.status == "ok" and r.metrics and r.metrics.serve
@@ -155,7 +165,7 @@ def test_two_rates_end_to_end_with_every_request_timed(
         assert rate.ttft_ms and rate.ttft_ms.min == ttft[0] and rate.ttft_ms.max == ttft[-1]
         gaps = [b - a for q in rate.requests for a, b in itertools.pairwise(q.chunk_ms)]
         assert rate.itl_ms and rate.itl_ms.n == len(gaps)
-    assert "goodput" in out.output and "closed loop of 2" in out.output
+    assert "goodput" in output and "closed loop of 2" in output
     # The advice: the rate with the most requests within the SLO, on the server's platform
     # (advice leaves out runs measured while the host was busy: not what this test is about).
     monkeypatch.setattr(validity.contention, "contended", lambda host: None)
@@ -173,13 +183,9 @@ def test_two_rates_end_to_end_with_every_request_timed(
 def test_with_only_targets_a_bisection_finds_the_highest_rate_that_meets_them(
     server: tuple[str, str], tmp_path: Path
 ) -> None:
-    url, model = server
-    db = tmp_path / "r.sqlite"
-    args = ["run", "--served-model", model, "--endpoint", url, *QUICK, "--num-queries", "6"]
-    args += ["--max-measure-s", "2", "--slo", "ttft_ms=10000,tpot_ms=10000", "--db", str(db)]
-    out = runner.invoke(app, args)
-    assert out.exit_code == 0, out.output
-    (r,) = stored(db)
+    load = ["--num-queries", "6", "--max-measure-s", "2"]
+    targets = ["--slo", "ttft_ms=10000,tpot_ms=10000"]
+    ((r,), _) = serve_cells(server, tmp_path / "r.sqlite", *load, *targets)
     assert r.metrics and r.metrics.serve
     s = r.metrics.serve
     assert len(s.trials) == 1 + serve.SEARCH_TRIALS
@@ -296,14 +302,7 @@ def _request(ttft: float, last: float, tokens: int, error: str | None = None) ->
 
 
 def test_goodput_counts_the_requests_within_every_target() -> None:
-    spec = RunSpec(
-        workload="served/m",
-        scenario="serve",
-        endpoint="http://h:1",
-        batch_size=1,
-        slo_ttft_ms=100,
-        slo_tpot_ms=10,
-    )
+    spec = served_spec(slo_ttft_ms=100, slo_tpot_ms=10)
     requests = [
         _request(50, 50 + 9 * 8, 9),  # TPOT 8 ms: within
         _request(150, 160, 2),  # TTFT over
@@ -323,7 +322,7 @@ def test_goodput_counts_the_requests_within_every_target() -> None:
 
 
 def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
-    spec = RunSpec(workload="served/m", scenario="serve", endpoint="http://h:1", batch_size=1)
+    spec = served_spec()
     failed = [_request(10, 20, 2)] * 9 + [_request(10, 20, 2, error="HTTP 503: busy")]
     t = serve.trial(spec, failed, 10.0, None, duration_s=2.0)  # 4.5 of 10/s answered
     m = ServeMetrics(

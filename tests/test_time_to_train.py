@@ -19,7 +19,8 @@ from accelbench.report import time_to_train as ttt_text
 from accelbench.result import Result
 from accelbench.scenario_records import EvalPoint
 from accelbench.scenarios.time_to_train import _outcome
-from accelbench.spec import RunSpec, parse_target
+from accelbench.spec import RunSpec
+from accelbench.targets import parse_target
 from accelbench.workloads import get
 
 DIGITS = "sklearn:digits"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from typing import Any, Literal
 
@@ -13,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from accelbench import workloads
 from accelbench.frozen import Frozen
 from accelbench.precision import PRECISIONS, Precision
+from accelbench.targets import parse_target
 
 Scenario = Literal["train", "infer", "server", "time-to-train", "generate", "serve"]
 _ADDED_LATER = (
@@ -60,8 +60,6 @@ MAX_REPEATS = 1000
 Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
-Metric = Literal["val_loss", "val_accuracy"]
-_TARGET = re.compile(r"\s*(val_loss|val_accuracy)\s*(<=|>=)\s*([0-9.eE+-]+)\s*")
 
 
 class RunSpec(Frozen):
@@ -381,32 +379,6 @@ class RunSpec(Frozen):
         if self.lr_scaling == "linear":
             return self.lr * self.global_batch / self.lr_base_batch
         return self.lr
-
-
-def parse_target(text: str) -> tuple[Metric, str, float]:
-    """(metric, "<=" or ">=", value) of a target such as "val_loss<=0.02"; raises if malformed."""
-    match = _TARGET.fullmatch(text)
-    try:
-        value = float(match.group(3)) if match else None
-    except ValueError:
-        value = None
-    if match is None or value is None:
-        raise ValueError(
-            f"target {text!r} is not METRIC<=VALUE or METRIC>=VALUE with METRIC val_loss or "
-            "val_accuracy, e.g. val_loss<=0.02"
-        )
-    metric, sign = match.group(1), match.group(2)
-    reachable = (
-        (sign, 0 < value < math.inf) == ("<=", True)
-        if metric == "val_loss"
-        else (sign, 0 < value <= 1) == (">=", True)
-    )
-    if not reachable:
-        raise ValueError(
-            f"target {text!r} can never be reached: give val_loss<=VALUE above 0, or "
-            "val_accuracy>=VALUE from 0 to 1"
-        )
-    return metric, sign, value  # type: ignore[return-value]
 
 
 def stable_hash(*parts: object) -> str:

@@ -32,7 +32,8 @@ from accelbench.result import TrainMetrics
 from accelbench.scenario_records import EvalPoint, Outcome, TimeToTrain
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
 from accelbench.scenarios.train import train_epoch
-from accelbench.spec import RunSpec, parse_target
+from accelbench.spec import RunSpec
+from accelbench.targets import parse_target
 from accelbench.workload import Batch, Workload
 
 
