@@ -183,11 +183,17 @@ def test_two_rates_end_to_end_with_every_request_timed(
 def test_with_only_targets_a_bisection_finds_the_highest_rate_that_meets_them(
     server: tuple[str, str], tmp_path: Path
 ) -> None:
-    load = ["--num-queries", "6", "--max-measure-s", "2"]
+    lengths = tmp_path / "lengths.csv"  # each request's lengths drawn from a file
+    lengths.write_text("prompt_tokens,new_tokens\n4,2\n40,5\n")
+    load = ["--num-queries", "6", "--max-measure-s", "2", "--lengths", str(lengths)]
     targets = ["--slo", "ttft_ms=10000,tpot_ms=10000"]
     ((r,), _) = serve_cells(server, tmp_path / "r.sqlite", *load, *targets)
     assert r.metrics and r.metrics.serve
     s = r.metrics.serve
+    requests = [q for t in s.trials for q in t.requests]
+    assert {q.output_tokens <= 2 for q in requests if (q.prompt_tokens or 0) < 60} == {True}
+    assert len({(q.prompt_tokens or 0) < 60 for q in requests}) == 2  # both rows drawn
+    assert r.metrics.tokens_per_item is None  # output lengths vary: no tokens per item
     assert len(s.trials) == 1 + serve.SEARCH_TRIALS
     capacity = r.metrics.items_per_s
     rates = [t.rate_per_s for t in s.trials[1:]]
