@@ -26,9 +26,12 @@ lint: install
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 
-# Two workers, a file each at a time (its fixtures made once): CI's machine has two cores.
+# Two workers, a file each at a time (its fixtures made once): CI's machine has two cores. One
+# torch thread per process: each worker starts cells of its own, and processes of several
+# threads taking turns on shared cores spin (the SIGTERM test took 205 s beside two busy
+# processes, 31 s with one thread each). No test measures speed, so nothing is lost.
 test: lint
-	$(BIN)/pytest -q -n 2 --dist loadfile --durations=20
+	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=20
 
 # On a CUDA machine: the gpu-marked tests, the quick suite against published figures and both
 # benchmarks, summarised in gpu-check.md (scripts/gpu_check.py).

@@ -52,8 +52,11 @@ def test_a_run_beside_a_busy_process_is_warned_of_and_flagged_contended(
     busy_host: None, db_path: Path
 ) -> None:
     # Through the CLI, so that the cell runs in a process of its own, which the spinners are not
-    # children of (a process's children count as its own work).
-    code, output = invoke("run", "tiny_mlp", *BUSY_CELL, "--device", "cpu", "--db", str(db_path))
+    # children of (a process's children count as its own work). The cell needs every CPU,
+    # whatever threads the suite gives each process.
+    every = str(os.cpu_count() or 1)
+    cell = ("run", "tiny_mlp", *BUSY_CELL, "--threads", every, "--device", "cpu")
+    code, output = invoke(*cell, "--db", str(db_path))
     assert code == 0, output
     assert "warning: other processes keep" in output  # said before the first cell
     with ResultStore(db_path) as store:

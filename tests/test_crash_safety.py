@@ -124,7 +124,7 @@ def test_sigterm_records_the_cell_in_flight_as_interrupted_and_resume_reruns_it(
     sweep.write_text(
         "axes = { steps_per_epoch = [2, 4000] }\n"
         'fixed = { workload = "tiny_mlp", batch_size = 4, epochs = 3, window_steps = 1, '
-        'device = "cpu" }\n'
+        'device = "cpu", threads = 1 }\n'
     )
     proc = start(db, "run", "--sweep", str(sweep))
     wait_for_rows(db, 1, proc)

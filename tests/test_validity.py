@@ -126,6 +126,15 @@ def test_other_work_on_the_host_is_contended(measured: Result) -> None:
     # the same other work on a host with CPUs to spare is not contention
     spare = quiet(num_cpus=8, cell_cpus=2.0, busy_cpus=3.0, own_cpus=1.9)
     assert flags(varied(measured, delivered=STEADY, input_wait_frac=0.0, host=spare)) == []
+    # a one-thread cell beside two spinners on two CPUs: fair shares keep the others within
+    # the slack (1.33), yet the cell got two thirds of its CPU
+    shared = quiet(cell_cpus=1.0, busy_cpus=2.0, own_cpus=0.67)
+    assert flags(varied(measured, delivered=STEADY, input_wait_frac=0.0, host=shared)) == [
+        "contended"
+    ]
+    # the same cell using its CPU whole beside one other process is not contention
+    beside = quiet(cell_cpus=1.0, busy_cpus=2.0, own_cpus=0.95)
+    assert flags(varied(measured, delivered=STEADY, input_wait_frac=0.0, host=beside)) == []
 
 
 def test_steal_gpu_neighbours_and_short_windows(measured: Result) -> None:

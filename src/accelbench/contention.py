@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 SLACK_CPUS = 0.5
 """Other processes may keep this much of a CPU busy beyond the CPUs the cell leaves spare
 (daemons, the launcher waiting on the cell) before the cell counts as contended."""
+SHORT_FRAC = 0.85
+"""A cell that got less than this share of the CPUs it needs, while other processes used more
+than it left spare, was held back by them even where they stayed within SLACK_CPUS: on a full
+host the scheduler shares CPUs fairly, so a one-thread cell beside two spinners on two CPUs gets
+two thirds of its one, and the spinners 1.33."""
 MIN_WINDOW_S = 0.25
 """CPU times tick in hundredths of a second, so a reading over this long is good to about 0.1
 CPU; shorter windows are judged by the load average alone: more runnable work than the host has
@@ -73,11 +78,13 @@ def contended(activity: HostActivity) -> str | None:
                 f"the 1-min load was {activity.load_avg_start:.1f} on {activity.num_cpus} CPUs "
                 "as the steady state began"
             )
-    elif activity.others_cpus > spare + SLACK_CPUS:
+    elif activity.others_cpus > spare + SLACK_CPUS or (
+        activity.others_cpus > spare and activity.own_cpus < SHORT_FRAC * activity.cell_cpus
+    ):
         reasons.append(
             f"other processes kept {activity.others_cpus:.1f} of {activity.num_cpus} CPUs busy "
-            f"(the cell needs {activity.cell_cpus:g}; 1-min load {activity.load_avg_start:.1f} "
-            f"to {activity.load_avg_end:.1f})"
+            f"(the cell needs {activity.cell_cpus:g} and got {activity.own_cpus:.2g}; 1-min load "
+            f"{activity.load_avg_start:.1f} to {activity.load_avg_end:.1f})"
         )
     steal = activity.steal_frac if activity.window_s >= MIN_WINDOW_S else None
     if steal is not None and steal > MAX_STEAL_FRAC:
