@@ -20,9 +20,11 @@ from .test_cli import invoke
 
 # A steady state long enough (over contention.MIN_WINDOW_S) for CPU times to be read, on any
 # machine: an interval target no run meets keeps it measuring until its 2 s budget.
-BUSY_CELL = (
+BUSY_CELL = (  # two steady epochs at least, past MIN_WINDOW_S beside the spinners
     "--batch-size",
     "64",
+    "--epochs",
+    "3",
     "--steps-per-epoch",
     "40",
     "--ci",
