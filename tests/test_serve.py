@@ -147,7 +147,7 @@ def test_two_rates_end_to_end_with_every_request_timed(
         assert r.status == "ok" and r.metrics and r.metrics.serve
         s = r.metrics.serve
         assert r.platform == "this host, transformers serve" != r.env.platform
-        assert s.endpoint == url and s.server_model and model in s.server_model
+        assert r.spec.endpoint == url and s.server_model and model in s.server_model
         loop, rate = s.trials
         assert loop.concurrency == 2 and loop.rate_per_s is None and s.reported == 1
         assert rate.rate_per_s == r.spec.rate_per_s and len(rate.requests) == 8
@@ -231,8 +231,8 @@ class _Stub(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("content-length", 0)))
-        if self.answer == "hang":
-            time.sleep(5)
+        if self.answer == "hang":  # longer than any test waits: a deadline must end it
+            time.sleep(30)
             return
         status = 404 if self.answer == "404" else 200
         self.send_response(status)
@@ -292,10 +292,8 @@ def test_a_server_that_never_answers_costs_each_request_its_timeout_not_a_hang(
         async with httpx.AsyncClient() as client:
             return await endpoint.complete(client, url, "m", "hello", 4, timeout_s=0.3)
 
-    started = time.monotonic()
-    reply = asyncio.run(ask())
+    reply = asyncio.run(ask())  # httpx's own 5 s read timeout would give "connect" instead
     assert reply.failure == "timeout" and reply.error == "no whole answer within 0.3 s"
-    assert time.monotonic() - started < 4  # the stub holds the request 5 s
     with pytest.raises(Exception, match=r"no whole two-token answer within 0\.3 s"):
         endpoint.check(url, "m", timeout_s=0.3)
 
@@ -332,10 +330,7 @@ def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
     failed = [_request(10, 20, 2)] * 9 + [_request(10, 20, 2, error="HTTP 503: busy")]
     t = serve.trial(spec, failed, 10.0, None, duration_s=2.0)  # 4.5 of 10/s answered
     m = ServeMetrics(
-        endpoint="http://h:1",
         server_model=None,
-        slo_ttft_ms=1,
-        slo_tpot_ms=1,
         slo_share=0.99,
         trials=[t],
         reported=0,

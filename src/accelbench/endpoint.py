@@ -162,9 +162,7 @@ async def complete(
         )
     except TimeoutError:
         reply.failure, reply.error = "timeout", f"no whole answer within {timeout_s:g} s"
-    except httpx.ConnectError as exc:
-        reply.failure, reply.error = "connect", one_line(exc) or "connection refused"
-    except httpx.HTTPError as exc:
+    except httpx.HTTPError as exc:  # refused, reset, or a broken stream
         reply.failure, reply.error = "connect", one_line(exc) or type(exc).__name__
     except _Garbage as exc:
         reply.failure, reply.error = "garbage", str(exc)

@@ -165,13 +165,11 @@ class ServeTrial(Frozen):
 
 
 class ServeMetrics(Frozen):
-    """The serve scenario: the server asked, its targets, and the trials."""
+    """The serve scenario: what the server called its model, the SLO's rule, and the trials
+    (the endpoint and the SLO's targets are the spec's)."""
 
-    endpoint: str
     server_model: str | None
     """The model as the server's answers name it (None if they did not)."""
-    slo_ttft_ms: float
-    slo_tpot_ms: float
     slo_share: float
     """Share of requests that must meet every target for a rate to count as met."""
     trials: list[ServeTrial]

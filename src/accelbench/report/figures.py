@@ -1,7 +1,8 @@
 """The report's figures, drawn with matplotlib from stored results: the seeds' throughput
 against batch size per platform, scaling against device count with the ideal linear line, first
 against steady epoch, inference latency against throughput, generation's tokens/s per user
-against per device, serving's latency and per-user speed against load, time to train against batch size, and energy and MFU. Each figure is drawn only when the results have its axis.
+against per device, serving's latency and per-user speed against load, time to train against
+batch size, and energy and MFU. Each figure is drawn only when the results have its axis.
 
 Every point shows its verdict: a filled marker is a valid result, a hollow one was flagged and
 carries the flag's name beside it; throughput points carry their 95% interval as an error bar,

@@ -16,7 +16,8 @@ from accelbench.report.drawing import (
     slug,
 )
 from accelbench.result import Result, measured
-from accelbench.scenario_records import ServeMetrics, ServeTrial
+from accelbench.scenario_records import ServeTrial
+from accelbench.spec import RunSpec
 from accelbench.stats import Summary
 from accelbench.validity import MIN_P99_SAMPLES
 
@@ -30,16 +31,16 @@ def cell_text(result: Result) -> str:
         f"{rate_text(loop.output_tokens_per_s)} output tokens/s"
     )
     if serve.reported is None:
-        return f"no rate met the SLO ({slo_text(serve)}); {closed}"
+        return f"no rate met the SLO ({slo_text(result.spec)}); {closed}"
     t = serve.trials[serve.reported]
     return (
         f"goodput {rate_text(t.goodput_per_s)} requests/s at {rate_text(t.rate_per_s or 0)}/s "
-        f"sent ({100 * t.within_slo:.0f}% within {slo_text(serve)}); {closed}"
+        f"sent ({100 * t.within_slo:.0f}% within {slo_text(result.spec)}); {closed}"
     )
 
 
-def slo_text(serve: ServeMetrics) -> str:
-    return f"TTFT <= {serve.slo_ttft_ms:g} ms, TPOT <= {serve.slo_tpot_ms:g} ms"
+def slo_text(spec: RunSpec) -> str:
+    return f"TTFT <= {spec.slo_ttft_ms:g} ms, TPOT <= {spec.slo_tpot_ms:g} ms"
 
 
 def lines(result: Result) -> list[str]:
@@ -56,7 +57,7 @@ def lines(result: Result) -> list[str]:
         out.append(f"{cell}: {how}: {trial_text(t)}")
     model = f"; the server names its model {serve.server_model}" if serve.server_model else ""
     out.append(
-        f"{cell}: SLO {slo_text(serve)} for {100 * serve.slo_share:g}% ({serve.search}){model}"
+        f"{cell}: SLO {slo_text(result.spec)} for {100 * serve.slo_share:g}% ({serve.search}){model}"
     )
     return out
 

@@ -61,7 +61,7 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
     )
     rng = random.Random(spec.seed)
     model = spec.workload.removeprefix("served/")
-    names: list[str] = []
+    named: list[str] = []  # the model as the first answer that named it calls it
     timeout = httpx.Timeout(spec.request_timeout_s, connect=10.0)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
@@ -72,7 +72,8 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
             reply = await endpoint.complete(
                 client, url, model, text, new_tokens, spec.request_timeout_s
             )
-            names.extend([reply.model] if reply.model else [])
+            if reply.model and not named:
+                named.append(reply.model)
             return ServedRequest(
                 sent_s=reply.sent - trial_start,
                 prompt_tokens=reply.prompt_tokens,
@@ -105,10 +106,7 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
                 "requests"
             )
     serve = ServeMetrics(
-        endpoint=url,
-        server_model=names[0] if names else None,
-        slo_ttft_ms=spec.slo_ttft_ms,
-        slo_tpot_ms=spec.slo_tpot_ms,
+        server_model=named[0] if named else None,
         slo_share=SLO_SHARE,
         trials=trials,
         reported=reported,

@@ -97,8 +97,10 @@ def check(name: str, model_args: ModelArgs) -> None:
     and the factory takes these model args."""
     check_name(name)
     _check_values(model_args)
-    if is_served(name) and model_args:
-        raise AccelbenchError(f"{name} is built by its server: leave out --model-arg")
+    if is_served(name):  # its server is asked before the first cell (sweep.plan)
+        if model_args:
+            raise AccelbenchError(f"{name} is built by its server: leave out --model-arg")
+        return
     if name in WORKLOADS:
         _check_args(name, WORKLOADS[name], model_args)
     elif name.startswith("timm/"):
@@ -111,8 +113,6 @@ def check(name: str, model_args: ModelArgs) -> None:
             raise AccelbenchError(
                 f"timm has no model {model!r}: {hint}`timm.list_models()` lists them"
             )
-    elif is_served(name):
-        pass  # the server is asked before the first cell (sweep.plan)
     elif name.startswith("hf/"):
         args = dict(model_args)
         seq_len = int(args.pop("seq_len", language.HF_SEQ_LEN))
