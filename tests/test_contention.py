@@ -19,14 +19,16 @@ from .conftest import tiny
 from .test_cli import invoke
 
 # A steady state long enough (over contention.MIN_WINDOW_S) for CPU times to be read, on any
-# machine: an interval target no run meets keeps it measuring until its 2 s budget.
-BUSY_CELL = (  # two steady epochs at least, past MIN_WINDOW_S beside the spinners
+# machine: an interval target no run meets keeps it measuring until its 2 s budget, and where a
+# slow first epoch leaves no room for more, the two steady epochs that always run hold 200
+# steps (0.125 s was seen for 80 steps on a loaded host).
+BUSY_CELL = (
     "--batch-size",
     "64",
     "--epochs",
     "3",
     "--steps-per-epoch",
-    "40",
+    "100",
     "--ci",
     "0.01%",
     "--max-measure-s",
