@@ -2,11 +2,13 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from accelbench.report import figures
+from accelbench import validity
+from accelbench.contention import HostActivity
+from accelbench.report import document, figures
 from accelbench.result import Result
 from accelbench.scenario_records import EvalPoint, TimeToTrain
 
-from .conftest import SIM_PLATFORM, on_platform, rate, with_rate
+from .conftest import BUSY_HOST, SIM_PLATFORM, on_platform, rate, with_rate
 
 
 def svg_text(plot: figures.Plot) -> str:
@@ -146,3 +148,53 @@ def test_a_target_never_reached_is_drawn_at_the_top_not_at_zero(
     (miss,) = [line for line in ax.get_lines() if "target not reached" in str(line.get_label())]
     _, y = miss.get_transform().transform((64, miss.get_ydata()[0]))  # type: ignore[arg-type, index]
     assert abs(y - ax.bbox.y1) < 1  # at the top edge of the axes, in display units
+
+
+def _quiet(result: Result, host: HostActivity | None = None, **spec: object) -> Result:
+    """`result` with no input wait (a tiny model's loader is the limit on a loaded host), the
+    given host activity and `spec` changed."""
+    assert result.metrics is not None
+    metrics = result.metrics.model_copy(update={"input_wait_frac": 0.0, "host": host})
+    new_spec = result.spec.model_copy(update=spec)
+    return result.model_copy(update={"metrics": metrics, "spec": new_spec})
+
+
+def _drawn_ys(plot: figures.Plot) -> set[float]:
+    """Every y value the plot's first axes draws (its lines and markers)."""
+    ax = plot.figure.axes[0]
+    return {round(float(y), 6) for line in ax.get_lines() for y in line.get_ydata()}
+
+
+def test_a_valid_result_is_drawn_instead_of_a_contended_repeat(
+    two_platforms: list[Result],
+) -> None:
+    here = [r for r in two_platforms if r.spec.scenario == "train" and r.env.device_type == "cpu"]
+    base = [_quiet(r) for r in here if r.spec.replicas == 1 and r.metrics]
+    valid = _quiet(with_rate(base[0], 8835.0))
+    assert validity.verdict_text(valid) == "valid"
+    # Two contended repeats of the same cell outvote the valid one in a plain median.
+    busy = [
+        _quiet(with_rate(base[0], v), host=BUSY_HOST, repeat=i + 1)
+        for i, v in enumerate((152.0, 160.0))
+    ]
+    plot = by_name([valid, *busy, *base[1:]])["batch-tiny-mlp-train"]
+    assert 8835.0 in _drawn_ys(plot)
+    assert not {152.0, 160.0} & _drawn_ys(plot)
+    assert "Left out: 2 flagged result(s) (contended" in plot.caption
+    page = document.page([valid, *busy, *base[1:]], [plot], [])
+    assert "Left out: 2 flagged result(s) (contended" in page
+
+
+def test_runs_that_differ_in_a_knob_are_lines_of_their_own(two_platforms: list[Result]) -> None:
+    here = [r for r in two_platforms if r.spec.scenario == "train" and r.env.device_type == "cpu"]
+    base = [r for r in here if r.spec.replicas == 1 and r.metrics]
+    one_thread = [
+        on_platform(r, None, 58.0, threads=1, epochs=3)
+        for r in base  # the same cells, with --threads 1 and a third epoch
+    ]
+    plot = by_name([*base, *one_thread])["batch-tiny-mlp-train"]
+    labels = plot.figure.axes[0].get_legend_handles_labels()[1]
+    assert sum("epochs=3 threads=1" in name for name in labels) == 1
+    assert sum("epochs=2 threads=default" in name for name in labels) == 1
+    ys = _drawn_ys(plot)
+    assert all(round(r.items_per_s or 0, 6) in ys for r in [*base, *one_thread])

@@ -170,3 +170,22 @@ def test_every_row_says_its_scenario_and_a_server_its_sustained_rate() -> None:
     assert grid.rows[1][column] == "48" and grid.rows[2][column] == ""  # never the capacity
     assert capacity not in (grid.rows[1][column], grid.rows[2][column])
     assert "too-slow" in grid.rows[2][-1]
+
+
+def test_rows_that_differ_in_a_knob_say_so_in_the_table_and_the_csv() -> None:
+    import csv
+
+    base = run(tiny())
+    tp = base.model_copy(update={"spec": base.spec.model_copy(update={"threads": 1})})
+    sharded = base.model_copy(
+        update={"spec": base.spec.model_copy(update={"tensor_parallel": 2, "replicas": 2})}
+    )
+    grid = results_text.results_grid([base, tp, sharded])
+    settings = [row[grid.headers.index("Precision, settings")] for row in grid.rows]
+    assert settings[0].endswith("threads=default") and settings[1].endswith("threads=1")
+    assert "tp=2" in settings[2]  # a tensor-parallel row never reads as a single-device one
+    rows = list(csv.DictReader(io.StringIO(exchange.to_csv([base, tp, sharded]))))
+    assert [r["threads"] for r in rows] == ["", "1", ""]
+    assert [r["tensor_parallel"] for r in rows] == ["1", "1", "2"]
+    alone = exchange.to_csv([base]).splitlines()[0].split(",")
+    assert "threads" not in alone  # a knob that does not differ adds no column

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from accelbench import scaling, validity
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.report import inert
+from accelbench.report.cells import differing
 from accelbench.result import Result, result_key
 
 FORMAT = "accelbench-results"
@@ -232,18 +233,29 @@ def flat(result: Result) -> dict[str, object]:
 
 
 def to_csv(results: Sequence[Result]) -> str:
+    """flat() rows with the speed-ups, and a column for every other spec field whose value
+    differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
+    differently never read the same."""
     speedups = scaling.speedups(results)
+    knobs = differing((r.spec for r in results), shown=RENAMED)
     rows = []
     for r in results:
         found = speedups.get(id(r))
-        rows.append(
-            flat(r)
-            | {
-                "speedup": found.speedup if found else None,
-                "scaling_efficiency": found.efficiency if found else None,
-            }
-        )
+        spec = r.spec.model_dump(mode="json")
+        row = flat(r) | {
+            "speedup": found.speedup if found else None,
+            "scaling_efficiency": found.efficiency if found else None,
+        }
+        rows.append(row | {k: _cell(spec[k]) for k in knobs if k not in row})
     return rows_csv(rows)
+
+
+RENAMED = ("batch_size", "device", "platform")
+"""Spec fields flat() gives under other names (micro_batch, device_type, platform)."""
+
+
+def _cell(value: object) -> object:
+    return json.dumps(value) if isinstance(value, dict | list) else value
 
 
 def rows_csv(rows: Sequence[dict[str, object]]) -> str:

@@ -211,11 +211,8 @@ def repeat_groups(results: Sequence[Result]) -> dict[str, list[Result]]:
 
 
 def siblings(result: Result, groups: dict[str, list[Result]]) -> list[Result]:
-    """The other repeats of `result`'s cell."""
-    for members in groups.values():
-        if any(m is result for m in members):
-            return [m for m in members if m is not result]
-    return []
+    """The other repeats of `result`'s cell, found by its key: one look-up, not a scan."""
+    return [m for m in groups.get(cell_key(result), []) if m is not result]
 
 
 def repeat_spread(repeats: Sequence[Result]) -> float | None:

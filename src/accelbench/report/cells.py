@@ -2,10 +2,24 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from accelbench.result import Result
 from accelbench.spec import RunSpec
+
+SHOWN = frozenset(
+    {
+        *("workload", "model_args", "data", "workers", "seed", "repeat", "scenario"),
+        *("batch_size", "grad_accum", "replicas", "tensor_parallel", "sequence_parallel"),
+        *("pipeline_stages", "nodes", "fsdp", "fsdp_offload", "precision", "compile"),
+        *("compile_mode", "inputs_on_device", "cudnn_benchmark", "prompt_tokens", "new_tokens"),
+        *("lengths", "rate_per_s", "device", "platform"),
+    }
+)
+"""Spec fields that label(), configuration() and describe() name, or that the platform names
+(device, platform): every other field is a knob that `differing` adds where it differs."""
 
 
 def label(spec: RunSpec) -> str:
@@ -19,10 +33,13 @@ def label(spec: RunSpec) -> str:
     return text + (f", repeat {spec.repeat}" if spec.repeat else "")
 
 
-def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) -> str:
+def configuration(
+    spec: RunSpec, *, batch: bool = True, devices: bool = True, replicas: bool = True
+) -> str:
     """How the workload ran: micro batch, accumulation, devices, precision, compile and the
     input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
-    batch or the devices where a figure's axis shows them."""
+    batch, the devices or only the replicas (and nodes) where a figure's axis or a table's
+    column shows them."""
     if spec.scenario == "serve":  # the server's own settings are not the client's to give
         parts = [f"{spec.batch_size} in flight"] if batch else []
         lengths = f"prompt={spec.prompt_tokens} new={spec.new_tokens}"
@@ -32,11 +49,11 @@ def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) ->
         parts.append(f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
     parts += [f"accum={spec.grad_accum}"] if spec.grad_accum > 1 else []
     if devices:
-        parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 else []
+        parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 and replicas else []
         sp = "+sp" if spec.sequence_parallel else ""
         parts += [f"tp={spec.tensor_parallel}{sp}"] if spec.tensor_parallel > 1 else []
         parts += [f"in {spec.pipeline_stages} stages"] if spec.pipeline_stages > 1 else []
-        parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 else []
+        parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 and replicas else []
     parts += ["fsdp" + ("+offload" if spec.fsdp_offload else "")] if spec.fsdp else []
     parts.append(spec.precision)
     if spec.compile:
@@ -45,6 +62,29 @@ def configuration(spec: RunSpec, *, batch: bool = True, devices: bool = True) ->
     parts += ["device-input"] if spec.inputs_on_device else []
     parts += [f"cudnn.benchmark={spec.cudnn_benchmark}"] if spec.cudnn_benchmark != "auto" else []
     return " ".join(parts)
+
+
+def differing(specs: Iterable[RunSpec], shown: Iterable[str] = SHOWN) -> list[str]:
+    """The spec fields, other than those `shown`, whose values differ among `specs`, in the
+    spec's order: the knobs (threads, epochs, steps, ...) that tell otherwise alike rows apart.
+    Derived from the spec, so a new knob is shown without a report edit."""
+    dumps, skip = [spec.model_dump(mode="json") for spec in specs], set(shown)
+    return [
+        name
+        for name in RunSpec.model_fields
+        if name not in skip and len({json.dumps(d[name], sort_keys=True) for d in dumps}) > 1
+    ]
+
+
+def knobs_text(spec: RunSpec, names: Sequence[str]) -> str:
+    """The named knobs' values, as name=value ("threads=1 epochs=3"; unset: "threads=default")."""
+    values = spec.model_dump(mode="json")
+    return " ".join(f"{n}={'default' if values[n] is None else values[n]}" for n in names)
+
+
+def settings(spec: RunSpec, knobs: Sequence[str] = (), **axes: bool) -> str:
+    """configuration() (its keywords: what an axis or column shows) and the knobs' values."""
+    return " ".join(filter(None, [configuration(spec, **axes), knobs_text(spec, knobs)]))
 
 
 def describe(spec: RunSpec) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from accelbench import validity
-from accelbench.report.cells import configuration
+from accelbench.report.cells import differing, settings
 from accelbench.result import Result
 
 if TYPE_CHECKING:
@@ -79,9 +79,26 @@ def group_by(items: Sequence[T], key: Callable[[T], Any]) -> dict[Any, list[T]]:
     return dict(groups)
 
 
-def series_name(r: Result, *, devices: bool = True, batch: bool = False) -> str:
-    """A line's name: the platform and the configuration, less what the x axis shows."""
-    return f"{r.platform} {configuration(r.spec, batch=batch, devices=devices)}"
+def series_name(
+    r: Result,
+    *,
+    devices: bool = True,
+    replicas: bool = True,
+    batch: bool = False,
+    knobs: Sequence[str] = (),
+) -> str:
+    """A line's name: the platform, the configuration less what the x axis shows, and the
+    `knobs` (cells.differing) that tell it from the figure's other lines."""
+    return (
+        f"{r.platform} {settings(r.spec, knobs, batch=batch, devices=devices, replicas=replicas)}"
+    )
+
+
+def namer(results: Sequence[Result], **axes: bool) -> Callable[[Result], str]:
+    """series_name for a figure of these results: every knob that differs among them becomes
+    part of the name, so differently configured runs are never pooled into one line."""
+    knobs = differing(r.spec for r in results)
+    return lambda r: series_name(r, knobs=knobs, **axes)
 
 
 def points(
@@ -148,10 +165,30 @@ def finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
         ax.legend(fontsize=7, loc="best")
 
 
-def median_by_x(members: Sequence[Result], x: Callable[[Result], float]) -> list[Result]:
-    """One result per x: the repeat with the median throughput, so a line has one point per x."""
+def median_by_x(
+    members: Sequence[Result],
+    x: Callable[[Result], float],
+    left_out: list[Result] | None = None,
+) -> list[Result]:
+    """One result per x, so a line has one point per x: the repeat with the median throughput
+    among the valid ones where any is valid (a flagged repeat never hides a valid one), else
+    among all. Flagged repeats passed over for a valid one are added to `left_out`."""
     out = []
     for _, group in sorted(group_by(members, x).items()):
-        group.sort(key=lambda r: r.items_per_s or 0)
-        out.append(group[(len(group) - 1) // 2])
+        valid = [r for r in group if validity.verdict_text(r) == "valid"]
+        if valid and left_out is not None:
+            left_out += [r for r in group if r not in valid]
+        pool = sorted(valid or group, key=lambda r: r.items_per_s or 0)
+        out.append(pool[(len(pool) - 1) // 2])
     return out
+
+
+def left_out_note(left_out: Sequence[Result]) -> str:
+    """The caption's account of the flagged repeats median_by_x passed over; blank if none."""
+    if not left_out:
+        return ""
+    flags = sorted({f for r in left_out for f in validity.verdict_text(r).split(", ")})
+    return (
+        f" Left out: {len(left_out)} flagged result(s) ({', '.join(flags)}) of settings that "
+        "also have a valid result, which is drawn instead."
+    )

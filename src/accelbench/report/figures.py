@@ -12,7 +12,6 @@ of the axis, not at 0 s. matplotlib is imported here only, when a report is draw
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING
 
 from accelbench import convergence, validity
 from accelbench.report import serving
@@ -22,18 +21,16 @@ from accelbench.report.drawing import (
     colored,
     finish,
     group_by,
+    left_out_note,
     median_by_x,
+    namer,
     new_figure,
     palette,
     points,
-    series_name,
     slug,
     style,
 )
 from accelbench.result import Result, measured
-
-if TYPE_CHECKING:
-    pass
 
 FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"
 MAX_EPOCH_BARS = 24
@@ -66,8 +63,9 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
         if len({r.spec.batch_size for r in ran}) < 2:
             continue
         fig, (ax,) = new_figure()
-        for series, group, color in colored(group_by(ran, series_name)):
-            line = median_by_x(group, lambda r: r.spec.batch_size)
+        left_out: list[Result] = []
+        for series, group, color in colored(group_by(ran, namer(ran))):
+            line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
             xs = [r.spec.batch_size for r in line]
             points(ax, xs, [r.items_per_s or 0 for r in line], line, color, series, intervals=True)
         ooms = sorted({r.spec.batch_size for r in members if r.status == "oom"})
@@ -87,7 +85,8 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
         what = "training" if scenario == "train" else "inference"
         title = f"{workload}: {what} throughput against batch size"
         ax.set_title(title, fontsize=10)
-        yield Plot(slug("batch", workload, scenario), title, FLAGGED_NOTE, fig)
+        note = FLAGGED_NOTE + left_out_note(left_out)
+        yield Plot(slug("batch", workload, scenario), title, note, fig)
 
 
 def scaling(results: Sequence[Result]) -> Iterator[Plot]:
@@ -95,18 +94,20 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
     throughput times the device ratio; each point is labelled with its scaling efficiency."""
     training = measured(results, "train")
     for workload, members in group_by(training, lambda r: r.spec.workload).items():
+        # A line's layout is fixed (FSDP apart from FSDP x TP, stages named in it); its
+        # replicas and nodes grow along the x axis.
+        series_of = namer(members, replicas=False, batch=True)
         groups = {
             k: g
-            for k, g in group_by(
-                members, lambda r: series_name(r, devices=False, batch=True)
-            ).items()
+            for k, g in group_by(members, series_of).items()
             if len({r.num_devices for r in g}) >= 2
         }
         if not groups:
             continue
         fig, (ax,) = new_figure()
+        left_out: list[Result] = []
         for series, group, color in colored(groups):
-            line = median_by_x(group, lambda r: r.num_devices)
+            line = median_by_x(group, lambda r: r.num_devices, left_out)
             xs = [r.num_devices for r in line]
             ys = [r.items_per_s or 0 for r in line]
             points(ax, xs, ys, line, color, series, intervals=True)
@@ -125,10 +126,10 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
         ax.plot([], [], "--", color="gray", label="ideal linear scaling")
         ax.set_xticks(sorted({r.num_devices for g in groups.values() for r in g}))
         unit = members[0].metrics.item_unit if members[0].metrics else "items"
-        finish(ax, "devices (replicas x pipeline stages)", f"{unit}/s")
+        finish(ax, "devices", f"{unit}/s")
         title = f"{workload}: scaling with device count (labels: scaling efficiency)"
         ax.set_title(title, fontsize=10)
-        yield Plot(slug("scaling", workload), title, FLAGGED_NOTE, fig)
+        yield Plot(slug("scaling", workload), title, FLAGGED_NOTE + left_out_note(left_out), fig)
 
 
 def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
@@ -178,9 +179,11 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
         fig, (ax,) = new_figure()
         colors = palette()
         own = [r for r in infer if r.spec.workload == workload]
-        for series, group in sorted(group_by(own, series_name).items()):
+        served = [r for r in server if r.spec.workload == workload]
+        series_of, left_out = namer([*own, *served]), list[Result]()
+        for series, group in sorted(group_by(own, series_of).items()):
             color = next(colors)
-            line = median_by_x(group, lambda r: r.items_per_s or 0)
+            line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
             xs = [r.items_per_s or 0 for r in line]
             p99 = [r.metrics.step_ms_steady.p99 if r.metrics else 0 for r in line]
             points(ax, xs, p99, line, color, f"{series} p99")
@@ -195,7 +198,7 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
                     fontsize=7,
                     ha="right",
                 )
-        for r in (r for r in server if r.spec.workload == workload):
+        for r in served:
             assert r.metrics is not None and r.metrics.server is not None
             color, trials = next(colors), r.metrics.server.trials
             ax.plot(
@@ -203,14 +206,14 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
                 [t.latency.p99 for t in trials],
                 "s--",
                 color=color,
-                label=f"{series_name(r)} server p99 (queries/s)",
+                label=f"{series_of(r)} server p99 (queries/s)",
             )
             if r.metrics.server.latency_bound_ms is not None:
                 ax.axhline(r.metrics.server.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
         finish(ax, "throughput (items or queries/s)", "latency (ms)")
         title = f"{workload}: latency against throughput"
         ax.set_title(title, fontsize=10)
-        yield Plot(slug("latency", workload), title, FLAGGED_NOTE, fig)
+        yield Plot(slug("latency", workload), title, FLAGGED_NOTE + left_out_note(left_out), fig)
 
 
 def generation(results: Sequence[Result]) -> Iterator[Plot]:
@@ -219,10 +222,10 @@ def generation(results: Sequence[Result]) -> Iterator[Plot]:
     made = [r for r in measured(results, "generate") if r.metrics and r.metrics.generate]
     for workload, own in group_by(made, lambda r: r.spec.workload).items():
         fig, (trade, first) = new_figure(ncols=2)
-        colors = palette()
-        for series, group in sorted(group_by(own, series_name).items()):
+        colors, left_out = palette(), list[Result]()
+        for series, group in sorted(group_by(own, namer(own)).items()):
             color = next(colors)
-            line = median_by_x(group, lambda r: r.spec.batch_size)
+            line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
             gens = [r.metrics.generate for r in line if r.metrics and r.metrics.generate]
             per_device = [(r.metrics.tokens_per_s or 0) / r.num_devices for r in line if r.metrics]
             per_user = [1e3 / g.tpot_ms.median for g in gens]
@@ -235,7 +238,8 @@ def generation(results: Sequence[Result]) -> Iterator[Plot]:
         finish(first, "batch size (sequences)", "time to first token p50 (ms)", log_x=True)
         title = f"{workload}: generation, per user against per device"
         trade.set_title(title, fontsize=10)
-        yield Plot(slug("generation", workload), title, FLAGGED_NOTE, fig)
+        note = FLAGGED_NOTE + left_out_note(left_out)
+        yield Plot(slug("generation", workload), title, note, fig)
 
 
 def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
@@ -244,7 +248,9 @@ def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
     summaries = convergence.by_seed(results)
     for workload, group in group_by(summaries, lambda s: s.runs[0].spec.workload).items():
         fig, (ax,) = new_figure()
-        for series, members, color in colored(group_by(group, lambda s: series_name(s.runs[0]))):
+        series_of = namer([r for s in group for r in s.runs])
+        by_series = group_by(group, lambda s: series_of(s.runs[0]))  # noqa: B023 (used at once)
+        for series, members, color in colored(by_series):
             members.sort(key=lambda s: s.runs[0].spec.global_batch)
             reached = [s for s in members if s.median_s is not None]
             xs = [s.runs[0].spec.global_batch for s in reached]
@@ -314,10 +320,11 @@ def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
         if not shown:
             continue
         fig, axes = new_figure(len(shown))
+        left_out: list[Result] = []
         for ax, (name, value) in zip(axes, shown, strict=True):
             have = [r for r in members if value(r) is not None]
-            for series, group, color in colored(group_by(have, series_name)):
-                line = median_by_x(group, lambda r: r.spec.batch_size)
+            for series, group, color in colored(group_by(have, namer(have))):
+                line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
                 points(
                     ax,
                     [r.spec.batch_size for r in line],
@@ -329,4 +336,5 @@ def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
             finish(ax, "micro batch", name, log_x=True)
         title = f"{workload}: " + " and ".join(name for name, _ in shown) + " against batch size"
         fig.suptitle(title, fontsize=10)
-        yield Plot(slug("efficiency", workload), title, FLAGGED_NOTE, fig)
+        note = FLAGGED_NOTE + left_out_note(list({id(r): r for r in left_out}.values()))
+        yield Plot(slug("efficiency", workload), title, note, fig)

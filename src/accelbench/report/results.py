@@ -12,13 +12,14 @@ from accelbench.report import serving, tables
 from accelbench.report.cells import (
     LAST_EPOCH,
     ci_text,
-    configuration,
     describe,
+    differing,
     iqr_text,
     label,
     last_epoch_text,
     mfu_text,
     rate_text,
+    settings,
     shown_invalid,
     wait_text,
 )
@@ -42,6 +43,7 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
     the scenario, which tells a training row from an inference or server row."""
     groups = validity.repeat_groups(results)
     speedups = scaling.speedups(results)
+    knobs = differing(r.spec for r in results)
     rows = []
     for r in results:
         throughput = "" if r.items_per_s is None else rate_text(r.items_per_s)
@@ -54,7 +56,7 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
                 r.platform,
                 str(r.spec.replicas),
                 str(r.spec.batch_size),
-                configuration(r.spec, batch=False, devices=False),
+                settings(r.spec, knobs, batch=False, replicas=False),
                 last_epoch_text(r),
                 throughput,
                 ci_text(r),

@@ -10,16 +10,16 @@ from accelbench.report.drawing import (
     Plot,
     finish,
     group_by,
+    namer,
     new_figure,
     palette,
-    series_name,
     slug,
 )
 from accelbench.result import Result, measured
 from accelbench.scenario_records import ServeTrial
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary
-from accelbench.validity import MIN_P99_SAMPLES
+from accelbench.validity import MIN_P99_SAMPLES, verdict_text
 
 
 def cell_text(result: Result) -> str:
@@ -87,25 +87,34 @@ def _percentiles(s: Summary) -> str:
 
 def curves(results: Sequence[Result]) -> Iterator[Plot]:
     """Per served model: p50 and p99 TTFT and TPOT against the request rate answered, a point
-    per trial; and tokens/s per user (1 / TPOT p50) against the server's output tokens/s."""
+    per trial in the order of the rates sent (the closed loop last), so a line follows the load
+    up; and tokens/s per user (1 / TPOT p50) against the server's output tokens/s. Trials of a
+    flagged result are hollow."""
     served = [r for r in measured(results, "serve") if r.metrics and r.metrics.serve]
     for workload, own in group_by(served, lambda r: r.spec.workload).items():
         fig, (ttft, tpot, trade) = new_figure(ncols=3)
         colors = palette()
-        for series, group in sorted(group_by(own, series_name).items()):
+        for series, group in sorted(group_by(own, namer(own)).items()):
             color = next(colors)
-            trials = sorted(
-                (t for r in group if r.metrics and r.metrics.serve for t in r.metrics.serve.trials),
-                key=lambda t: t.requests_per_s,
+            marked = sorted(
+                (
+                    (t, verdict_text(r) == "valid")
+                    for r in group
+                    if r.metrics and r.metrics.serve
+                    for t in r.metrics.serve.trials
+                ),
+                key=lambda tv: (tv[0].rate_per_s or float("inf"), tv[0].requests_per_s),
             )
-            rates = [t.requests_per_s for t in trials]
+            trials = [t for t, _ in marked]
             for ax, name in ((ttft, "ttft_ms"), (tpot, "tpot_ms")):
-                drawn = [
-                    (x, s) for x, t in zip(rates, trials, strict=True) if (s := getattr(t, name))
-                ]
-                xs = [x for x, _ in drawn]
-                ax.plot(xs, [s.median for _, s in drawn], "o-", color=color, label=f"{series} p50")
-                ax.plot(xs, [s.p99 for _, s in drawn], "s--", color=color, label=f"{series} p99")
+                drawn = [(t.requests_per_s, s, v) for t, v in marked if (s := getattr(t, name))]
+                xs = [x for x, _, _ in drawn]
+                for stat, shape, label in (("median", "o-", "p50"), ("p99", "s--", "p99")):
+                    ys = [getattr(s, stat) for _, s, _ in drawn]
+                    ax.plot(xs, ys, shape[1:], color=color, label=f"{series} {label}")
+                    for x, y, (_, _, valid) in zip(xs, ys, drawn, strict=True):
+                        face = color if valid else "white"
+                        ax.plot([x], [y], shape[0], color=color, markerfacecolor=face)
             timed = [t for t in trials if t.tpot_ms]
             trade.plot(
                 [t.output_tokens_per_s for t in timed],
@@ -120,7 +129,8 @@ def curves(results: Sequence[Result]) -> Iterator[Plot]:
         title = f"{workload}: latency and per-user speed against load"
         ttft.set_title(title, fontsize=10)
         caption = (
-            "a point per trial (the closed loop and each rate); p99 from trials of fewer than "
-            f"{MIN_P99_SAMPLES} requests is close to their slowest"
+            "a point per trial (the closed loop and each rate), hollow where the result is "
+            f"flagged; p99 from trials of fewer than {MIN_P99_SAMPLES} requests is close to "
+            "their slowest"
         )
         yield Plot(slug("serving", workload), title, caption, fig)
