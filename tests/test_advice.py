@@ -57,7 +57,8 @@ def test_each_platform_gets_its_own_optimum(chips: list[Result]) -> None:
     assert ipu.batch_range == [8, 16]  # 2,050 is within 5% of 2,100; 1,500 is not
     assert gpu.batch_range == [512]
     assert gpu.gaps is not None and (gpu.gaps.largest_fit, gpu.gaps.first_oom) == (512, 1024)
-    assert gpu.confidence is not None and gpu.confidence.level is advice.Level.HIGH
+    # the intervals clear, but each option is one run: never "high" from one run
+    assert gpu.confidence is not None and gpu.confidence.level is advice.Level.FEW_RUNS
     assert gpu.confidence.runner_up and gpu.confidence.runner_up.result.spec.batch_size == 256
     assert ipu.confidence is not None and ipu.confidence.level is advice.Level.LOW  # 2,100 vs 2,050
     assert ipu.confidence.runner_up and ipu.confidence.runner_up.result.spec.batch_size == 16
@@ -199,7 +200,7 @@ def test_constraints_leave_configurations_out(two_platforms: list[Result]) -> No
 def test_time_to_train_uses_the_median_over_seeds(two_platforms: list[Result]) -> None:
     base = two_platforms[0]
     quick = [_trained(at(base, "X", 16, 900.0), s, t) for s, t in ((0, 3.0), (1, 5.0), (2, 4.0))]
-    slow = [_trained(at(base, "X", 256, 2000.0), s, t) for s, t in ((0, 9.0), (1, None))]
+    slow = [_trained(at(base, "X", 256, 2000.0), s, t) for s, t in ((0, 9.0), (1, None), (2, 10.0))]
     (a,) = advice.recommend([*quick, *slow], "tiny_mlp", "time-to-train")
     best = a.options[0]
     assert (best.result.spec.batch_size, best.value, best.low, best.high) == (16, 4.0, 3.0, 5.0)
@@ -217,7 +218,11 @@ def test_recommend_command_prints_evidence(chips: list[Result], tmp_path: Path) 
     assert lines[1].startswith(
         "1. Sim GPU: bs=512 fp32: 8,600 items/s [8,428 items/s to 8,772 items/s]; from 1 run(s): "
     )
-    assert "   confidence: high: its interval clears the runner-up's (bs=256 fp32)" in lines
+    assert (
+        "   confidence: low: one run: its interval clears the runner-up's (bs=256 fp32), but runs "
+        "in fresh processes differ by more than a run's interval says; run --repeats 3 for a "
+        "sure answer"
+    ) in lines
     assert "   not measured: largest micro batch that fit: 512; out of memory at 1024" in lines
     assert "   effective batch range (within 5% of its best throughput): 8, 16" in lines
     assert "across platforms: Sim GPU is best; its interval clears Sim IPU's" in lines
@@ -241,3 +246,20 @@ def test_a_contended_result_is_never_recommended(two_platforms: list[Result]) ->
         "   left out: 1 measured run(s): contended: measured while other work shared the platform"
         in lines
     )
+
+
+def test_high_confidence_is_earned_by_three_fresh_runs_of_each(chips: list[Result]) -> None:
+    gpu = [r for r in chips if r.status == "ok" and r.env.platform == "Sim GPU"]
+    repeated = [
+        with_rate(r.model_copy(update={"spec": r.spec.model_copy(update={"repeat": i})}), v, 0.01)
+        for r in gpu
+        for i, v in enumerate((r.items_per_s or 0) * f for f in (0.99, 1.0, 1.01))
+    ]
+    (a,) = advice.recommend(repeated, "tiny_mlp", "throughput")
+    assert a.confidence is not None and a.confidence.level is advice.Level.HIGH
+    text = advice_text.advice_lines([a], "throughput", objectives.Constraints())
+    assert any(line.startswith("   confidence: high: ") for line in text)
+    assert "run-to-run spread 2.0% of the median" in text[0]
+    fewer = [r for r in repeated if (r.spec.batch_size, r.spec.repeat) != (512, 2)]
+    (two,) = advice.recommend(fewer, "tiny_mlp", "throughput")  # the best: 2 runs
+    assert two.confidence is not None and two.confidence.level is advice.Level.FEW_RUNS

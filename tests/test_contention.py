@@ -117,3 +117,27 @@ def test_a_monitor_never_started_reads_nothing() -> None:
     import torch
 
     assert contention.HostMonitor(tiny(), torch.device("cpu")).stop() is None
+
+
+def test_an_idle_host_is_not_contended_for_a_hundredth_of_a_cpu() -> None:
+    # Two one-thread ranks on two CPUs waiting on each other's collectives: short of their two
+    # CPUs, while daemons used 0.01 of one.
+    idle = reading(num_cpus=2, cell_cpus=2.0, busy_cpus=1.41, own_cpus=1.4)
+    assert contention.contended(idle) is None
+    shared = reading(num_cpus=2, cell_cpus=1.0, busy_cpus=2.0, own_cpus=0.67)  # 2 spinners
+    assert contention.contended(shared) is not None
+
+
+def test_the_busy_warning_names_threads_that_fit_and_is_quiet_when_they_do() -> None:
+    # One CPU of two held by another process: a cell on every CPU is warned and told
+    # --threads 1; a cell of one thread fits beside it and is not warned at all.
+    cpus = 2
+    every = contention.cpus_needed(tiny(), "cpu", cpus)
+    one = contention.cpus_needed(tiny(threads=1), "cpu", cpus)
+    assert (every, one) == (2, 1)
+    warning = contention.busy_warning(1.0, cpus, 1.3, every)
+    assert warning is not None and "give --threads 1 (with --workers 0)" in warning
+    assert contention.busy_warning(1.0, cpus, 1.3, one) is None
+    full = contention.busy_warning(2.0, cpus, 2.5, one)
+    assert full is not None and "no CPU is free" in full
+    assert contention.cpus_needed(tiny(replicas=2, threads=3), "cuda", 16) == 2

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
+import numpy as np
+
 from accelbench import validity
 from accelbench.contention import HostActivity
 from accelbench.report import document, figures
@@ -162,7 +164,7 @@ def _quiet(result: Result, host: HostActivity | None = None, **spec: object) -> 
 def _drawn_ys(plot: figures.Plot) -> set[float]:
     """Every y value the plot's first axes draws (its lines and markers)."""
     ax = plot.figure.axes[0]
-    return {round(float(y), 6) for line in ax.get_lines() for y in line.get_ydata()}
+    return {round(float(y), 6) for line in ax.get_lines() for y in np.asarray(line.get_ydata())}
 
 
 def test_a_valid_result_is_drawn_instead_of_a_contended_repeat(

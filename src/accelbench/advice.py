@@ -31,6 +31,8 @@ from accelbench.objectives import (
 )
 from accelbench.result import ANY_BATCH, Result, cell_key
 
+MIN_RUNS = 3
+"""Fresh-process runs (repeats or seeds) of each option before an answer is called sure."""
 BATCH_RANGE_FRAC = 0.95
 """Micro batches at or above this share of the best throughput form the effective batch range."""
 
@@ -54,7 +56,11 @@ class Level(StrEnum):
     """How sure the answer is against the runner-up."""
 
     HIGH = "high"
-    """The best's interval clears the runner-up's."""
+    """The best's interval clears the runner-up's, each from MIN_RUNS runs or more."""
+    FEW_RUNS = "few-runs"
+    """The intervals clear, but one of them is from fewer than MIN_RUNS runs: a run's own
+    interval says nothing of how the next fresh process will do (one cell gave 6,248 to 10,143
+    items/s across runs, each known to +-2-6% within itself)."""
     LOW = "low"
     """The runner-up lies within the best's interval: either will do."""
     ALONE = "alone"
@@ -266,6 +272,8 @@ def _confidence(options: list[Option], goal: Goal) -> Confidence:
     clear = clears(best, second, goal.lower_is_better)
     if clear is None:
         return Confidence(Level.NO_RUNNER_UP_INTERVAL, second)
+    if clear and min(len(best.runs), len(second.runs)) < MIN_RUNS:
+        return Confidence(Level.FEW_RUNS, second)
     return Confidence(Level.HIGH if clear else Level.LOW, second)
 
 

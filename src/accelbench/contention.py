@@ -36,6 +36,9 @@ MIN_WINDOW_S = 0.25
 """CPU times tick in hundredths of a second, so a reading over this long is good to about 0.1
 CPU; shorter windows are judged by the load average alone: more runnable work than the host has
 CPUs as the steady state began."""
+RESOLUTION_CPUS = 0.1
+"""What CPU times over MIN_WINDOW_S or more can tell from nothing: less use by others is idle
+(two ranks of a CPU run on an idle host were flagged for 0.01 CPU of daemons)."""
 MAX_STEAL_FRAC = 0.05
 """CPU time taken by the hypervisor for other guests above which a virtual machine's numbers are
 not its own."""
@@ -79,7 +82,8 @@ def contended(activity: HostActivity) -> str | None:
                 "as the steady state began"
             )
     elif activity.others_cpus > spare + SLACK_CPUS or (
-        activity.others_cpus > spare and activity.own_cpus < SHORT_FRAC * activity.cell_cpus
+        activity.others_cpus > spare + RESOLUTION_CPUS
+        and activity.own_cpus < SHORT_FRAC * activity.cell_cpus
     ):
         reasons.append(
             f"other processes kept {activity.others_cpus:.1f} of {activity.num_cpus} CPUs busy "
@@ -93,6 +97,34 @@ def contended(activity: HostActivity) -> str | None:
         pids = ", ".join(map(str, activity.other_gpu_pids[:5]))
         reasons.append(f"other processes on the GPU (pid {pids})")
     return "; ".join(reasons) + ": run where nothing else does" if reasons else None
+
+
+def cpus_needed(spec: RunSpec, device_type: str, num_cpus: int) -> float:
+    """The CPUs a cell will keep busy, before it runs: its --threads (torch's default: every CPU
+    for one process, one each under torchrun with several) on the CPU, one per process on an
+    accelerator, and the loader workers."""
+    default = num_cpus if spec.num_processes == 1 else 1
+    per_process = (spec.threads or default) if device_type == "cpu" else 1
+    return min(num_cpus, per_process * spec.processes_per_node + spec.workers)
+
+
+def busy_warning(others: float, num_cpus: int, load: float, needed: float) -> str | None:
+    """The warning before a sweep when other processes keep busy CPUs the cells need (None when
+    they fit beside them), naming --threads that would leave the busy CPUs free: OpenMP threads
+    that wait for a core another process holds ran 56-58x slower than --threads 1 on a shared
+    node."""
+    free = int(num_cpus + SLACK_CPUS - others)  # what a cell may use and not be flagged
+    if others <= num_cpus - needed + SLACK_CPUS:
+        return None
+    fix = (
+        f"give --threads {free} (with --workers 0) to leave the busy CPUs free"
+        if free >= 1
+        else "no CPU is free: run where nothing else does"
+    )
+    return (
+        f"other processes keep {others:.1f} of {num_cpus} CPUs busy (1-min load {load:.1f}) "
+        f"and the cells need {needed:g}: results taken now will be flagged contended; {fix}"
+    )
 
 
 def cell_cpus(spec: RunSpec, device_type: str, torch_threads: int) -> float:

@@ -161,7 +161,7 @@ def run(
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
     cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
     with ResultStore(db) as store:
-        _warn_if_busy()
+        _warn_if_busy(cells)
         console.print(f"{len(cells)} cell(s); results go to {store.where}")
         results = _sweep(cells, store, force, timeout_s)
     show(results, latency_bound_ms)
@@ -258,17 +258,14 @@ def _slo(text: str | None) -> dict[str, float]:
     return targets
 
 
-def _warn_if_busy() -> None:
-    """Say before the first cell when other work keeps the host busy: its cells would be
-    flagged contended."""
+def _warn_if_busy(cells: list[Cell]) -> None:
+    """Say before the first cell when other work keeps the CPUs a cell needs busy, and how to
+    leave them free."""
     others, cpus, load = contention.busy_now(0.5)
-    if others > contention.SLACK_CPUS:
-        console.print(
-            f"warning: other processes keep {others:.1f} of {cpus} CPUs busy (1-min "
-            f"load {load:.1f}): results taken now will be flagged contended; run where nothing "
-            "else does",
-            style="yellow",
-        )
+    needed = max(contention.cpus_needed(spec, env.device_type, cpus) for spec, env in cells)
+    warning = contention.busy_warning(others, cpus, load, needed)
+    if warning:
+        console.print(f"warning: {warning}", style="yellow")
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:

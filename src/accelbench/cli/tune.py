@@ -21,6 +21,7 @@ from accelbench.sweep import check_timeout, run_sweep
 
 TUNE_KNOBS = (
     "precision",
+    "threads",
     "compile",
     "epochs",
     "steps_per_epoch",

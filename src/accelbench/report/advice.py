@@ -57,13 +57,23 @@ def _scenario(r: Result, objective: str) -> str:
     return f"{r.spec.scenario} " if len(objectives.GOALS[objective].scenarios) > 1 else ""
 
 
-def _confidence_text(confidence: advice.Confidence) -> str:
-    other = "" if confidence.runner_up is None else configuration(confidence.runner_up.result.spec)
+def _confidence_text(confidence: advice.Confidence, best: advice.Option) -> str:
+    runner_up = confidence.runner_up
+    other = "" if runner_up is None else configuration(runner_up.result.spec)
+    fewest = min(len(best.runs), len(runner_up.runs) if runner_up else len(best.runs))
+    more = f", or run --repeats {advice.MIN_RUNS}" if fewest < advice.MIN_RUNS else ""
     match confidence.level:
         case Level.HIGH:
-            return f"high: its interval clears the runner-up's ({other})"
+            return f"high: its interval clears the runner-up's ({other}), over {fewest}+ runs each"
+        case Level.FEW_RUNS:
+            runs = "one run" if fewest == 1 else f"{fewest} runs"
+            return (
+                f"low: {runs}: its interval clears the runner-up's ({other}), but runs in fresh "
+                f"processes differ by more than a run's interval says; run --repeats "
+                f"{advice.MIN_RUNS} for a sure answer"
+            )
         case Level.LOW:
-            return f"low: the runner-up ({other}) is within its interval; either will do, or run --repeats 3"
+            return f"low: the runner-up ({other}) is within its interval; either will do{more}"
         case Level.ALONE:
             return "one configuration measured: nothing to set it against"
         case Level.NO_INTERVAL:
@@ -72,6 +82,12 @@ def _confidence_text(confidence: advice.Confidence) -> str:
             )
         case Level.NO_RUNNER_UP_INTERVAL:
             return "unknown: the runner-up has no interval to set against"
+
+
+def _spread_text(runs: Sequence[Result]) -> str:
+    """The run-to-run spread of the throughput, beside each run's own interval."""
+    spread = validity.repeat_spread(runs)
+    return "" if spread is None else f"; run-to-run spread {spread:.1f}% of the median"
 
 
 def _gap_lines(g: advice.Gaps) -> list[str]:
@@ -137,7 +153,7 @@ def advice_lines(
             f"{i}. {a.platform}: {_scenario(best.result, objective)}"
             f"{configuration(best.result.spec)}: "
             f"{_objective_text(best.value, objective, constraints, best.result.num_devices)}"
-            f"{interval}; from {len(best.runs)} run(s): {keys}"
+            f"{interval}; from {len(best.runs)} run(s): {keys}{_spread_text(best.runs)}"
         )
         if constraints.tokens is not None:
             lines.append(
@@ -148,7 +164,7 @@ def advice_lines(
             reached = sum(1 for r in best.runs if r.status == "ok")
             lines.append(f"   seeds that reached the target: {reached}/{len(best.runs)}")
         if a.confidence is not None:
-            lines.append(f"   confidence: {_confidence_text(a.confidence)}")
+            lines.append(f"   confidence: {_confidence_text(a.confidence, best)}")
         if a.batch_range:
             span = ", ".join(map(str, a.batch_range))
             lines.append(f"   effective batch range (within 5% of its best throughput): {span}")
