@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from accelbench.cli.app import ENV_DEFAULTS
 from accelbench.contention import HostActivity
 from accelbench.result import Result, result_key
 from accelbench.spec import RunSpec
@@ -23,6 +24,8 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     """No test touches the user's database, and torch's global state is the same for each."""
     monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "default.sqlite"))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # tests outside an allocation, even in one
+    for label in ENV_DEFAULTS["platform"]:  # results unlabelled unless a test labels them
+        monkeypatch.delenv(label, raising=False)
     flags = (
         torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,

@@ -179,3 +179,50 @@ def test_cells_that_could_not_be_matched_are_said_with_why(two_platforms: list[R
         f"{steps + 3} vs {steps}"
     )
     assert comparison.unmatched(here, "batch_size") == []  # every one was matched
+
+
+def _labelled(result: Result, label: str, factor: float) -> Result:
+    """`result` as measured on a cluster labelled `label`, with the same devices and host
+    name (two clusters of one GPU model, whose login nodes name their hosts alike)."""
+    spec = result.spec.model_copy(update={"platform": label})
+    return with_rate(result.model_copy(update={"spec": spec}), 1000.0 * factor, 0.02)
+
+
+def test_two_clusters_of_one_device_model_are_compared_not_pooled(
+    two_platforms: list[Result],
+) -> None:
+    here = train(two_platforms)
+    a = [_labelled(r, "cluster-a", 1.0) for r in here]
+    b = [_labelled(r, "cluster-b", 2.0) for r in here]
+    device = here[0].env.platform
+    assert {r.platform for r in a} == {f"cluster-a ({device})"}
+    assert a[0].device_model == device
+    found = comparison.ratios([*a, *b], "platform")
+    assert len(found) == len(here) and {r.baseline for r in found} == {f"cluster-a ({device})"}
+    assert all(r.ratio == pytest.approx(2.0) for r in found)
+    # An unlabelled old record still reads as its device model.
+    assert here[0].platform == device
+
+
+def test_unmatched_cells_of_another_scenario_are_not_listed(two_platforms: list[Result]) -> None:
+    here = train(two_platforms)
+    infer = [r for r in two_platforms if r.spec.scenario == "infer" and r.status == "ok"]
+    there = [on_platform(r, "Sim B", 2.0) for r in infer if SIM_PLATFORM not in r.env.platform]
+    # Training here, inference there: no like cell elsewhere, so nothing is a near miss.
+    assert comparison.unmatched([*here, *there], "platform") == []
+
+
+def test_the_platform_label_comes_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = tmp_path / "r.sqlite"
+    monkeypatch.setenv("SLURM_CLUSTER_NAME", "juwels")
+    cell = ["run", "tiny_mlp", "--steps-per-epoch", "3", "--epochs", "1", "--db", str(db)]
+    out = CliRunner().invoke(app, cell)
+    assert out.exit_code == 0, out.output
+    monkeypatch.setenv("ACCELBENCH_PLATFORM", "juwels-booster")  # before Slurm's name
+    out = CliRunner().invoke(app, cell)
+    assert out.exit_code == 0, out.output
+    with ResultStore(db) as store:
+        labels = sorted(r.spec.platform or "" for r in store.query())
+    assert labels == ["juwels", "juwels-booster"]  # two platforms, not a result reused

@@ -197,7 +197,16 @@ def unmatched(results: Sequence[Result], by: str, baseline: str | None = None) -
             out += [Unmatched(runs[0], baseline, ()) for runs in cell.values()]
         elif len(cell) == 1:
             [(value, [first, *_])] = cell.items()
-            elsewhere = [runs[0] for c in cells.values() for v, runs in c.items() if v != value]
+            # Only a like cell (the workload in the same scenario) elsewhere is a near miss.
+            like = (first.spec.workload, first.spec.scenario)
+            elsewhere = [
+                runs[0]
+                for c in cells.values()
+                for v, runs in c.items()
+                if v != value and (runs[0].spec.workload, runs[0].spec.scenario) == like
+            ]
+            if not elsewhere:
+                continue
             nearest = min((_differences(first, o, by) for o in elsewhere), key=len)
             out.append(Unmatched(first, None, nearest))
     return out

@@ -163,6 +163,7 @@ def flat(result: Result) -> dict[str, object]:
         "data": spec.data,
         "scenario": spec.scenario,
         "platform": result.platform,
+        "device_model": result.device_model,
         "device_type": result.env.device_type,
         "hostname": result.env.hostname,
         "replicas": spec.replicas,

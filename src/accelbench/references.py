@@ -185,7 +185,7 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
     and device family; then, in order, the same device count, precision and batch (the nearest
     where none is the same). None when nothing of its family is published."""
     m, spec = result.metrics, result.spec
-    run_family = family(result.platform)
+    run_family = family(result.device_model)  # a label may name another family's word
     if m is None or run_family is None:
         return None
     candidates = [

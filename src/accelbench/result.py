@@ -274,12 +274,21 @@ class Result(Frozen):
 
     @property
     def platform(self) -> str:
-        """What the numbers are of: the device model, or for serve, which measures a server
-        from its client, the server's platform as the user named it (spec.platform), else its
-        endpoint; the client's host stays in env."""
-        if self.spec.scenario != "serve":
-            return self.env.platform
-        return self.spec.platform or f"server at {self.spec.endpoint}"
+        """What the numbers are of: the centre's label (spec.platform: a cluster or partition)
+        with the device model, "jureca-dc (NVIDIA A100-SXM4-40GB)", else the device model alone
+        (as every record made before labels reads); for serve, which measures a server from its
+        client, the server's platform as the user named it, else its endpoint (the client's
+        host stays in env)."""
+        if self.spec.scenario == "serve":
+            return self.spec.platform or f"server at {self.spec.endpoint}"
+        label = self.spec.platform
+        return f"{label} ({self.env.platform})" if label else self.env.platform
+
+    @property
+    def device_model(self) -> str:
+        """The device model alone, without the centre's label: what published figures are
+        matched by (for serve: the server's platform, whose devices the client cannot see)."""
+        return self.platform if self.spec.scenario == "serve" else self.env.platform
 
     @property
     def overhead_s(self) -> float | None:

@@ -152,9 +152,12 @@ class RunSpec(Frozen):
     endpoint: str | None = None
     """serve: the base URL of an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp,
     `transformers serve`), such as http://gpu01:8000."""
-    platform: str | None = None
-    """serve: what the server runs on, in the user's words ("8x H100 SXM, vLLM 0.11"): the
-    platform of the results, which the client's own host is not."""
+    platform: str | None = Field(default=None, min_length=1, max_length=200)
+    """The platform's name as the centre calls it, a cluster or partition ("jureca-dc",
+    "booster"; the command line's default: $ACCELBENCH_PLATFORM, else Slurm's
+    $SLURM_CLUSTER_NAME), kept beside the device model so that two clusters with the same
+    devices stay apart; serve: what the server runs on, in the user's words ("8x H100 SXM,
+    vLLM 0.11"), which the client's own host is not."""
     lengths: str | None = None
     """serve: a CSV file of request lengths, columns prompt_tokens,new_tokens, a row drawn at
     random for each request; None: every request has prompt_tokens and new_tokens."""

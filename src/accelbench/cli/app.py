@@ -102,6 +102,9 @@ def job_help(field: str) -> str:
 
 OPTION_NAMES = {"repeat": "repeats", "ci_pct": "ci", "slo_ttft_ms": "slo", "slo_tpot_ms": "slo"}
 """Spec fields whose command-line parameter has another name."""
+ENV_DEFAULTS = {"platform": ["ACCELBENCH_PLATFORM", "SLURM_CLUSTER_NAME"]}
+"""Spec fields whose option defaults to the first of these environment variables that is set:
+a centre labels its clusters once, in the environment its jobs start in."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -135,7 +138,7 @@ def field_options(
         default = field.get_default(call_default_factory=True)
         flag = f"--{name.replace('_', '-')}"
         decls = [f"{flag}/--no-{flag[2:]}" if default else flag] if kind is bool else []
-        option = typer.Option(*decls, help=field.description or "")
+        option = typer.Option(*decls, help=field.description or "", envvar=ENV_DEFAULTS.get(name))
         params.append(
             inspect.Parameter(
                 name,

@@ -269,8 +269,8 @@ def _warn_if_busy(cells: list[Cell]) -> None:
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
+    source = ctx.get_parameter_source(name)  # an option's environment variable says it too
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT")
 
 
 def _override(

@@ -20,6 +20,7 @@ from accelbench.store import ResultStore
 from accelbench.sweep import check_timeout, run_sweep
 
 TUNE_KNOBS = (
+    "platform",
     "precision",
     "threads",
     "compile",
