@@ -44,20 +44,24 @@ def test_training_only_settings_are_refused() -> None:
 @pytest.fixture(scope="module")
 def sweep() -> list[Result]:
     return [
-        run(tiny(scenario="infer", batch_size=b, steps_per_epoch=240, window_steps=10))
+        run(tiny(scenario="infer", batch_size=b, steps_per_epoch=480, window_steps=10))
         for b in (1, 16)
     ]
 
 
 def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
     long_enough = sweep[0]
-    assert long_enough.metrics and long_enough.metrics.step_ms_steady.n >= 100
+    assert long_enough.metrics and long_enough.metrics.step_ms_steady.n >= 459
     assert "p99" in results_text.latency_line(
         long_enough
     ) and "not shown" not in results_text.latency_line(long_enough)
     short = run(tiny(scenario="infer", steps_per_epoch=20))
-    assert "p99 not shown (needs 100)" in results_text.latency_line(short)
-    assert any("p99 latency needs 100" in line for line in results_text.notes([short]))
+    assert "p99 not shown (needs 459)" in results_text.latency_line(short)
+    assert any(
+        "p99 latency at 99% confidence needs 459 (MLPerf LoadGen's early stopping), 439 more"
+        in line
+        for line in results_text.notes([short])
+    )
 
 
 def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:

@@ -387,3 +387,70 @@ def test_a_lengths_file_is_read_or_refused_naming_the_fix(
     else:
         with pytest.raises(Exception, match=says):
             endpoint.read_lengths(path)
+
+
+def _sent(
+    sent_s: float, ttft: float = 10.0, last: float = 20.0, text: bool = True
+) -> ServedRequest:
+    return ServedRequest(
+        sent_s=sent_s,
+        prompt_tokens=10,
+        output_tokens=2 if text else 0,
+        chunk_ms=[ttft, last] if text else [],
+        error=None if text else "empty stream: the server answered with no text",
+    )
+
+
+def test_a_rate_is_judged_by_the_arrivals_it_realised_not_its_nominal_rate() -> None:
+    spec = served_spec()
+    # Ten Poisson arrivals asked for at 6.33/s that came at 4/s (one every 0.25 s), every one
+    # answered within 20 ms: the server kept up with what it was sent.
+    requests = [_sent(0.25 * i) for i in range(10)]
+    t = serve.trial(spec, requests, 6.33, None, duration_s=2.27)
+    assert t.sent_per_s == pytest.approx(4.0) and t.ended_per_s == pytest.approx(4.0)
+    assert t.requests_per_s < validity.OVERLOAD_FRAC * 6.33  # what the nominal rule rejected
+    assert serve.meets_slo(spec, t)
+    # Answers that end ever later, one every 0.5 s, fell behind the arrivals.
+    behind = [_sent(0.25 * i, last=250.0 * i + 20) for i in range(10)]
+    slow = serve.trial(spec, behind, 4.0, None, duration_s=4.5)
+    assert slow.ended_per_s == pytest.approx(2.0, rel=0.01) and not serve.meets_slo(spec, slow)
+
+
+def test_an_empty_stream_is_a_failure_with_its_reason() -> None:
+    spec = served_spec()
+    requests = [_sent(0.1 * i) for i in range(9)] + [_sent(0.9, text=False)]
+    t = serve.trial(spec, requests, 10.0, None, duration_s=1.0)
+    assert t.within_slo == pytest.approx(0.9) and t.num_within == 9
+    m = ServeMetrics(server_model=None, slo_share=0.99, trials=[t], reported=0, search="s")
+    flags = dict(validity._serve_flags(m))
+    assert flags[validity.Flag.FAILED_REQUESTS].endswith(
+        "empty stream: the server answered with no text"
+    )
+
+
+def test_the_slo_claim_needs_loadgens_early_stopping_samples() -> None:
+    spec = served_spec()
+
+    def flags(n: int, overs: int) -> dict[validity.Flag, str]:
+        requests = [_sent(0.01 * i) for i in range(n - overs)]
+        requests += [_sent(0.01 * (n - overs + i), ttft=5000.0) for i in range(overs)]
+        t = serve.trial(spec, requests, 100.0, None, duration_s=0.01 * n)
+        m = ServeMetrics(server_model=None, slo_share=0.99, trials=[t], reported=0, search="s")
+        return dict(validity._serve_flags(m))
+
+    assert validity.Flag.TOO_SHORT in flags(100, 0)  # all within, but 63% confidence only
+    assert "needs 459 at 99% confidence" in flags(458, 0)[validity.Flag.TOO_SHORT]
+    assert "1 more" in flags(458, 0)[validity.Flag.TOO_SHORT]
+    assert validity.Flag.TOO_SHORT not in flags(459, 0)
+    assert "needs 662" in flags(661, 1)[validity.Flag.TOO_SHORT]
+    assert validity.Flag.TOO_SHORT not in flags(662, 1)
+
+
+def test_the_goodput_headline_has_an_interval_over_its_requests() -> None:
+    spec = served_spec()
+    requests = [_sent(0.01 * i) for i in range(95)] + [_sent(0.95, ttft=5000.0)] * 5
+    t = serve.trial(spec, requests, 100.0, None, duration_s=1.0)
+    m = ServeMetrics(server_model=None, slo_share=0.99, trials=[t], reported=0, search="s")
+    low, high = m.goodput_ci or (0.0, 0.0)
+    assert t.goodput_per_s == pytest.approx(95.0)
+    assert low < t.goodput_per_s < high <= 100.0

@@ -78,3 +78,13 @@ def test_warmup_end_rarely_cuts_plain_noise_and_finds_mild_ramps() -> None:
     ramps = [[85.0, 92.0] + [100 + rng.gauss(0, 3) for _ in range(10)] for _ in range(200)]
     assert sum(warmup_end(s) > 0 for s in noise) / len(noise) < 0.25  # plain MSER: over 0.4
     assert sum(warmup_end(s) >= 2 for s in ramps) / len(ramps) > 0.9
+
+
+def test_early_stopping_reproduces_loadgens_sample_counts() -> None:
+    # MLPerf LoadGen's early stopping at the 99th percentile and 99% confidence: 459 samples
+    # with none beyond the bound, 662 with one.
+    from accelbench.stats import binomial_cdf, early_stopping_samples
+
+    assert early_stopping_samples(0) == 459 and early_stopping_samples(1) == 662
+    assert binomial_cdf(0, 459, 0.01) <= 0.01 < binomial_cdf(0, 458, 0.01)
+    assert early_stopping_samples(0, percentile=0.9, confidence=0.99) == 44  # 0.9^44 < 0.01

@@ -329,9 +329,12 @@ class Result(Frozen):
     @property
     def items_per_s_ci(self) -> tuple[float, float] | None:
         """The headline's 95% interval (None where it has none: too few steady steps, or a
-        server's sustained rate or a serve goodput, each from one trial)."""
+        server's sustained rate, from one trial); a serve goodput's is over its requests
+        (ServeMetrics.goodput_ci)."""
         m = self.metrics
-        if m is None or m.server is not None or m.serve is not None:
+        if m is not None and m.serve is not None:
+            return m.serve.goodput_ci
+        if m is None or m.server is not None:
             return None
         low, high = m.delivered.ci_low, m.delivered.ci_high
         return None if low is None or high is None else (low, high)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Literal
 
 from accelbench.frozen import Frozen
-from accelbench.stats import Summary
+from accelbench.stats import Summary, wilson_interval
 
 Outcome = Literal["reached", "not-converged", "diverged"]
 
@@ -162,6 +162,17 @@ class ServeTrial(Frozen):
     """Requests per second that succeeded within every target of the SLO."""
     within_slo: float
     """Share of the requests sent that succeeded within every target."""
+    sent_per_s: float | None = None
+    """The arrival rate realised: (requests - 1) over the span of their send times. A few
+    Poisson arrivals stray far from their mean rate (6.33/s nominal was sent at 4/s), so a trial
+    is judged by what it sent; None below two requests, and in older records."""
+    ended_per_s: float | None = None
+    """The rate answers ended, (answers - 1) over the span of their ends: below the realised
+    arrival rate when the server fell behind; None below two answers, and in older records."""
+
+    @property
+    def num_within(self) -> int:
+        return round(self.within_slo * len(self.requests))
 
 
 class ServeMetrics(Frozen):
@@ -184,3 +195,17 @@ class ServeMetrics(Frozen):
     def goodput_per_s(self) -> float | None:
         """Requests per second within the SLO at the reported trial; None where none met it."""
         return None if self.reported is None else self.trials[self.reported].goodput_per_s
+
+    @property
+    def goodput_ci(self) -> tuple[float, float] | None:
+        """The goodput's 95% interval over the reported trial's requests: Wilson's interval of
+        the share within the SLO, times the requests sent per second (the arrivals are taken as
+        given: a trial's spread over repeats is the repeats' to show)."""
+        if self.reported is None:
+            return None
+        t = self.trials[self.reported]
+        if not t.requests or t.duration_s <= 0:
+            return None
+        low, high = wilson_interval(t.num_within, len(t.requests))
+        per_s = len(t.requests) / t.duration_s
+        return low * per_s, high * per_s

@@ -111,3 +111,50 @@ def summarize(samples: Sequence[float]) -> Summary:
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
     )
+
+
+def binomial_cdf(k: int, n: int, p: float) -> float:
+    """P(at most k successes in n trials of probability p), summed in log space."""
+    if p <= 0:
+        return 1.0
+    log_p, log_q = math.log(p), math.log1p(-p)
+    return min(
+        1.0,
+        sum(
+            math.exp(
+                math.lgamma(n + 1)
+                - math.lgamma(i + 1)
+                - math.lgamma(n - i + 1)
+                + i * log_p
+                + (n - i) * log_q
+            )
+            for i in range(min(k, n) + 1)
+        ),
+    )
+
+
+def early_stopping_samples(overs: int, percentile: float = 0.99, confidence: float = 0.99) -> int:
+    """MLPerf LoadGen's early stopping (loadgen/early_stopping.cc in mlcommons/inference): the
+    fewest samples, `overs` of them beyond a bound, for "the `percentile` is within the bound"
+    to hold at `confidence`: the smallest n at which a system whose share beyond the bound is
+    1 - percentile would show at most `overs` beyond with probability 1 - confidence or less.
+    459 samples with none beyond, 662 with one, at the 99th percentile and 99% confidence."""
+    tail, alpha = 1 - percentile, 1 - confidence
+    low, high = overs, max(overs + 1, 16)
+    while binomial_cdf(overs, high, tail) > alpha:  # the CDF falls as n grows: double, bisect
+        low, high = high, 2 * high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if binomial_cdf(overs, mid, tail) > alpha else (low, mid)
+    return high
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson's 95% score interval of a share k / n (good near 0 and 1, where the normal
+    approximation is not)."""
+    if n == 0:
+        return 0.0, 1.0
+    share = k / n
+    centre = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)

@@ -30,7 +30,8 @@ from enum import StrEnum
 
 from accelbench import contention, throughput
 from accelbench.result import Flops, Result, cell_key
-from accelbench.scenario_records import ServeMetrics, ServerMetrics
+from accelbench.scenario_records import ServeMetrics, ServerMetrics, ServeTrial
+from accelbench.stats import early_stopping_samples
 
 
 class Flag(StrEnum):
@@ -53,9 +54,10 @@ class Flag(StrEnum):
 NOISY_PCT = 5.0
 """Without a target, a rate known only to within more than +-5% is noisy."""
 INPUT_BOUND_FRAC = 0.10
-MIN_P99_SAMPLES = 100
-"""Latencies below which a p99 is not meaningful: at least one must lie beyond it (MLPerf's
-LoadGen likewise refuses a run too short for the percentile it reports)."""
+MIN_P99_SAMPLES = early_stopping_samples(0)
+"""Latencies below which no p99 can be claimed: 459, the fewest with which a 99th percentile
+holds at 99% confidence, none beyond it (MLPerf LoadGen's early stopping; from 100, all within
+a bound, the claim has 63% confidence)."""
 
 
 def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, str]]:
@@ -81,8 +83,9 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
         flags.append(
             (
                 Flag.TOO_SHORT,
-                f"{m.step_ms_steady.n} steady batches; p99 latency needs {MIN_P99_SAMPLES}: "
-                "run more steps",
+                f"{m.step_ms_steady.n} steady batches; a p99 latency at 99% confidence needs "
+                f"{MIN_P99_SAMPLES} (MLPerf LoadGen's early stopping), "
+                f"{MIN_P99_SAMPLES - m.step_ms_steady.n} more: run more steps",
             )
         )
     elif rate.ci_pct is None:
@@ -154,13 +157,10 @@ def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
         return [(Flag.TOO_SLOW, f"no rate tried kept p99 within {server.latency_bound_ms:g} ms")]
     trial = server.trials[server.reported]
     flags = []
-    if trial.latency.n < MIN_P99_SAMPLES:
-        flags.append(
-            (
-                Flag.TOO_SHORT,
-                f"{trial.latency.n} queries; p99 needs {MIN_P99_SAMPLES}: raise --num-queries",
-            )
-        )
+    bound = server.latency_bound_ms
+    overs = 0 if bound is None else sum(v > bound for v in trial.latency_ms)
+    if why := percentile_short(trial.latency.n, overs, "queries", "raise --num-queries"):
+        flags.append((Flag.TOO_SHORT, why))
     if trial.achieved_per_s < OVERLOAD_FRAC * trial.target_per_s:
         flags.append(
             (
@@ -171,23 +171,44 @@ def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
     return flags
 
 
+def keeps_up(t: ServeTrial) -> bool:
+    """Whether a serve trial's answers ended at OVERLOAD_FRAC or more of the rate its requests
+    were sent at (realised, not nominal); records without the realised rates compare the rate
+    answered with the nominal one."""
+    if t.sent_per_s is not None and t.ended_per_s is not None:
+        return t.ended_per_s >= OVERLOAD_FRAC * t.sent_per_s
+    return t.requests_per_s >= OVERLOAD_FRAC * (t.rate_per_s or 0.0)
+
+
+def percentile_short(n: int, overs: int, what: str, fix: str) -> str | None:
+    """Why n samples, `overs` of them beyond the bound, cannot claim a 99th percentile within
+    it at 99% confidence (LoadGen's early stopping, stats.early_stopping_samples); None if
+    they can."""
+    needed = early_stopping_samples(overs)
+    if n >= needed:
+        return None
+    return (
+        f"{n} {what}, {overs} beyond the bound: a 99th percentile within it needs {needed} at "
+        f"99% confidence (MLPerf LoadGen's early stopping), {needed - n} more: {fix}"
+    )
+
+
 def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:
     if serve.reported is None:
         return [(Flag.TOO_SLOW, f"no rate tried met the SLO ({serve.search})")]
     trial = serve.trials[serve.reported]
     flags = []
-    if len(trial.requests) < MIN_P99_SAMPLES:
+    overs = len(trial.requests) - trial.num_within
+    if why := percentile_short(len(trial.requests), overs, "requests", "raise --num-queries"):
+        flags.append((Flag.TOO_SHORT, why))
+    if not keeps_up(trial):
+        sent = trial.sent_per_s or trial.rate_per_s or 0.0
+        ended = trial.ended_per_s if trial.sent_per_s is not None else trial.requests_per_s
         flags.append(
             (
-                Flag.TOO_SHORT,
-                f"{len(trial.requests)} requests; the SLO's {100 * serve.slo_share:g}% needs "
-                f"{MIN_P99_SAMPLES}: raise --num-queries",
+                Flag.OVERLOADED,
+                f"answers ended at {ended or 0:.4g}/s, requests were sent at {sent:.4g}/s",
             )
-        )
-    rate = trial.rate_per_s or 0.0
-    if trial.requests_per_s < OVERLOAD_FRAC * rate:
-        flags.append(
-            (Flag.OVERLOADED, f"answered {trial.requests_per_s:.4g} of {rate:.4g} requests/s")
         )
     if failed := [r.error for r in trial.requests if r.error]:
         flags.append(

@@ -32,11 +32,18 @@ def cell_text(result: Result) -> str:
     )
     if serve.reported is None:
         return f"no rate met the SLO ({slo_text(result.spec)}); {closed}"
-    t = serve.trials[serve.reported]
+    t, ci = serve.trials[serve.reported], result.items_per_s_ci
+    interval = f" [{rate_text(ci[0])}-{rate_text(ci[1])} over its requests]" if ci else ""
     return (
-        f"goodput {rate_text(t.goodput_per_s)} requests/s at {rate_text(t.rate_per_s or 0)}/s "
-        f"sent ({100 * t.within_slo:.0f}% within {slo_text(result.spec)}); {closed}"
+        f"goodput {rate_text(t.goodput_per_s)} requests/s{interval} at {_sent_text(t)} "
+        f"({100 * t.within_slo:.0f}% within {slo_text(result.spec)}); {closed}"
     )
+
+
+def _sent_text(t: ServeTrial) -> str:
+    """The rate asked for, and the one the arrivals realised where known."""
+    realised = f", {rate_text(t.sent_per_s)}/s realised" if t.sent_per_s else ""
+    return f"{rate_text(t.rate_per_s or 0)}/s sent{realised}"
 
 
 def slo_text(spec: RunSpec) -> str:
@@ -53,7 +60,7 @@ def lines(result: Result) -> list[str]:
             how = f"closed loop of {t.concurrency} in flight"
         else:
             reported = " (reported)" if index == serve.reported else ""
-            how = f"{t.rate_per_s:.4g} requests/s sent{reported}"
+            how = f"{_sent_text(t)}{reported}"
         out.append(f"{cell}: {how}: {trial_text(t)}")
     model = f"; the server names its model {serve.server_model}" if serve.server_model else ""
     out.append(
