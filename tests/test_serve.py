@@ -17,6 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from accelbench import advice, endpoint, validity
@@ -454,3 +455,17 @@ def test_the_goodput_headline_has_an_interval_over_its_requests() -> None:
     low, high = m.goodput_ci or (0.0, 0.0)
     assert t.goodput_per_s == pytest.approx(95.0)
     assert low < t.goodput_per_s < high <= 100.0
+
+
+def test_a_server_under_test_on_this_host_is_the_cells_own_work(
+    stub: tuple[str, type[_Stub]],
+) -> None:
+    from accelbench import contention
+
+    url, _ = stub  # served by this very process
+    assert os.getpid() in contention.server_pids(url)
+    assert os.getpid() in contention.server_pids(url.replace("127.0.0.1", "localhost"))
+    assert contention.server_pids("http://192.0.2.1:8000") == []  # another host's: not ours
+    spec = served_spec(endpoint=url)
+    monitor = contention.HostMonitor(spec, torch.device("cpu"))
+    assert monitor.subject == contention.server_pids(url)

@@ -140,12 +140,15 @@ class HostMonitor:
 
         self.device = device
         self.cell_cpus = cell_cpus(spec, device.type, torch.get_num_threads())
+        # A server under test on this host is the measurement's subject, not other work.
+        self.subject = server_pids(spec.endpoint) if spec.endpoint else []
         self._start: tuple[float, Any, float, float] | None = None
 
     def start(self) -> None:
         import psutil
 
-        self._start = (time.perf_counter(), psutil.cpu_times(), _own_cpu_s(), os.getloadavg()[0])
+        own = _own_cpu_s(self.subject)
+        self._start = (time.perf_counter(), psutil.cpu_times(), own, os.getloadavg()[0])
 
     def stop(self) -> HostActivity | None:
         """The activity since start(); None if it never started (a run stopped in epoch 1)."""
@@ -160,7 +163,7 @@ class HostMonitor:
             num_cpus=os.cpu_count() or 1,
             cell_cpus=self.cell_cpus,
             busy_cpus=busy_cpus,
-            own_cpus=(_own_cpu_s() - start_own) / window_s,
+            own_cpus=(_own_cpu_s(self.subject) - start_own) / window_s,
             steal_frac=steal_frac,
             load_avg_start=load_start,
             load_avg_end=os.getloadavg()[0],
@@ -183,18 +186,46 @@ def _busy(before: Any, after: Any) -> tuple[float, float | None]:
     return (os.cpu_count() or 1) * busy / total, None if steal is None else steal / total
 
 
-def _own_cpu_s() -> float:
-    """CPU seconds used so far by this process and its live children (loader workers)."""
+def _own_cpu_s(subject: Iterable[int] = ()) -> float:
+    """CPU seconds used so far by this process and its live children (loader workers), and by
+    the `subject` processes (a server under test) and theirs."""
     import psutil
 
-    me = psutil.Process()
-    seconds = sum(me.cpu_times()[:2])
-    for child in me.children(recursive=True):
+    seconds = 0.0
+    for pid in {os.getpid(), *subject}:
         try:
-            seconds += sum(child.cpu_times()[:2])
+            root = psutil.Process(pid)
+            tree = [root, *root.children(recursive=True)]
         except psutil.Error:  # ended meanwhile
             continue
+        for process in tree:
+            try:
+                seconds += sum(process.cpu_times()[:2])
+            except psutil.Error:
+                continue
     return seconds
+
+
+def server_pids(endpoint: str) -> list[int]:
+    """The processes listening on the endpoint's port when its host is this one (a server under
+    test beside its client); empty for another host or where the sockets cannot be read."""
+    import socket
+    from urllib.parse import urlsplit
+
+    import psutil
+
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        here = {"localhost", socket.gethostname(), socket.getfqdn()}
+        local = url.hostname in here or socket.gethostbyname(url.hostname or "").startswith("127.")
+        listening = psutil.net_connections(kind="tcp") if local else []
+    except (OSError, psutil.Error) as exc:
+        log.info("the server's processes are not known: %s", exc)
+        return []
+    return sorted(
+        {c.pid for c in listening if c.status == "LISTEN" and c.laddr.port == port and c.pid}
+    )
 
 
 def _other_gpu_pids(device: torch.device) -> list[int] | None:
