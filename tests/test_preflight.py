@@ -30,7 +30,7 @@ BROKEN = {
     "shapes": (
         "def build():\n    return Workload('items', lambda: torch.nn.Linear(4, 2), "
         "lambda g: {'x': torch.randn(5)}, lambda m, b: m(b['x']).sum())\n",
-        r"fails on a batch: RuntimeError: .*\[2, 5\] X \[4, 2\].*\(m\.py:4\)",
+        r"fails on a batch of 2: RuntimeError: .*\[2, 5\] X \[4, 2\].*\(m\.py:4\)",
     ),
     "vector loss": (
         "def build():\n    return Workload('items', lambda: torch.nn.Linear(4, 2), "
@@ -94,3 +94,25 @@ def test_only_the_meta_device_s_own_refusals_are_let_through() -> None:
     assert _meta_only(RuntimeError("Tensor.item() cannot be called on meta tensors"))
     assert _meta_only(RuntimeError("found at least two devices, meta and cpu!"))
     assert not _meta_only(ValueError("no metadata in /data/set.csv"))  # the user's own fault
+
+
+FOURS = (
+    "def build():\n    def loss(m, b):\n"
+    "        assert b['x'].shape[0] % 4 == 0, 'batches of a multiple of 4'\n"
+    "        return m(b['x']).sum()\n"
+    "    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+    "lambda g: {'x': torch.randn(4)}, loss)\n"
+)
+
+
+def test_the_pre_flight_tries_the_smallest_batch_asked_for(tmp_path: Path) -> None:
+    # A valid model that takes batches of a multiple of 4 only: refused at any batch when the
+    # pre-flight tried a fixed batch of 2.
+    model, db = tmp_path / "fours.py", tmp_path / "results.sqlite"
+    model.write_text(HEADER + FOURS)
+    code, output = invoke("run", f"{model}:build", "--batch-size", "8,4", *QUICK, "--db", str(db))
+    assert code == 0, output
+    code, output = invoke("run", f"{model}:build", "--batch-size", "6", *QUICK, "--db", str(db))
+    assert (
+        code == 2 and "fails on a batch of 6: AssertionError: batches of a multiple of 4" in output
+    )

@@ -25,8 +25,9 @@ from accelbench.workload import Tokens, Workload
 
 Inputs = Mapping[str, Any]
 """{"workload": name, "model_args": {...}, "data": path or None, "tensor_parallel": devices,
-"sequence_parallel": bool, "generates": bool}: what a cell is built from, how many devices split
-its layers (and whether along the sequence too), and whether it must generate text."""
+"sequence_parallel": bool, "generates": bool, "batch_size": items}: what a cell is built from,
+how many devices split its layers (and whether along the sequence too), whether it must generate
+text, and the smallest batch the sweep asks for (a model may need a multiple of 4)."""
 
 
 def check(inputs: Sequence[Inputs]) -> None:
@@ -39,6 +40,7 @@ def check(inputs: Sequence[Inputs]) -> None:
             item.get("tensor_parallel", 1),
             item.get("generates", False),
             item.get("sequence_parallel", False),
+            item.get("batch_size", 2),
         )
 
 
@@ -49,6 +51,7 @@ def _check_one(
     tp: int = 1,
     generates: bool = False,
     sequence: bool = False,
+    batch_size: int = 2,
 ) -> None:
     what = name + "".join(f" --model-arg {k}={v}" for k, v in args.items())
     try:
@@ -57,17 +60,20 @@ def _check_one(
         raise
     except Exception as exc:
         raise _fault(what, "cannot be made", exc) from None
-    _on_meta(what, workload, tp, generates, sequence)
+    _on_meta(what, workload, tp, generates, sequence, batch_size)
     if data_path is not None:
         from accelbench import data
 
         data.check_readable(data_path, workload, name)
 
 
-def _on_meta(what: str, workload: Workload, tp: int, generates: bool, sequence: bool) -> None:
+def _on_meta(
+    what: str, workload: Workload, tp: int, generates: bool, sequence: bool, batch_size: int
+) -> None:
     """Build the model on the meta device, check that its layers split over `tp` devices (and
     along the sequence, with `sequence`) and that it generates text if it must, and take the
-    loss of two synthetic samples there."""
+    loss of a batch of `batch_size` there: one synthetic sample made on the host, its batch
+    made on the meta device (shapes, no memory)."""
     import torch
     from torch.utils.data import default_collate
 
@@ -88,10 +94,14 @@ def _on_meta(what: str, workload: Workload, tp: int, generates: bool, sequence: 
             )
         step = "cannot make a sample"
         gen = torch.Generator().manual_seed(0)
-        batch = default_collate([workload.make_sample(gen) for _ in range(2)])
-        step = "fails on a batch"
+        one = default_collate([workload.make_sample(gen)])
+        batch = {
+            key: torch.empty((batch_size, *value.shape[1:]), dtype=value.dtype, device="meta")
+            for key, value in one.items()
+        }
+        step = f"fails on a batch of {batch_size}"
         with torch.device("meta"):
-            loss = workload.loss(model, {key: value.to("meta") for key, value in batch.items()})
+            loss = workload.loss(model, batch)
     except AccelbenchError:
         raise
     except Exception as exc:

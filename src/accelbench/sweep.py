@@ -142,18 +142,20 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     """check_inputs once for each workload, model args and data the cells use; returns those
     inputs, for preflight.check to try in a child."""
     _check_servers(specs)
-    distinct = {
-        (
+    distinct: dict[tuple[object, ...], RunSpec] = {}
+    for s in specs:
+        if s.scenario == "serve":  # nothing of it runs here
+            continue
+        key = (
             s.workload,
             json.dumps(s.model_args, sort_keys=True),
             s.data,
             s.tensor_parallel,
             s.sequence_parallel,
             s.scenario == "generate",
-        ): s
-        for s in specs
-        if s.scenario != "serve"  # nothing of it runs here
-    }
+        )
+        if key not in distinct or s.batch_size < distinct[key].batch_size:
+            distinct[key] = s  # tried at the smallest batch asked for: a model may need one
     for s in distinct.values():
         check_inputs(s.workload, s.model_args, s.data)
     return [
@@ -164,6 +166,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             "tensor_parallel": s.tensor_parallel,
             "sequence_parallel": s.sequence_parallel,
             "generates": s.scenario == "generate",
+            "batch_size": s.batch_size,
         }
         for s in distinct.values()
     ]
