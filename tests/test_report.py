@@ -189,3 +189,6 @@ def test_rows_that_differ_in_a_knob_say_so_in_the_table_and_the_csv() -> None:
     assert [r["tensor_parallel"] for r in rows] == ["1", "1", "2"]
     alone = exchange.to_csv([base]).splitlines()[0].split(",")
     assert "threads" not in alone  # a knob that does not differ adds no column
+    failed = tp.model_copy(update={"status": "error", "reason": "boom", "metrics": None})
+    lines = results_text.notes([base, failed])
+    assert any(line.startswith("tiny_mlp bs=4 fp32 threads=1: error: boom") for line in lines)

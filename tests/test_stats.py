@@ -88,3 +88,42 @@ def test_early_stopping_reproduces_loadgens_sample_counts() -> None:
     assert early_stopping_samples(0) == 459 and early_stopping_samples(1) == 662
     assert binomial_cdf(0, 459, 0.01) <= 0.01 < binomial_cdf(0, 458, 0.01)
     assert early_stopping_samples(0, percentile=0.9, confidence=0.99) == 44  # 0.9^44 < 0.01
+
+
+def test_the_linear_warmup_and_median_interval_equal_their_definitions() -> None:
+    # The definitions, a sum per cut and a binomial term per rank (quadratic: 30,000 steps took
+    # two minutes), against the linear code on seeded series with and without a slow start.
+    import math
+    import random
+
+    from accelbench.stats import median_ci, percentile, warmup_end
+
+    def mser(series: list[float]) -> int:
+        n = len(series)
+        if n < 4:
+            return 0
+        scores = []
+        for d in range(n // 2 + 1):
+            rest = series[d:]
+            mean = sum(rest) / len(rest)
+            scores.append(sum((x - mean) ** 2 for x in rest) / len(rest) ** 2)
+        d = scores.index(min(scores))
+        cut = d and sum(series[:d]) / d < percentile(sorted(series[d:]), 25)
+        return d if cut else 0
+
+    def bracket(s: list[float]) -> tuple[float, float] | None:
+        n, below, rank = len(s), 0.0, 0
+        for k in range(n):
+            below += math.comb(n, k) / 2**n
+            if below > 0.025:
+                break
+            rank = k + 1
+        return (s[rank - 1], s[n - rank]) if rank else None
+
+    rng = random.Random(0)
+    for _ in range(300):
+        n = rng.randint(1, 200)
+        slow = rng.randint(0, n // 4)
+        series = [rng.gauss(100, 5) - (40 if i < slow else 0) for i in range(n)]
+        assert warmup_end(series) == mser(series)
+        assert median_ci(sorted(series)) == bracket(sorted(series))

@@ -122,3 +122,14 @@ def test_the_replica_curve_is_scaled_like_with_like_only(two_platforms: list[Res
     lines = "\n".join(advice_text.tune_lines(unlike, 64))
     assert "no scaling efficiency: 1 torch thread(s) per replica against 2" in lines
     assert "%" not in lines.split("x2 replicas")[1]  # no efficiency printed for the pair
+
+
+def test_tune_repeats_each_trial_with_the_threads_given(tmp_path: Path) -> None:
+    db = tmp_path / "tune.sqlite"
+    args = ["tune", f"{MODEL}:build", "--min-batch", "16", "--max-batch", "16"]
+    args += ["--device", "cpu", "--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1"]
+    out = CliRunner().invoke(app, [*args, "--repeats", "2", "--threads", "1", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    with ResultStore(db) as store:
+        runs = sorted((r.spec.batch_size, r.spec.repeat, r.spec.threads) for r in store.query())
+    assert runs == [(16, 0, 1), (16, 1, 1)]  # two fresh-process runs of the one trial

@@ -127,9 +127,13 @@ meta and cpu"), and not a user's message about, say, metadata."""
 
 
 def _meta_only(exc: Exception) -> bool:
-    """Whether `exc` is the meta device declining an operation, not the model's own fault."""
+    """Whether `exc` is the meta device declining an operation, not the model's own fault, or
+    running out of memory, which a batch may do on a device and is its cell's to record."""
+    import torch
+
     text = str(exc).lower()
-    return isinstance(exc, NotImplementedError) or bool(_META.search(text))
+    oom = isinstance(exc, torch.OutOfMemoryError)
+    return oom or isinstance(exc, NotImplementedError) or bool(_META.search(text))
 
 
 def _where(exc: Exception) -> str:

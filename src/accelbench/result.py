@@ -171,7 +171,8 @@ class TrainMetrics(Frozen):
     (precision.global_settings): peers set them silently; empty in older records."""
     ranks: list[RankMetrics] = Field(default_factory=list)
     """Per-replica figures of a data-parallel run, in rank order (empty for one replica). The
-    run's own step times are each step's slowest rank, as the replicas wait for it."""
+    run's own step, epoch and wait times are its slowest rank's (the one whose epochs took
+    longest), as the replicas wait for it."""
 
     @model_validator(mode="before")
     @classmethod

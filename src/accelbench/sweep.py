@@ -213,7 +213,9 @@ its workload once, not once per trial; an edited model file is tried again."""
 
 
 def _tried_key(inputs: preflight.Inputs) -> str:
-    return json.dumps([inputs, workloads.edited_at(inputs["workload"])], sort_keys=True)
+    """The inputs without their batch, which later trials of a search change."""
+    tried = {k: v for k, v in inputs.items() if k != "batch_size"}
+    return json.dumps([tried, workloads.edited_at(inputs["workload"])], sort_keys=True)
 
 
 Cell = tuple[RunSpec, Environment]
@@ -244,6 +246,11 @@ def plan(
     for spec in specs:
         env = envs[spec.device]
         check_supported(spec.precision, env.device_type, env.cuda_capability)
+        if spec.compile_mode == "reduce-overhead" and env.device_type != "cuda":
+            raise AccelbenchError(
+                f"--compile-mode reduce-overhead replays CUDA graphs, which {env.device_type} "
+                "has none of: give --compile-mode default or max-autotune"
+            )
         launch.check_launchable(spec, env)
         cells.append((spec.model_copy(update={"device": env.device_type}), env))
     return cells

@@ -54,6 +54,9 @@ class Flag(StrEnum):
 NOISY_PCT = 5.0
 """Without a target, a rate known only to within more than +-5% is noisy."""
 INPUT_BOUND_FRAC = 0.10
+MIN_P99_ESTIMATE = 100
+"""Latencies below which no p99 is estimated at all (at least one must lie beyond it): shown
+with its count, and what a server's rate search goes by; a claim needs MIN_P99_SAMPLES."""
 MIN_P99_SAMPLES = early_stopping_samples(0)
 """Latencies below which no p99 can be claimed: 459, the fewest with which a 99th percentile
 holds at 99% confidence, none beyond it (MLPerf LoadGen's early stopping; from 100, all within

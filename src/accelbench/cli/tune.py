@@ -14,8 +14,8 @@ from accelbench.cli.app import DbOption, app, console, counts, key_values, spec_
 from accelbench.errors import AccelbenchError
 from accelbench.report.advice import fewest_lines, tune_lines
 from accelbench.report.results import cell_line
-from accelbench.result import Result
-from accelbench.spec import RunSpec
+from accelbench.result import MEASURED, Result
+from accelbench.spec import MAX_REPEATS, RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import check_timeout, run_sweep
 
@@ -76,6 +76,15 @@ def tune(
         int | None,
         typer.Option(help="--fewest-devices: try at most this many (default: this node's).", min=1),
     ] = None,
+    repeats: Annotated[
+        int,
+        typer.Option(
+            help="Run each trial this many times, each in a fresh process, and judge it by "
+            "their median: one run's rate can be off by a third on a shared node.",
+            min=1,
+            max=MAX_REPEATS,
+        ),
+    ] = 1,
     db: DbOption = None,
     **knobs: Any,
 ) -> None:
@@ -97,14 +106,14 @@ def tune(
         }
     )
     if fewest_devices:
-        _fewest_devices(base, budget_s, max_devices, timeout_s, db)
+        _fewest_devices(base, budget_s, max_devices, timeout_s, db, repeats)
         return
     replica_counts = counts(replicas, "--replicas")
     if scenario != "train" and replica_counts != [1]:
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
     with ResultStore(db) as store:
         console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
-        trial = _trials(base, store, {}, timeout_s)
+        trial = _trials(base, store, {}, timeout_s, repeats)
         budget = tuning.Budget(budget_s)
         search = partial(
             tuning.search,
@@ -131,27 +140,41 @@ def tune(
 
 
 def _trials(
-    base: RunSpec, store: ResultStore, envs: dict[str, environment.Environment], timeout_s: float
+    base: RunSpec,
+    store: ResultStore,
+    envs: dict[str, environment.Environment],
+    timeout_s: float,
+    repeats: int = 1,
 ) -> Callable[..., Result]:
-    """One trial of a search: `base` with some fields changed, run and stored as a cell (each
-    device probed once for all the trials, through `envs`), its line printed."""
+    """One trial of a search: `base` with some fields changed, run `repeats` times and stored as
+    cells (each device probed once for all the trials, through `envs`), their lines printed;
+    the trial is its median run (a failure, if any run failed: memory is not a matter of luck)."""
 
     def trial(**changes: object) -> Result:
         spec = RunSpec.model_validate(base.model_dump() | changes)
-        (result,) = run_sweep(
-            [spec],
+        results = run_sweep(
+            [spec.model_copy(update={"repeat": i}) for i in range(repeats)],
             store,
             timeout_s=timeout_s,
             envs=envs,
             on_result=lambda r, skipped: console.print(cell_line(r, skipped)),
         )
-        return result
+        failed = [r for r in results if r.status not in MEASURED]
+        if failed:
+            return failed[0]
+        results.sort(key=lambda r: r.items_per_s or 0)
+        return results[(len(results) - 1) // 2]
 
     return trial
 
 
 def _fewest_devices(
-    base: RunSpec, budget_s: float, most: int | None, timeout_s: float, db: str | None
+    base: RunSpec,
+    budget_s: float,
+    most: int | None,
+    timeout_s: float,
+    db: str | None,
+    repeats: int = 1,
 ) -> None:
     from accelbench import sharding, tuning, workloads
 
@@ -167,7 +190,7 @@ def _fewest_devices(
         raise AccelbenchError(f"{why}, more than the {most} to try: give --max-devices")
     console.print(why)
     with ResultStore(db) as store:
-        trial = _trials(base, store, {base.device: env}, timeout_s)
+        trial = _trials(base, store, {base.device: env}, timeout_s, repeats)
         found = tuning.fewest_devices(
             lambda replicas: trial(replicas=replicas),
             start=start,

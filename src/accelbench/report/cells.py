@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from accelbench.result import Result
@@ -87,11 +87,19 @@ def settings(spec: RunSpec, knobs: Sequence[str] = (), **axes: bool) -> str:
     return " ".join(filter(None, [configuration(spec, **axes), knobs_text(spec, knobs)]))
 
 
-def describe(spec: RunSpec) -> str:
-    """The cell in a few words: its label, scenario unless training, and configuration."""
+def describe(spec: RunSpec, knobs: Sequence[str] = ()) -> str:
+    """The cell in a few words: its label, scenario unless training, configuration and the
+    `knobs`' values."""
     scenario = "" if spec.scenario == "train" else f" {spec.scenario}"
     rate = f" at {spec.rate_per_s:g}/s" if spec.scenario == "serve" and spec.rate_per_s else ""
-    return f"{label(spec)}{scenario} {configuration(spec)}{rate}"
+    return f"{label(spec)}{scenario} {settings(spec, knobs)}{rate}"
+
+
+def describer(specs: Iterable[RunSpec]) -> Callable[[RunSpec], str]:
+    """describe() for lines about these cells: each names the knobs that differ among them, so
+    no two lines about differently set-up cells read alike."""
+    knobs = differing(specs)
+    return lambda spec: describe(spec, knobs)
 
 
 def rate_text(items_per_s: float) -> str:

@@ -161,6 +161,7 @@ def finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
         ax.xaxis.set_major_formatter(StrMethodFormatter("{x:g}"))
         ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylim(bottom=0)
+    ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.6g}"))  # 800,000, not 800000
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7, loc="best")
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 from accelbench import convergence, validity
 from accelbench.report import serving
-from accelbench.report.cells import describe
+from accelbench.report.cells import describer
 from accelbench.report.drawing import (
     Plot,
     colored,
@@ -140,9 +140,12 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     if not cells:
         return
     cells = cells[-MAX_EPOCH_BARS:]
+    from matplotlib.ticker import MaxNLocator, StrMethodFormatter
+
     fig, (ax,) = new_figure()
     fig.set_figheight(1.2 + 0.28 * len(cells))
-    names = [f"{r.platform} {describe(r.spec)}" for r in cells]
+    name = describer(r.spec for r in cells)
+    names = [f"{r.platform} {name(r.spec)}" for r in cells]
     ys = range(len(cells))
     first = [r.metrics.epochs[0].items_per_s if r.metrics else 0 for r in cells]
     steady = [r.items_per_s or 0 for r in cells]
@@ -161,6 +164,8 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
             )
     ax.set_yticks(list(ys), names, fontsize=7)
     ax.invert_yaxis()
+    ax.xaxis.set_major_locator(MaxNLocator(5))  # rates of six digits side by side overlap
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_xlabel("items/s")
     ax.legend(fontsize=7)
     title = "First epoch (compilation, warm-up) against steady state"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.table import Table
 
@@ -13,6 +13,7 @@ from accelbench.report.cells import (
     LAST_EPOCH,
     ci_text,
     describe,
+    describer,
     differing,
     iqr_text,
     label,
@@ -25,6 +26,7 @@ from accelbench.report.cells import (
 )
 from accelbench.report.time_to_train import time_to_train_headlines, time_to_train_line
 from accelbench.result import MEASURED, Result
+from accelbench.spec import RunSpec
 from accelbench.stats import Summary
 
 INFERENCE = ("infer", "server")
@@ -97,14 +99,14 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
             if line != NOT_VALID_NOTE
         ]
         return lines + ([NOT_VALID_NOTE] if any(shown_invalid(r) for r in results) else [])
-    groups = validity.repeat_groups(results)
+    groups, name = validity.repeat_groups(results), describer(r.spec for r in results)
     lines = []
     for r in results:
         if r.status not in MEASURED:
-            lines.append(f"{describe(r.spec)}: {r.status}: {r.reason}")
+            lines.append(f"{name(r.spec)}: {r.status}: {r.reason}")
             continue
         for flag, reason in validity.verdict(r):  # the repeats' spread is one line below
-            lines.append(f"{describe(r.spec)}: {flag}: {reason}")
+            lines.append(f"{name(r.spec)}: {flag}: {reason}")
     for members in groups.values():
         spread = validity.repeat_spread(members)
         if spread is not None:
@@ -113,25 +115,34 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
             ]
             target = members[0].spec.ci_pct or validity.NOISY_PCT
             lines.append(
-                f"{describe(members[0].spec)}: {len(members)} repeats, {' '.join(rates)} items/s, "
+                f"{name(members[0].spec)}: {len(members)} repeats, {' '.join(rates)} items/s, "
                 f"spread {spread:.1f}%"
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
-    lines += [compile_payoff(p) for p in scaling.compile_payoffs(results)]
-    lines += [generate_line(r) for r in results if r.metrics and r.metrics.generate]
+    lines += [compile_payoff(p, name=name) for p in scaling.compile_payoffs(results)]
+    lines += [generate_line(r, name=name) for r in results if r.metrics and r.metrics.generate]
     lines += [
-        tokens_line(r)
+        tokens_line(r, name=name)
         for r in results
         if r.metrics and r.metrics.tokens_per_item and not (r.metrics.generate or r.metrics.serve)
     ]
-    lines += [rank_line(r) for r in results if r.metrics and r.metrics.ranks]
-    lines += [latency_line(r) for r in results if r.metrics and r.spec.scenario in INFERENCE]
-    lines += [server_line(r) for r in results if r.metrics and r.metrics.server]
-    lines += [line for r in results if r.metrics and r.metrics.serve for line in serving.lines(r)]
-    lines += inference_headlines(results, latency_bound_ms)
-    lines += [time_to_train_line(r) for r in results if r.metrics and r.metrics.time_to_train]
-    lines += time_to_train_headlines(results)
-    lines += scaling_notes(results)
+    lines += [rank_line(r, name=name) for r in results if r.metrics and r.metrics.ranks]
+    lines += [
+        latency_line(r, name=name) for r in results if r.metrics and r.spec.scenario in INFERENCE
+    ]
+    lines += [server_line(r, name=name) for r in results if r.metrics and r.metrics.server]
+    lines += [
+        line
+        for r in results
+        if r.metrics and r.metrics.serve
+        for line in serving.lines(r, name=name)
+    ]
+    lines += inference_headlines(results, latency_bound_ms, name=name)
+    lines += [
+        time_to_train_line(r, name=name) for r in results if r.metrics and r.metrics.time_to_train
+    ]
+    lines += time_to_train_headlines(results, name=name)
+    lines += scaling_notes(results, name=name)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(shown_invalid(r) for r in results):
@@ -139,20 +150,22 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
     return lines
 
 
-def scaling_notes(results: Sequence[Result]) -> list[str]:
+def scaling_notes(
+    results: Sequence[Result], name: Callable[[RunSpec], str] = describe
+) -> list[str]:
     """Why an efficiency is not shown, and what an efficiency above 100% likely means."""
     lines = []
     for found in scaling.scaling(results):
         r, base = found.result, found.base
         if found.efficiency is None:
             lines.append(
-                f"{describe(r.spec)}: no scaling efficiency: each replica ran {r.env.torch_num_threads} "
+                f"{name(r.spec)}: no scaling efficiency: each replica ran {r.env.torch_num_threads} "
                 f"torch thread(s), the one-replica run {base.env.torch_num_threads}; run both "
                 f"with --threads {r.env.torch_num_threads} to compare like with like"
             )
         elif found.efficiency > 1:
             lines.append(
-                f"{describe(r.spec)}: scaling efficiency {100 * found.efficiency:.0f}% is above 100%: "
+                f"{name(r.spec)}: scaling efficiency {100 * found.efficiency:.0f}% is above 100%: "
                 "likely the one-replica run was held back (its verdict, other load) or each "
                 "replica's smaller share fits a cache better; it is not a property of the platform"
             )
@@ -165,12 +178,12 @@ def _speedup_text(found: scaling.Scaling | None) -> str:
     return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
 
 
-def generate_line(result: Result) -> str:
+def generate_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     """A generate result's token latencies, each with the calls or gaps behind it."""
     assert result.metrics is not None and result.metrics.generate is not None
     g, m = result.metrics.generate, result.metrics
     return (
-        f"{describe(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms, {p99_text(g.ttft_ms)}, "
+        f"{name(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms, {p99_text(g.ttft_ms)}, "
         f"over {g.ttft_ms.n} calls; TPOT p50 {g.tpot_ms.median:.2f} ms; ITL p50 "
         f"{g.itl_ms.median:.2f} ms, {p99_text(g.itl_ms)}, over {g.itl_ms.n} gaps; "
         f"{rate_text(m.tokens_per_s or 0)} output tokens/s; prefill "
@@ -184,7 +197,7 @@ def generate_line(result: Result) -> str:
     )
 
 
-def tokens_line(result: Result) -> str:
+def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     """A language model's throughput in tokens, both MFUs, what each device achieved, and the
     weights and optimizer state per rank under its layout."""
     m = result.metrics
@@ -202,10 +215,10 @@ def tokens_line(result: Result) -> str:
     if m.state_gib is not None:
         where = "" if m.layout == "none" else f" per rank ({m.layout})"
         parts.append(f"weights and optimizer state {m.state_gib:.3g} GiB{where}")
-    return f"{describe(result.spec)}: " + "; ".join(parts)
+    return f"{name(result.spec)}: " + "; ".join(parts)
 
 
-def rank_line(result: Result) -> str:
+def rank_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     """Each replica's own throughput and where it ran, for a data-parallel result."""
     assert result.metrics is not None
     ranks = result.metrics.ranks
@@ -214,16 +227,16 @@ def rank_line(result: Result) -> str:
         f"{k.hostname}/NUMA {'several' if k.numa_node is None else k.numa_node}" for k in ranks
     )
     return (
-        f"{describe(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
+        f"{name(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
         f"{result.metrics.item_unit}/s (slowest: rank {slowest.rank}); placed on {places}"
     )
 
 
-def compile_payoff(payoff: scaling.CompilePayoff) -> str:
+def compile_payoff(payoff: scaling.CompilePayoff, name: Callable[[RunSpec], str] = describe) -> str:
     """How many steps it takes torch.compile's first-step cost to pay for itself, in words."""
     saved = payoff.saved_ms
     text = (
-        f"{describe(payoff.compiled.spec)}: torch.compile costs {payoff.cost_ms / 1e3:.1f} s more in the "
+        f"{name(payoff.compiled.spec)}: torch.compile costs {payoff.cost_ms / 1e3:.1f} s more in the "
         f"first step and {'saves' if saved > 0 else 'adds'} {abs(saved):.2f} ms per step"
     )
     if payoff.break_even_steps is None:
@@ -235,30 +248,30 @@ def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
     return validity.verdict_text(r, repeats) if r.status in MEASURED else r.status
 
 
-def latency_line(result: Result) -> str:
+def latency_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     """An inference result's latency percentiles, each with the batches behind it."""
     assert result.metrics is not None
     s = result.metrics.step_ms_steady
     return (
-        f"{describe(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, "
+        f"{name(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, "
         f"{p99_text(s)}, over {s.n} steady batches"
     )
 
 
 def p99_text(s: Summary) -> str:
     """A p99 latency, shown only with enough samples for one to lie beyond it."""
-    if s.n >= validity.MIN_P99_SAMPLES:
+    if s.n >= validity.MIN_P99_ESTIMATE:
         return f"p99 {s.p99:.2f} ms"
-    return f"p99 not shown (needs {validity.MIN_P99_SAMPLES})"
+    return f"p99 not shown (needs {validity.MIN_P99_ESTIMATE})"
 
 
-def server_line(result: Result) -> str:
+def server_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     """The server scenario's reported rate and its latencies, and how the rate was chosen."""
     assert result.metrics is not None and result.metrics.server is not None
     server = result.metrics.server
     if server.reported is None:
         return (
-            f"{describe(result.spec)}: no rate kept p99 within {server.latency_bound_ms:g} ms "
+            f"{name(result.spec)}: no rate kept p99 within {server.latency_bound_ms:g} ms "
             f"({server.search})"
         )
     t = server.trials[server.reported]
@@ -268,14 +281,18 @@ def server_line(result: Result) -> str:
         else "rate"
     )
     return (
-        f"{describe(result.spec)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
+        f"{name(result.spec)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
         f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, p99 "
         f"{t.latency.p99:.2f} ms over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
         f"({server.search})"
     )
 
 
-def inference_headlines(results: Sequence[Result], latency_bound_ms: float | None) -> list[str]:
+def inference_headlines(
+    results: Sequence[Result],
+    latency_bound_ms: float | None,
+    name: Callable[[RunSpec], str] = describe,
+) -> list[str]:
     """From a batch-size sweep of inference runs: the throughput at the lowest latency, and the
     highest throughput whose p99 latency is known to be within the bound (advice's rule)."""
     lines = []
@@ -283,7 +300,7 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
         low, m = choice.lowest, choice.lowest.metrics
         assert m is not None
         lines.append(
-            f"{describe(low.spec)}: lowest latency (p50 {m.step_ms_steady.median:.2f} ms) at "
+            f"{name(low.spec)}: lowest latency (p50 {m.step_ms_steady.median:.2f} ms) at "
             f"batch {low.spec.batch_size}, {rate_text(low.items_per_s or 0)} {m.item_unit}/s"
         )
         if latency_bound_ms is None:
@@ -296,7 +313,7 @@ def inference_headlines(results: Sequence[Result], latency_bound_ms: float | Non
             )
             continue
         lines.append(
-            f"{describe(best.spec)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
+            f"{name(best.spec)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
             f"{rate_text(best.items_per_s or 0)} {best.metrics.item_unit}/s "
             f"(p99 {best.metrics.step_ms_steady.p99:.2f} ms)"
         )

@@ -3,7 +3,7 @@ of latency and per-user speed against load, a line per platform."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from accelbench.report.cells import describe, rate_text
 from accelbench.report.drawing import (
@@ -19,7 +19,7 @@ from accelbench.result import Result, measured
 from accelbench.scenario_records import ServeTrial
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary
-from accelbench.validity import MIN_P99_SAMPLES, verdict_text
+from accelbench.validity import MIN_P99_ESTIMATE, verdict_text
 
 
 def cell_text(result: Result) -> str:
@@ -50,10 +50,10 @@ def slo_text(spec: RunSpec) -> str:
     return f"TTFT <= {spec.slo_ttft_ms:g} ms, TPOT <= {spec.slo_tpot_ms:g} ms"
 
 
-def lines(result: Result) -> list[str]:
+def lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:
     """A line per trial: the closed loop, then each rate, the reported one marked."""
     assert result.metrics is not None and result.metrics.serve is not None
-    serve, cell = result.metrics.serve, describe(result.spec)
+    serve, cell = result.metrics.serve, name(result.spec)
     out = []
     for index, t in enumerate(serve.trials):
         if t.rate_per_s is None:
@@ -88,7 +88,7 @@ def _latencies(t: ServeTrial) -> list[tuple[str, Summary | None]]:
 
 def _percentiles(s: Summary) -> str:
     """p50, and p99 where enough samples lie behind it, each with the count."""
-    p99 = f", p99 {s.p99:.1f}" if s.n >= MIN_P99_SAMPLES else ""
+    p99 = f", p99 {s.p99:.1f}" if s.n >= MIN_P99_ESTIMATE else ""
     return f"p50 {s.median:.1f}{p99} ms (n={s.n})"
 
 
@@ -137,7 +137,7 @@ def curves(results: Sequence[Result]) -> Iterator[Plot]:
         ttft.set_title(title, fontsize=10)
         caption = (
             "a point per trial (the closed loop and each rate), hollow where the result is "
-            f"flagged; p99 from trials of fewer than {MIN_P99_SAMPLES} requests is close to "
+            f"flagged; p99 from trials of fewer than {MIN_P99_ESTIMATE} requests is close to "
             "their slowest"
         )
         yield Plot(slug("serving", workload), title, caption, fig)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from rich.table import Table
 
@@ -13,6 +13,7 @@ from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
 from accelbench.result import Result
 from accelbench.scenario_records import TimeToTrain
+from accelbench.spec import RunSpec
 
 
 def time_to_train_table(results: Sequence[Result]) -> Table | None:
@@ -80,7 +81,7 @@ def _median_text(values: Sequence[float | None], form: str) -> str:
     return form.format(statistics.median(known)) if known else ""
 
 
-def time_to_train_line(result: Result) -> str:
+def time_to_train_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     """A time-to-train run: what ended it, at what cost, and any loss spike it recovered from."""
     t, m = _ttt(result), result.metrics
     assert m is not None
@@ -99,10 +100,12 @@ def time_to_train_line(result: Result) -> str:
             f"; loss peaked at {t.max_loss:.4g} at step {t.max_loss_step} "
             f"({t.max_loss / first:.3g}x the first step's)"
         )
-    return f"{describe(result.spec)}: {text}"
+    return f"{name(result.spec)}: {text}"
 
 
-def time_to_train_headlines(results: Sequence[Result]) -> list[str]:
+def time_to_train_headlines(
+    results: Sequence[Result], name: Callable[[RunSpec], str] = describe
+) -> list[str]:
     """Per workload and target: the seeds' spread of each cell, and whether the batch with the
     highest throughput is also the quickest to the target."""
     lines = []
@@ -115,7 +118,7 @@ def time_to_train_headlines(results: Sequence[Result]) -> list[str]:
                 else ""
             )
             lines.append(
-                f"{describe(s.runs[0].spec)}: {len(s.runs)} seeds, {s.num_reached} reached "
+                f"{name(s.runs[0].spec)}: {len(s.runs)} seeds, {s.num_reached} reached "
                 f"{s.runs[0].spec.target}{spread}"
             )
     for fastest, quickest in convergence.batch_choices(results):

@@ -25,7 +25,7 @@ from accelbench.scenario_records import ServerMetrics, ServerTrial
 from accelbench.scenarios import infer
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize
-from accelbench.validity import MIN_P99_SAMPLES, OVERLOAD_FRAC
+from accelbench.validity import MIN_P99_ESTIMATE, OVERLOAD_FRAC
 from accelbench.workload import Batch, Workload
 
 SEARCH_TRIALS = 6
@@ -68,7 +68,7 @@ def kept_within(trial: ServerTrial, bound_ms: float) -> bool:
     """Whether the trial sustained its rate (answered nearly as fast as queries came) with a p99
     known, from enough queries, to be within the bound."""
     return (
-        trial.latency.n >= MIN_P99_SAMPLES
+        trial.latency.n >= MIN_P99_ESTIMATE
         and trial.latency.p99 <= bound_ms
         and trial.achieved_per_s >= OVERLOAD_FRAC * trial.target_per_s
     )
