@@ -64,15 +64,17 @@ def tiny(**overrides: object) -> RunSpec:
 
 def rate(items_per_s: float, spread: float | None = 0.01, blocks: int = 12) -> Delivered:
     """A delivered rate of `items_per_s` known to +-spread (None: no interval), over `blocks`
-    equal blocks of 100 items: a constructed headline for tests of what reads it."""
-    time_s = blocks * 100 / items_per_s
+    equal blocks of at least 100 items and a tenth of a second each (a steady state long enough
+    for a CPU reading): a constructed headline for tests of what reads it."""
+    per_block = max(100, round(items_per_s / 10))
+    time_s = blocks * per_block / items_per_s
     return Delivered(
         items_per_s=items_per_s,
         ci_low=None if spread is None else items_per_s * (1 - spread),
         ci_high=None if spread is None else items_per_s * (1 + spread),
-        num_items=blocks * 100,
+        num_items=blocks * per_block,
         time_s=time_s,
-        block_items=[100] * blocks,
+        block_items=[per_block] * blocks,
         block_s=[time_s / blocks] * blocks,
     )
 

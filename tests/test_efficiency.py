@@ -48,3 +48,22 @@ def test_measured_peak_on_this_cpu() -> None:
     flops, how = measured_peak(torch.device("cpu"), "fp32")
     assert 1e8 < flops < 1e14
     assert how == "measured: best 1024x1024 float32 matmul on this device"
+
+
+def test_attention_on_the_cpu_is_counted_in_inference_and_training() -> None:
+    # torch's counter has no formula for the CPU's fused attention kernel: it counted nn.
+    # MultiheadAttention's projections only. Per batch of 2 x 128 tokens of width 64: the
+    # projections 4 x 2 x 256 x 64 x 64, the scores and their use of the values 2 x 2 x 2 x
+    # 128 x 128 x 64.
+    from accelbench.efficiency import counter_sees_all, flop_counter
+
+    layer = torch.nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(2, 128, 64)
+    expected = 4 * 2 * 256 * 64 * 64 + 2 * 2 * 2 * 128 * 128 * 64
+    with counter_sees_all(), torch.inference_mode(), flop_counter() as counter:
+        layer(x, x, x, need_weights=False)
+    assert counter.get_total_flops() == expected
+    with counter_sees_all(), flop_counter() as counter:
+        layer(x, x, x, need_weights=False)[0].sum().backward()
+    attention = {str(op) for op in counter.get_flop_counts()["Global"]}
+    assert "aten._scaled_dot_product_flash_attention_for_cpu_backward" in attention

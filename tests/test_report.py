@@ -29,8 +29,11 @@ def test_invalid_throughput_is_never_shown_as_a_plain_number() -> None:
     assert cells.rate_text(ok.metrics.items_per_s) in text
     assert f"({cells.rate_text(diverged.metrics.items_per_s)})" in text
     lines = results_text.notes([ok, diverged])
+    # Each line names the knobs the two runs differ in.
+    knobs = "steps_per_epoch=5 lr=1000000000.0"
     assert any(
-        f"bs={diverged.spec.batch_size} fp32: diverged: loss became" in line for line in lines
+        f"bs={diverged.spec.batch_size} fp32 {knobs}: diverged: loss became" in line
+        for line in lines
     )
     assert lines[-1] == results_text.NOT_VALID_NOTE
 

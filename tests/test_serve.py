@@ -22,7 +22,7 @@ from typer.testing import CliRunner
 
 from accelbench import advice, endpoint, validity
 from accelbench.cli import app
-from accelbench.report import serving
+from accelbench.report import cells, serving
 from accelbench.result import Result
 from accelbench.scenario_records import ServedRequest, ServeMetrics
 from accelbench.scenarios import serve
@@ -166,6 +166,12 @@ def test_two_rates_end_to_end_with_every_request_timed(
         assert rate.ttft_ms and rate.ttft_ms.min == ttft[0] and rate.ttft_ms.max == ttft[-1]
         gaps = [b - a for q in rate.requests for a, b in itertools.pairwise(q.chunk_ms)]
         assert rate.itl_ms and rate.itl_ms.n == len(gaps)
+        # The closed loop's few steps judge nothing of the headline: too-short is the 99%
+        # claim's (8 requests), never the capacity phase's, and it is never noisy.
+        why = dict(validity.verdict(r))
+        assert "MLPerf LoadGen's early stopping" in why[validity.Flag.TOO_SHORT]
+        assert validity.Flag.NOISY not in why and cells.last_epoch_text(r) == ""
+        assert rate.sent_per_s is not None and r.items_per_s_ci is not None
     assert "goodput" in output and "closed loop of 2" in output
     # The advice: the rate with the most requests within the SLO, on the server's platform
     # (advice leaves out runs measured while the host was busy: not what this test is about).

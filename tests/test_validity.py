@@ -169,3 +169,32 @@ def test_mfu_above_100_or_a_count_below_the_floor_is_implausible(measured: Resul
     )
     ok = Flops(per_item=1e6, peak_per_s=1e12, peak_source="datasheet: x", floor_per_item=1e6)
     assert flags(varied(measured, delivered=STEADY, input_wait_frac=0.0, flops=ok)) == []
+
+
+def test_a_steady_state_shorter_than_a_cpu_reading_is_never_valid(measured: Result) -> None:
+    from accelbench.throughput import Delivered
+
+    # 12 blocks of 100 items in 25 ms: a tight interval, but too short to judge contention.
+    brief = Delivered(
+        items_per_s=48_000.0,
+        ci_low=47_900.0,
+        ci_high=48_100.0,
+        num_items=1200,
+        time_s=0.025,
+        block_items=[100] * 12,
+        block_s=[0.025 / 12] * 12,
+    )
+    why = dict(validity.verdict(varied(measured, delivered=brief, input_wait_frac=0.0)))
+    assert "lasted 0.025 s" in why[validity.Flag.TOO_SHORT]
+    busy = HostActivity(
+        num_cpus=2,
+        cell_cpus=2,
+        busy_cpus=2.0,
+        own_cpus=2.19,  # what a 0.075 s window read
+        steal_frac=0.0,
+        load_avg_start=0.1,
+        load_avg_end=0.1,
+        window_s=0.075,
+    )
+    row = exchange.flat(varied(measured, delivered=brief, host=busy))
+    assert row["others_cpus"] is None  # no CPU figure from a window the clock cannot resolve

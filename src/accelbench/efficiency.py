@@ -16,13 +16,16 @@ import functools
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from accelbench import device as dev
 from accelbench.precision import PRECISIONS, Precision
 from accelbench.workload import Workload
+
+if TYPE_CHECKING:
+    from torch.utils.flop_counter import FlopCounterMode
 
 PeakClass = Literal["fp32", "tf32", "fp16", "bf16", "int8"]
 
@@ -166,6 +169,29 @@ def flops_floor(workload: Workload, training: bool) -> float | None:
         if "bias" not in name
     )
     return 2.0 * weights * (2 if training else 1)
+
+
+def flop_counter() -> FlopCounterMode:
+    """torch's FlopCounterMode, with formulas for the CPU's fused attention kernels, which it
+    has none of: every scaled_dot_product_attention on the CPU (nn.MultiheadAttention's and
+    transformers' attention) counted 0 FLOPs, half of a small encoder layer's."""
+    from torch.utils import flop_counter as fc
+
+    def forward(q: Shape, k: Shape, v: Shape, *_: object, **__: object) -> int:
+        return int(fc.sdpa_flop_count(q, k, v))
+
+    def backward(grad: Shape, q: Shape, k: Shape, v: Shape, *_: object, **__: object) -> int:
+        return int(fc.sdpa_backward_flop_count(grad, q, k, v))
+
+    aten = torch.ops.aten
+    cpu = {  # the counter hands these the tensors' shapes, as its own formulas get
+        aten._scaled_dot_product_flash_attention_for_cpu: forward,
+        aten._scaled_dot_product_flash_attention_for_cpu_backward: backward,
+    }
+    return fc.FlopCounterMode(display=False, custom_mapping=cpu)
+
+
+Shape = tuple[int, ...]
 
 
 @contextlib.contextmanager

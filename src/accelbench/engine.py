@@ -125,10 +125,10 @@ class TorchEngine:
         return loss_sum.item() / items, accuracy
 
     def count_flops(self, micro_batch: Batch) -> float | None:
-        from torch.utils.flop_counter import FlopCounterMode
+        from accelbench.efficiency import flop_counter
 
         batch = self.to_device(micro_batch)
-        with FlopCounterMode(display=False) as counter, self._autocast():
+        with flop_counter() as counter, self._autocast():
             self.loss_fn(self.eager, batch).backward()
         self.optimizer.zero_grad(set_to_none=True)
         return float(counter.get_total_flops())

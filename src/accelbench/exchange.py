@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accelbench import scaling, validity
+from accelbench import contention, scaling, validity
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.report import inert
 from accelbench.report.cells import differing
@@ -194,7 +194,10 @@ def flat(result: Result) -> dict[str, object]:
             "window_items_per_s_p25": w.p25,
             "window_items_per_s_p75": w.p75,
             "num_windows": w.n,
-            "others_cpus": m.host.others_cpus if m.host else None,
+            # No CPU figure from a window shorter than CPU times can resolve.
+            "others_cpus": m.host.others_cpus
+            if m.host and m.host.window_s >= contention.MIN_WINDOW_S
+            else None,
             "load_avg_start": m.host.load_avg_start if m.host else None,
             "ci_met": m.ci_met,
             "verdict": validity.verdict_text(result),

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from accelbench import distributed, sharding
+from accelbench.efficiency import flop_counter
 from accelbench.errors import AccelbenchError
 from accelbench.optim import make_optimizer, make_schedule, to_device
 from accelbench.precision import torch_settings
@@ -50,7 +50,7 @@ def split_points(
     children per stage, take the one whose children do the most forward FLOPs (the model itself,
     a ResNet, or its chain of transformer layers), and begin a stage at each child where the
     running FLOPs cross another 1/stages of them."""
-    with FlopCounterMode(display=False) as counter, torch.no_grad():
+    with flop_counter() as counter, torch.no_grad():
         module(*example)
     flops = {
         name.partition(".")[2]: sum(ops.values()) for name, ops in counter.get_flop_counts().items()
@@ -158,7 +158,7 @@ class PipelineEngine:
 def _train_flops(module: torch.nn.Module, example: tuple[torch.Tensor, ...]) -> float:
     """Forward and backward FLOPs of the whole model on one micro-batch, counted before it is
     split (the stages hold a part each); the gradients are dropped again."""
-    with FlopCounterMode(display=False) as counter:
+    with flop_counter() as counter:
         module(*example).sum().backward()
     module.zero_grad(set_to_none=True)
     return float(counter.get_total_flops())

@@ -3,8 +3,9 @@
 Rules, each with its reason (a result may break several):
 - diverged: the loss became NaN or infinite (time-to-train: or ran away);
 - not-converged: time-to-train's budget ended before its target;
-- too-short: too few steady-state steps for a 95% interval of the delivered rate, or, when
-  inferring, too few batches for a p99 latency;
+- too-short: too few steady-state steps for a 95% interval of the delivered rate, a steady
+  state shorter than contention.MIN_WINDOW_S (no CPU reading can judge it), or, when
+  inferring, too few batches for a p99 latency at 99% confidence;
 - noisy: the delivered rate's interval is wider than the target (spec.ci_pct, else NOISY_PCT),
   or repeats of the cell in fresh processes differ by more than that;
 - contended: other processes used the CPUs or the GPU the cell needed, or a hypervisor stole
@@ -74,7 +75,9 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
         return flags
     target = spec.ci_pct or NOISY_PCT
     rate = m.delivered
-    if len(rate.block_s) < throughput.MIN_BLOCKS:
+    if m.server is not None or m.serve is not None:
+        pass  # the steps are the capacity phase, not the headline: its own rules judge that
+    elif len(rate.block_s) < throughput.MIN_BLOCKS:
         flags.append(
             (
                 Flag.TOO_SHORT,
@@ -89,6 +92,15 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
                 f"{m.step_ms_steady.n} steady batches; a p99 latency at 99% confidence needs "
                 f"{MIN_P99_SAMPLES} (MLPerf LoadGen's early stopping), "
                 f"{MIN_P99_SAMPLES - m.step_ms_steady.n} more: run more steps",
+            )
+        )
+    elif rate.time_s < contention.MIN_WINDOW_S:
+        flags.append(
+            (
+                Flag.TOO_SHORT,
+                f"the steady state lasted {rate.time_s:.3g} s; under "
+                f"{contention.MIN_WINDOW_S:g} s no CPU reading can tell whether other work "
+                "shared it: run more steps",
             )
         )
     elif rate.ci_pct is None:

@@ -114,9 +114,10 @@ the paper's pass over 70,000 images, so its size is shown beside its time."""
 
 def last_epoch_text(result: Result) -> str:
     """The time of the result's last epoch and how many items it held."""
-    if result.metrics is None:
-        return ""
-    last = result.metrics.epochs[-1]
+    m = result.metrics
+    if m is None or m.server is not None or m.serve is not None:
+        return ""  # its epochs are the capacity phase, not what the headline was measured over
+    last = m.epochs[-1]
     return f"{last.time_s:.2f} / {last.num_items:,}"
 
 

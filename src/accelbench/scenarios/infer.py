@@ -57,9 +57,9 @@ class Forward:
             return self.loss(model or self.model, self.to_device(batch))
 
     def count_flops(self, micro_batch: Batch) -> float | None:
-        from torch.utils.flop_counter import FlopCounterMode
+        from accelbench.efficiency import flop_counter
 
-        with FlopCounterMode(display=False) as counter:
+        with flop_counter() as counter:
             self(micro_batch, self.eager)
         return float(counter.get_total_flops())
 
