@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -475,3 +476,64 @@ def test_a_server_under_test_on_this_host_is_the_cells_own_work(
     spec = served_spec(endpoint=url)
     monitor = contention.HostMonitor(spec, torch.device("cpu"))
     assert monitor.subject == contention.server_pids(url)
+
+
+class _Steady(BaseHTTPRequestHandler):
+    """An OpenAI-compatible stub whose every request takes SERVICE_S, in a thread of its own:
+    it never queues, so every rate meets any SLO wider than SERVICE_S."""
+
+    SERVICE_S = 0.1
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        time.sleep(self.SERVICE_S / 2)
+        for text in ("a", "b"):
+            chunk = {"model": "m", "choices": [{"text": text}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+            time.sleep(self.SERVICE_S / 4)
+        usage = {"model": "m", "choices": [], "usage": {"prompt_tokens": 4, "completion_tokens": 2}}
+        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_search_on_a_server_that_never_queues_reports_its_highest_rate(
+    tmp_path: Path,
+) -> None:
+    # Every rate tried meets the SLO, so the bisection only rises: the reported rate is the
+    # highest tried, within one step (1/64) of the closed loop's capacity. Judged against the
+    # nominal Poisson rate, a few arrivals that came slower than asked were rejected.
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Steady)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        db = tmp_path / "r.sqlite"
+        args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
+        args += ["--batch-size", "1"]
+        args += ["--epochs", "2", "--steps-per-epoch", "6", "--num-queries", "12"]
+        args += ["--slo", "ttft_ms=5000,tpot_ms=5000", "--db", str(db)]
+        out = runner.invoke(app, args)
+        assert out.exit_code == 0, out.output
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    assert r.metrics and r.metrics.serve
+    s, capacity = r.metrics.serve, r.metrics.items_per_s
+    trials = s.trials[1:]
+    assert all(serve.meets_slo(r.spec, t) for t in trials)
+    assert s.reported == len(s.trials) - 1
+    reported = s.trials[s.reported].rate_per_s or 0
+    assert reported == pytest.approx(capacity * (1 - 2**-serve.SEARCH_TRIALS))
+    assert reported == max(t.rate_per_s or 0 for t in trials)
