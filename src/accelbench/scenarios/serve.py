@@ -13,6 +13,8 @@ Per request: TTFT (sent to first chunk), TPOT ((E2EL - TTFT) / (output tokens - 
 between chunks), E2EL. A request is within the SLO when it succeeded with TTFT and TPOT within
 their targets; goodput is such requests per second; a rate meets the SLO when SLO_SHARE of its
 requests are within it and it was answered about as fast as it came (validity.OVERLOAD_FRAC).
+The host's other work is read over the arrival trials, where the headline is measured; a server
+on this host is the measurement's own work (contention.server_pids).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from accelbench import endpoint, interruption
+from accelbench import contention, endpoint, interruption
 from accelbench.errors import AccelbenchError
 from accelbench.result import TrainMetrics
 from accelbench.scenario_records import ServedRequest, ServeMetrics, ServeTrial
@@ -87,6 +89,9 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
         metrics, loop = await closed_loop(spec, workload, send, build_s)
         capacity = metrics.items_per_s
         trials = [loop]
+        # The headline is an arrival trial's: what else the host did is read over the trials.
+        monitor = contention.HostMonitor(spec, torch.device("cpu"))
+        monitor.start()
         if spec.rate_per_s is not None:
             trials.append(await arrivals(spec, send, spec.rate_per_s))
             reported: int | None = 1
@@ -106,6 +111,7 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
                 f"{spec.batch_size} in flight, in {SEARCH_TRIALS} trials of {spec.num_queries} "
                 "requests"
             )
+    host = monitor.stop()
     serve = ServeMetrics(
         server_model=named[0] if named else None,
         slo_share=SLO_SHARE,
@@ -113,7 +119,7 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
         reported=reported,
         search=search,
     )
-    return metrics.model_copy(update={"serve": serve})
+    return metrics.model_copy(update={"serve": serve, "host": host})
 
 
 async def closed_loop(
