@@ -164,7 +164,7 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
             )
     ax.set_yticks(list(ys), names, fontsize=7)
     ax.invert_yaxis()
-    ax.xaxis.set_major_locator(MaxNLocator(5))  # rates of six digits side by side overlap
+    ax.xaxis.set_major_locator(MaxNLocator(4))  # rates of six digits side by side overlap
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_xlabel("items/s")
     ax.legend(fontsize=7)
