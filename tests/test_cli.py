@@ -522,3 +522,42 @@ def test_what_a_cell_forked_ends_with_it(tmp_path: Path) -> None:
     assert code == 0, output
     helper = int(pid_file.read_text())
     assert not psutil.pid_exists(helper) or psutil.Process(helper).status() == psutil.STATUS_ZOMBIE
+
+
+def test_fail_on_gates_ci_and_dry_run_lists_what_would_run(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    # Two steps a cell: a steady state too short for an interval, so every cell is flagged.
+    short = ["run", "tiny_mlp", "--batch-size", "2,4", "--epochs", "1", "--steps-per-epoch", "2"]
+    code, output = invoke(*short, "--device", "cpu", "--db", str(db))
+    assert code == 0, output  # flagged cells are results: no failure by default
+    code, output = invoke(*short, "--device", "cpu", "--fail-on", "flagged", "--db", str(db))
+    assert code == 1 and "error: 2 of 2 cells were flagged (--fail-on flagged)" in output
+    code, output = invoke(*short, "--device", "cpu", "--fail-on", "error", "--db", str(db))
+    assert code == 0, output  # flagged, but none failed
+    code, output = invoke(
+        *short, "--batch-size", "8", "--device", "cpu", "--dry-run", "--db", str(db)
+    )
+    assert code == 0, output
+    assert "to run: tiny_mlp bs=8 fp32" in output and "1 cell(s), 1 to run" in output
+    code, output = invoke(*short, "--device", "cpu", "--dry-run", "--db", str(db))
+    assert output.count("stored: tiny_mlp") == 2 and "2 cell(s), 0 to run" in output
+    assert len(stored(db)) == 2  # the dry run ran and stored nothing
+
+
+def test_fail_on_error_exits_1_when_a_cell_fails(tmp_path: Path) -> None:
+    model, db = tmp_path / "fails.py", tmp_path / "r.sqlite"
+    model.write_text(
+        "import torch\nfrom accelbench import Workload\n"
+        "def loss(m, b):\n"
+        "    if b['x'].shape[0] > 4 and not torch.jit.is_tracing():\n"
+        "        raise RuntimeError('no batch above 4')\n"
+        "    return m(b['x']).sum()\n"
+        "def build():\n"
+        "    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(4)}, loss)\n"
+    )
+    cells = ["run", f"{model}:build", "--batch-size", "4,8", *QUICK, "--db", str(db)]
+    code, output = invoke(*cells)
+    assert code == 0, output
+    code, output = invoke(*cells, "--fail-on", "error")
+    assert code == 1 and "error: 1 of 2 cells failed (--fail-on)" in output

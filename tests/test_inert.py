@@ -87,7 +87,8 @@ def hostile_db(two_platforms: list[Result], tmp_path: Path) -> Path:
 )
 def test_hostile_names_reach_the_terminal_inert(hostile_db: Path, command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--db", str(hostile_db)])
-    assert result.exit_code == 0, result.output
+    # compare --reference exits 1 when a run lies outside its published figure's band.
+    assert result.exit_code in ((0, 1) if "--reference" in command else (0,)), result.output
     assert "\x1b" not in result.output and "\x07" not in result.output
     if command == ["results"]:
         assert "GPU [/x]" in result.output and "[bold red]loud[/]" in result.output

@@ -201,10 +201,14 @@ def test_compare_reference_through_the_cli(measured: Result, tmp_path: Path) -> 
         store.put(on_platform(measured, "NVIDIA A100-SXM4-80GB", 5000.0))
         store.put(measured)
     result = CliRunner().invoke(app, ["compare", "--reference", "--db", str(db)])
-    assert result.exit_code == 0, result.output
+    # Outside the tolerance: an acceptance test fails, with a line saying so.
+    assert result.exit_code == 1, result.output
+    assert "error: 1 of 1 run(s) outside ±10% of their published figure" in result.output
     assert "0.58" in result.output and "below-reference" in result.output  # 5,000 / 8,642
     assert "autoencoder bs=512 x2 replicas fp32: below-reference:" in result.output
     assert "tiny_mlp on" in result.output and "no published throughput" in result.output
+    wide = ["compare", "--reference", "--tolerance", "50", "--db", str(db)]
+    assert CliRunner().invoke(app, wide).exit_code == 0  # 0.58 is within 50%
     bad = CliRunner().invoke(app, ["compare", "--db", str(db)])
     assert bad.exit_code == 2 and "or --reference to compare with published results" in bad.output
 

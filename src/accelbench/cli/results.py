@@ -190,7 +190,7 @@ def compare(
     db: DbsOption = None,
 ) -> None:
     """Throughput ratios between configurations (--by), with intervals; or stored runs against
-    published results (--reference)."""
+    published results (--reference), exiting 1 when any lies outside --tolerance."""
     if (by is None) == (not reference):
         raise AccelbenchError(
             "give --by FIELD (e.g. --by platform) to compare configurations, or --reference to "
@@ -224,6 +224,14 @@ def compare(
         console.print(f"{name} on {where}: no published throughput for this device family")
     if not found:
         console.print("no stored results match")
+    outside = [m for m in matches if m.verdict(tolerance)[0] is not references.Agreement.AGREES]
+    if outside:  # an acceptance test: the node does not deliver what it should
+        typer.echo(
+            f"error: {len(outside)} of {len(matches)} run(s) outside ±{tolerance:g}% of their "
+            "published figure: the reasons are above",
+            err=True,
+        )
+        raise typer.Exit(1)
 
 
 class ReportFormat(StrEnum):

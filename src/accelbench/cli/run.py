@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress
 
-from accelbench import contention, environment, launch
+from accelbench import contention, environment, launch, validity
 from accelbench.cli.app import (
     OPTION_NAMES,
     DbOption,
@@ -73,6 +73,14 @@ KNOBS = tuple(name for name in RunSpec.model_fields if name not in (*AXES, *OWN)
 def _axis(name: str, what: str = "a sweep") -> Any:
     field = RunSpec.model_fields[name]
     return typer.Option(help=f"{field.description} Comma list for {what}.")
+
+
+class FailOn(StrEnum):
+    """What makes `run` exit 1 beyond every cell failing: any failed cell, or any flagged one."""
+
+    none = "none"
+    error = "error"
+    flagged = "flagged"
 
 
 @app.command()
@@ -154,12 +162,29 @@ def run(
         bool, typer.Option("--force", help="Re-run cells already in the database.")
     ] = False,
     latency_bound_ms: LatencyBoundOption = None,
+    fail_on: Annotated[
+        FailOn,
+        typer.Option(
+            help="Exit 1 when any cell failed (error: out of memory, an error, a time-out) or "
+            "also when any was flagged (flagged: its verdict is not valid), for CI and "
+            "acceptance runs; none: only when every cell failed."
+        ),
+    ] = FailOn.none,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run", help="List the cells, each as stored already or to run; run nothing."
+        ),
+    ] = False,
     db: DbOption = None,
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
     cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
+    if dry_run:
+        _list(cells, db, force)
+        return
     with ResultStore(db) as store:
         _warn_if_busy(cells)
         console.print(f"{len(cells)} cell(s); results go to {store.where}")
@@ -168,6 +193,41 @@ def run(
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
         raise typer.Exit(1)
+    failed = [r for r in results if r.status not in MEASURED]
+    flagged = [r for r in results if r.status in MEASURED and validity.verdict_text(r) != "valid"]
+    if failed and fail_on != FailOn.none:  # the options arrive as plain strings
+        typer.echo(f"error: {len(failed)} of {len(results)} cells failed (--fail-on)", err=True)
+        raise typer.Exit(1)
+    if flagged and fail_on == FailOn.flagged:
+        typer.echo(
+            f"error: {len(flagged)} of {len(results)} cells were flagged (--fail-on flagged): "
+            "their verdicts are above",
+            err=True,
+        )
+        raise typer.Exit(1)
+
+
+def _list(cells: list[Cell], db: str | None, force: bool) -> None:
+    """--dry-run: each cell, stored already (and so skipped) or to run. The database is only
+    read, and not made where there is none."""
+    from accelbench.connect import default_path, is_url
+    from accelbench.result import result_key
+
+    where = db or default_path()
+    exists = is_url(where) or Path(where).exists()
+    stored: set[str] = set()
+    if exists and not force:
+        with ResultStore(db) as store:
+            for spec, env in cells:
+                found = store.get(result_key(spec, env))
+                if found is not None and found.status != "interrupted":
+                    stored.add(result_key(spec, env))
+    to_run = 0
+    for spec, env in cells:
+        done = result_key(spec, env) in stored
+        to_run += not done
+        console.print(f"{'stored' if done else 'to run'}: {describe(spec)}", soft_wrap=True)
+    console.print(f"{len(cells)} cell(s), {to_run} to run; nothing was run (--dry-run)")
 
 
 def _sweep(cells: list[Cell], store: ResultStore, force: bool, timeout_s: float) -> list[Result]:
