@@ -18,6 +18,7 @@ from accelbench import workloads
 from accelbench.cli import app
 from accelbench.cli.app import OPTION_NAMES, with_fields
 from accelbench.spec import RunSpec
+from accelbench.store import ResultStore
 
 from .conftest import make_image_folder, make_shards
 
@@ -561,3 +562,49 @@ def test_fail_on_error_exits_1_when_a_cell_fails(tmp_path: Path) -> None:
     assert code == 0, output
     code, output = invoke(*cells, "--fail-on", "error")
     assert code == 1 and "error: 1 of 2 cells failed (--fail-on)" in output
+
+
+def test_an_edited_model_file_is_measured_again_and_its_old_result_kept(tmp_path: Path) -> None:
+    model, db = tmp_path / "mine.py", tmp_path / "r.sqlite"
+    source = (
+        "import torch\nfrom accelbench import Workload\n"
+        "def build():\n"
+        "    return Workload('items', lambda: torch.nn.Linear(4, WIDTH), "
+        "lambda g: {'x': torch.randn(4)}, lambda m, b: m(b['x']).sum())\n"
+    )
+    model.write_text("WIDTH = 2\n" + source)
+    cell = ["run", f"{model}:build", *QUICK, "--db", str(db)]
+    code, output = invoke(*cell)
+    assert code == 0 and "stored earlier, skipped" not in output, output
+    code, output = invoke(*cell)
+    assert code == 0 and "stored earlier, skipped" in output, output  # the same code: reused
+    model.write_text("WIDTH = 18\n" + source)  # about 9x the weights
+    code, output = invoke(*cell)
+    assert code == 0 and "stored earlier, skipped" not in output, output  # measured again
+    with ResultStore(db) as store:
+        digests = {r.spec.code_digest for r in store.query()}
+    assert len(digests) == 2 and None not in digests  # both versions' results, each named
+
+
+def test_a_record_names_its_command_code_and_numeric_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import subprocess
+    import sys
+
+    head = subprocess.run(
+        ["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    code, output = invoke("--version")
+    assert code == 0 and output.startswith("accelbench ") and f"(commit {head}" in output
+    db = tmp_path / "r.sqlite"
+    monkeypatch.setenv("NCCL_ALGO", "Ring")  # a variable that changes numbers is kept
+    monkeypatch.setattr(sys, "argv", ["accelbench", "run", "tiny_mlp"])
+    code, output = invoke("run", "tiny_mlp", *QUICK, "--db", str(db))
+    assert code == 0, output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    assert r.argv == ["accelbench", "run", "tiny_mlp"]
+    assert r.env.versions["accelbench_commit"].startswith(head)
+    assert r.env.env_vars["NCCL_ALGO"] == "Ring"
+    assert {"torch", "accelbench", "python"} <= r.env.versions.keys()

@@ -8,12 +8,16 @@ The Python API is what the CLI uses:
     run_sweep(grid({"batch_size": [8, 32]}, workload="autoencoder"), store)  # a child per cell
 """
 
+import importlib.metadata
+
 from accelbench.result import Result
 from accelbench.runner import run
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 from accelbench.sweep import grid, run_sweep
 from accelbench.workload import Arrays, Images, Tokens, Workload, reading
+
+__version__ = importlib.metadata.version("accelbench")
 
 __all__ = [
     "Arrays",

@@ -11,10 +11,43 @@ import platform
 import socket
 from pathlib import Path
 
+from pydantic import Field
+
 from accelbench.frozen import Frozen
 
 _GIB = 2**30
-_VERSIONS_OF = ("torch", "torchvision", "timm", "transformers", "numpy", "accelbench")
+_VERSIONS_OF = (
+    *("torch", "torchvision", "triton", "torchao", "timm", "transformers", "accelerate"),
+    *("numpy", "accelbench"),
+)
+NUMERIC_ENV = (
+    *("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_"),
+    *("OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOMP_", "CUBLAS_", "CUDNN_", "PYTORCH_", "TORCH_"),
+    *("TORCHINDUCTOR_", "NVIDIA_TF32_OVERRIDE", "TF32", "UCX_", "FI_"),
+)
+"""Environment variables (names, or prefixes ending in _) that change what a cell measures:
+which devices it sees, how collectives and thread pools behave, torch's and its libraries'
+settings."""
+
+
+def accelbench_commit() -> str | None:
+    """The git commit of accelbench's source, with "-dirty" for uncommitted changes, where it
+    runs from a checkout (an editable install); None for an installed wheel."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    if not (root / ".git").exists():
+        return None
+    try:
+        found = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return found.stdout.strip() or None if found.returncode == 0 else None
 
 
 class DeviceInfo(Frozen):
@@ -43,7 +76,11 @@ class Environment(Frozen):
     cuda_version: str | None = None
     cudnn_version: str | None = None
     versions: dict[str, str]
-    """Versions of the Python packages that shape the numbers."""
+    """Versions of what shapes the numbers: Python packages, accelbench's commit, and on
+    accelerators NCCL and HIP."""
+    env_vars: dict[str, str] = Field(default_factory=dict)
+    """The environment variables that change numbers (NUMERIC_ENV) as the cell saw them; empty
+    in records made before they were kept."""
 
     @property
     def platform(self) -> str:
@@ -105,6 +142,11 @@ def capture(device: str = "auto") -> Environment:
         cuda_version=torch.version.cuda if device_type == "cuda" else None,
         cudnn_version=str(cudnn) if cudnn else None,
         versions=_versions(),
+        env_vars={
+            k: v
+            for k, v in sorted(os.environ.items())
+            if k.startswith(NUMERIC_ENV) and len(v) < 500
+        },
     )
 
 
@@ -162,10 +204,18 @@ def _nvidia_driver() -> str | None:
 
 
 def _versions() -> dict[str, str]:
+    import torch
+
     found = {"python": platform.python_version()}
     for name in _VERSIONS_OF:
         try:
             found[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
+    if commit := accelbench_commit():
+        found["accelbench_commit"] = commit
+    if torch.version.hip:
+        found["hip"] = str(torch.version.hip)
+    if torch.cuda.is_available() and torch.version.cuda:
+        found["nccl"] = ".".join(map(str, torch.cuda.nccl.version()))
     return found

@@ -242,6 +242,9 @@ class Result(Frozen):
     created_at: datetime
     wall_s: float | None = None
     """The whole cell as its launcher saw it: process start, imports, set-up and measurement."""
+    argv: list[str] | None = None
+    """The command line of the sweep that ran the cell (None: made in this process, or before
+    it was kept)."""
 
     @field_validator("created_at")
     @classmethod

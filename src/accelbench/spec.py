@@ -54,6 +54,7 @@ _ADDED_LATER = (
     "slo_ttft_ms",
     "slo_tpot_ms",
     "request_timeout_s",
+    "code_digest",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -215,6 +216,10 @@ class RunSpec(Frozen):
     model_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
     """Overrides of the workload's shape or model (image_size, seq_len, num_layers, ...); for
     timm/ and hf/ workloads, any model or config argument."""
+    code_digest: str | None = None
+    """A user's model file as it was when the cell was planned (workloads.file_digest, set by
+    the sweep, not given): part of the key, so an edited file is measured again, its old
+    results kept; None for every other workload."""
     data: str | None = None
     """Real local data instead of synthetic: an ImageFolder directory, webdataset .tar shards (a
     file, a directory of them or a {000..009} pattern), an MNIST IDX images file, a .npy file

@@ -19,6 +19,7 @@ import json
 import logging
 import math
 import os
+import sys
 import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -252,7 +253,8 @@ def plan(
                 "has none of: give --compile-mode default or max-autotune"
             )
         launch.check_launchable(spec, env)
-        cells.append((spec.model_copy(update={"device": env.device_type}), env))
+        update = {"device": env.device_type, "code_digest": workloads.file_digest(spec.workload)}
+        cells.append((spec.model_copy(update=update), env))
     return cells
 
 
@@ -323,6 +325,7 @@ def _run_cell(
             if on_result:
                 on_result(exc.result, False)
         raise
+    result = result.model_copy(update={"argv": sys.argv})  # the user's command, not the child's
     with launch.signals_deferred():  # a signal now would lose a finished cell
         _store(store, result)
     log.info("%s: %s", spec.workload, result.status)

@@ -84,6 +84,31 @@ app = typer.Typer(
 )
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from accelbench import __version__
+        from accelbench.environment import accelbench_commit
+
+        commit = accelbench_commit()
+        typer.echo(f"accelbench {__version__}" + (f" (commit {commit})" if commit else ""))
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            help="Print the version (and the git commit of a checkout) and exit.",
+            is_eager=True,
+            callback=_print_version,
+        ),
+    ] = False,
+) -> None:
+    """Benchmark AI/ML workloads on the accelerators you have, and keep the numbers."""
+
+
 class Format(StrEnum):
     table = "table"
     json = "json"

@@ -62,9 +62,11 @@ OWN = (
     "latency_bound_ms",
     "slo_ttft_ms",
     "slo_tpot_ms",
+    "code_digest",
 )
 """Spec fields with an option of their own form (--repeats N, --seeds N, --model-arg K=V, --ci 2%,
---latency-bound-ms also naming inference headlines, --slo ttft_ms=X,tpot_ms=Y)."""
+--latency-bound-ms also naming inference headlines, --slo ttft_ms=X,tpot_ms=Y), or none
+(code_digest, which the sweep sets)."""
 SLO_KEYS = {"ttft_ms": "slo_ttft_ms", "tpot_ms": "slo_tpot_ms"}
 KNOBS = tuple(name for name in RunSpec.model_fields if name not in (*AXES, *OWN))
 """Every other spec field: an option derived from the spec (cli.app.field_options)."""

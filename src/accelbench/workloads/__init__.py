@@ -271,6 +271,21 @@ def edited_at(name: str) -> int | None:
         return None
 
 
+def file_digest(name: str) -> str | None:
+    """The first 16 hex digits of the SHA-256 of a user's model file, so that a result names the
+    code it measured and an edited file is a new cell; None for registered, timm and hf
+    workloads, for modules (their package's version names them) and for a file not found."""
+    import hashlib
+
+    target = _user_target(name) if is_user(name) else None
+    if target is None or not target[0].endswith(".py"):
+        return None
+    try:
+        return hashlib.sha256(Path(target[0]).read_bytes()).hexdigest()[:16]
+    except OSError:
+        return None
+
+
 def _prefixed(name: str) -> bool:
     prefix, _, rest = name.partition("/")
     return prefix in ("timm", "hf") and bool(rest) and "/" not in rest
