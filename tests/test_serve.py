@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import ClassVar
 
 import httpx
 import pytest
@@ -537,3 +538,51 @@ def test_a_search_on_a_server_that_never_queues_reports_its_highest_rate(
     reported = s.trials[s.reported].rate_per_s or 0
     assert reported == pytest.approx(capacity * (1 - 2**-serve.SEARCH_TRIALS))
     assert reported == max(t.rate_per_s or 0 for t in trials)
+
+
+class _Guarded(_Steady):
+    """_Steady behind an API key, as vLLM started with --api-key answers."""
+
+    SERVICE_S = 0.004
+    seen: ClassVar[list[str]] = []
+
+    def do_POST(self) -> None:
+        given = self.headers.get("authorization", "")
+        self.seen.append(given)
+        if given != "Bearer s3cret-key":
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(401)
+            self.send_header("content-length", "12")
+            self.end_headers()
+            self.wfile.write(b"Unauthorized")
+            return
+        super().do_POST()
+
+
+def test_the_api_key_comes_from_the_environment_and_is_never_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Guarded)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    db = tmp_path / "r.sqlite"
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
+    args += ["--epochs", "2", "--steps-per-epoch", "2", "--num-queries", "4", "--rate-per-s", "50"]
+    try:
+        bare = runner.invoke(app, [*args, "--db", str(db)])
+        assert bare.exit_code == 2 and "give --api-key-env NAME" in bare.output
+        unset = runner.invoke(app, [*args, "--api-key-env", "SERVE_KEY", "--db", str(db)])
+        assert unset.exit_code == 2 and "$SERVE_KEY is not set" in unset.output
+        monkeypatch.setenv("SERVE_KEY", "s3cret-key")
+        keyed = runner.invoke(app, [*args, "--api-key-env", "SERVE_KEY", "--db", str(db)])
+        assert keyed.exit_code == 0, keyed.output
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert _Guarded.seen[-1] == "Bearer s3cret-key"  # the cell's requests carried it
+    assert "s3cret-key" not in keyed.output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    assert r.status == "ok" and r.spec.api_key_env == "SERVE_KEY"
+    assert b"s3cret-key" not in db.read_bytes()  # nor in the stored record

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -211,13 +212,35 @@ def _gist(text: str) -> str:
     return " ".join(text.split())[:160] or "(empty)"
 
 
-def check(endpoint: str, model: str, timeout_s: float = CHECK_TIMEOUT_S) -> None:
+def headers(api_key_env: str | None) -> dict[str, str]:
+    """The requests' headers: the API key from the environment variable `api_key_env` as a
+    bearer token (vLLM's --api-key, hosted endpoints), never stored nor printed."""
+    if api_key_env is None:
+        return {}
+    key = os.environ.get(api_key_env)
+    if not key:
+        raise AccelbenchError(
+            f"${api_key_env} is not set: export the server's API key in it (--api-key-env names "
+            "the variable, so the key itself is never on the command line nor stored)"
+        )
+    return {"Authorization": f"Bearer {key}"}
+
+
+def check(
+    endpoint: str,
+    model: str,
+    timeout_s: float = CHECK_TIMEOUT_S,
+    api_key_env: str | None = None,
+) -> None:
     """Ask the server for two tokens of `model`; raise an AccelbenchError naming the fix if it
     does not answer as an OpenAI-compatible server serving that model."""
     import httpx
 
+    sent = headers(api_key_env)
+
     async def ask() -> Reply:
-        async with httpx.AsyncClient(timeout=httpx.Timeout(timeout_s, connect=10.0)) as client:
+        timeout = httpx.Timeout(timeout_s, connect=10.0)
+        async with httpx.AsyncClient(timeout=timeout, headers=sent) as client:
             return await complete(client, endpoint, model, "Hello", 2, timeout_s)
 
     reply = asyncio.run(ask())
@@ -231,6 +254,11 @@ def check(endpoint: str, model: str, timeout_s: float = CHECK_TIMEOUT_S) -> None
         raise AccelbenchError(
             f"{endpoint} gave no whole two-token answer within {timeout_s:g} s: check that the "
             "server has loaded its model and is not busy"
+        )
+    if reply.failure == "http" and (reply.error or "").startswith(("HTTP 401", "HTTP 403")):
+        raise AccelbenchError(
+            f"{endpoint} refused the request ({reply.error}): give --api-key-env NAME, the "
+            "environment variable that holds its API key"
         )
     if reply.failure == "http" and (reply.error or "").startswith("HTTP 404"):
         raise AccelbenchError(

@@ -55,6 +55,7 @@ _ADDED_LATER = (
     "slo_tpot_ms",
     "request_timeout_s",
     "code_digest",
+    "api_key_env",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -168,6 +169,9 @@ class RunSpec(Frozen):
     slo_tpot_ms: float = Field(default=200.0, gt=0)
     """serve: the time-per-output-token target of a request; the default is MLPerf Inference's
     server bound for Llama 2 70B (200 ms, at the 99th percentile)."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """serve: the environment variable holding the server's API key (vLLM's --api-key, a
+    hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""
     request_timeout_s: float = Field(default=120.0, gt=0)
     """serve: the longest a request may take, first byte to last, before it counts as an
     error; a server that stops answering never hangs the cell."""
@@ -293,6 +297,8 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
+        if self.api_key_env is not None and self.scenario != "serve":
+            raise ValueError("--api-key-env goes with --scenario serve: the key is a server's")
         if (self.scenario == "serve") != (self.endpoint is not None):
             raise ValueError(
                 "--endpoint goes with --scenario serve, and serve needs the --endpoint of a "

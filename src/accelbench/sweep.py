@@ -183,8 +183,9 @@ def _check_servers(specs: Sequence[RunSpec]) -> None:
         workloads.check(s.workload, s.model_args)
     for path in sorted({s.lengths for s in served if s.lengths}):
         endpoint.read_lengths(Path(path))
-    for url, name in sorted({(s.endpoint, s.workload) for s in served if s.endpoint}):
-        endpoint.check(url, name.removeprefix("served/"))
+    asked = {(s.endpoint, s.workload, s.api_key_env) for s in served if s.endpoint}
+    for url, name, key in sorted(asked, key=str):
+        endpoint.check(url, name.removeprefix("served/"), api_key_env=key)
 
 
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:

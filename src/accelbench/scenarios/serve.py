@@ -66,7 +66,8 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
     named: list[str] = []  # the model as the first answer that named it calls it
     timeout = httpx.Timeout(spec.request_timeout_s, connect=10.0)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits) as client:
+    sent = endpoint.headers(spec.api_key_env)
+    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=sent) as client:
 
         async def send(trial_start: float) -> ServedRequest:
             prompt_words, new_tokens = rng.choice(lengths)
