@@ -117,3 +117,23 @@ def test_the_pre_flight_tries_the_smallest_batch_asked_for(tmp_path: Path) -> No
     )
     code, output = invoke("run", f"{model}:build", "--batch-size", "8,4", *QUICK, "--db", str(db))
     assert code == 0, output
+
+
+@pytest.mark.parametrize(
+    ("name", "module", "extra"),
+    [
+        ("timm/resnet18", "timm", "vision"),
+        ("hf/bert", "transformers", "nlp"),
+        ("gin", "torch_geometric", "graph"),
+    ],
+)
+def test_a_missing_extra_is_named(
+    name: str, module: str, extra: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed: importing it fails
+    with pytest.raises(
+        AccelbenchError, match=rf"needs {module}: pip install 'accelbench\[{extra}\]'"
+    ):
+        preflight.check([{"workload": name, "model_args": {}}])

@@ -251,7 +251,9 @@ def _digits(transform: Callable[[Any], torch.Tensor]) -> Reader:
     try:
         from sklearn.datasets import load_digits
     except ImportError:
-        raise AccelbenchError(f"{DIGITS} needs scikit-learn: pip install scikit-learn") from None
+        raise AccelbenchError(
+            f"{DIGITS} needs scikit-learn: pip install 'accelbench[data]'"
+        ) from None
     digits = load_digits()  # images: float 0..16, (1797, 8, 8)
     images = torch.from_numpy(digits.images * (255 / 16)).round().to(torch.uint8)
     return _grey(images, torch.from_numpy(digits.target), transform)

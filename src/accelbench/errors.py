@@ -26,6 +26,27 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _OOM_MESSAGES)
 
 
+EXTRAS = {
+    **dict.fromkeys(("torchvision", "timm", "monai", "effdet"), "vision"),
+    **dict.fromkeys(("transformers", "tokenizers"), "nlp"),
+    "torch_geometric": "graph",
+    **dict.fromkeys(("webdataset", "sklearn"), "data"),
+    "httpx": "serving",
+    "psycopg": "postgres",
+    "torchao": "float8",
+}
+"""The extra (pyproject.toml) that installs each optional top-level module."""
+
+
+def missing_extra(exc: BaseException) -> str | None:
+    """For a module an extra provides and that is not installed: the line naming the extra."""
+    if not isinstance(exc, ModuleNotFoundError) or not exc.name:
+        return None
+    module = exc.name.split(".")[0]
+    extra = EXTRAS.get(module)
+    return None if extra is None else f"needs {module}: pip install 'accelbench[{extra}]'"
+
+
 def one_line(exc: BaseException) -> str:
     """The exception as one short line: its type and the first line of its message."""
     lines = str(exc).strip().splitlines()

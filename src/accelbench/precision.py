@@ -176,7 +176,9 @@ def to_float8(model: torch.nn.Module) -> None:
     try:
         from torchao.float8 import convert_to_float8_training
     except ImportError:
-        raise AccelbenchError("precision fp8 needs torchao: pip install torchao") from None
+        raise AccelbenchError(
+            "precision fp8 needs torchao: pip install 'accelbench[float8]'"
+        ) from None
     import torch
 
     def eligible(module: torch.nn.Module, fqn: str) -> bool:

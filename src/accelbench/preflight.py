@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import workloads
-from accelbench.errors import AccelbenchError, one_line
+from accelbench.errors import AccelbenchError, missing_extra, one_line
 from accelbench.workload import Tokens, Workload
 
 Inputs = Mapping[str, Any]
@@ -117,7 +117,10 @@ def _on_meta(
 
 
 def _fault(what: str, step: str, exc: Exception) -> AccelbenchError:
-    """The error of a workload whose code raised `exc`, naming where it was raised."""
+    """The error of a workload whose code raised `exc`, naming where it was raised (or the
+    extra that installs a missing module)."""
+    if extra := missing_extra(exc):
+        return AccelbenchError(f"{what} {extra}")
     return AccelbenchError(f"{what} {step}: {one_line(exc)}{_where(exc)}")
 
 

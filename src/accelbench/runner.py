@@ -6,7 +6,7 @@ import logging
 import traceback
 
 from accelbench import distributed, environment, interruption, scenarios, workloads
-from accelbench.errors import AccelbenchError, is_oom, one_line
+from accelbench.errors import AccelbenchError, is_oom, missing_extra, one_line
 from accelbench.precision import check_supported, global_settings, set_cudnn_benchmark
 from accelbench.result import Result, Status
 from accelbench.spec import RunSpec
@@ -50,7 +50,7 @@ def run(spec: RunSpec) -> Result:
         status, reason = "error", str(exc)
     except Exception as exc:  # the workload failed: that is a result, not a crash of the sweep
         status = "oom" if is_oom(exc) else "error"
-        reason = one_line(exc)
+        reason = missing_extra(exc) or one_line(exc)
         detail = "".join(traceback.format_exception(exc)[-8:])
         log.warning("%s failed: %s", spec.workload, reason)
     return Result.new(spec, env, status, reason=reason, detail=detail, metrics=metrics)

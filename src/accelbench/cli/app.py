@@ -22,7 +22,7 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from accelbench import launch, workloads
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, missing_extra
 from accelbench.report import inert
 from accelbench.report.results import notes, table
 from accelbench.report.time_to_train import time_to_train_table
@@ -55,6 +55,12 @@ class _Group(TyperGroup):
         except (AccelbenchError, ValidationError) as exc:
             message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             typer.echo(f"error: {inert.line(message)}", err=True)
+            raise typer.Exit(2) from None
+        except ModuleNotFoundError as exc:  # an optional module: the extra that installs it
+            if (extra := missing_extra(exc)) is None:
+                raise
+            command = f"accelbench {ctx.invoked_subcommand or ''}".strip()
+            typer.echo(f"error: {command} {extra}", err=True)
             raise typer.Exit(2) from None
         except typer.TyperException as exc:  # a usage error: one line too, not a usage page
             if type(exc).__name__ == "NoArgsIsHelpError":
