@@ -426,7 +426,7 @@ def test_every_spec_field_is_an_option_of_run() -> None:
     command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
     params = {p.name for p in command.params}
     missing = [f for f in RunSpec.model_fields if OPTION_NAMES.get(f, f) not in params]
-    assert missing == []
+    assert missing == ["code_digest"]  # the sweep sets it from the model file, no one gives it
 
 
 def test_a_new_spec_field_needs_no_cli_edit() -> None:
