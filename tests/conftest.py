@@ -23,6 +23,7 @@ from accelbench.throughput import Delivered
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No test touches the user's database, and torch's global state is the same for each."""
     monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "default.sqlite"))
+    monkeypatch.setenv("ACCELBENCH_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # tests outside an allocation, even in one
     for label in ENV_DEFAULTS["platform"]:  # results unlabelled unless a test labels them
         monkeypatch.delenv(label, raising=False)

@@ -171,7 +171,7 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         ),
         (["run", "tiny_mlp", "--platform", ""], "invalid value '' for --platform"),
         (["run", "tiny_mlp", "--epochs", "abc"], "Invalid value for '--epochs'"),
-        (["run", "tiny_mlp", "--bogus"], "No such option: --bogus (see `accelbench run --help`)"),
+        (["run", "tiny_mlp", "--bogus"], "No such option: --bogus"),  # click may suggest one
         (["tune", "tiny_mlp", "--replicas", "abc"], "--replicas 'abc': give whole numbers"),
         (["tune", "tiny_mlp", "--replicas", "1,,2"], "--replicas '1,,2': give whole numbers"),
         (["tune", "tiny_mlp", "--replicas", "0"], "--replicas '0': give whole numbers"),
@@ -608,3 +608,30 @@ def test_a_record_names_its_command_code_and_numeric_environment(
     assert r.env.versions["accelbench_commit"].startswith(head)
     assert r.env.env_vars["NCCL_ALGO"] == "Ring"
     assert {"torch", "accelbench", "python"} <= r.env.versions.keys()
+
+
+def test_a_cells_output_is_kept_in_its_log_and_streamed_with_verbose(tmp_path: Path) -> None:
+    model, db = tmp_path / "talks.py", tmp_path / "r.sqlite"
+    model.write_text(
+        "import torch\nfrom accelbench import Workload\n"
+        "def build():\n"
+        "    print('hello from the model file', flush=True)\n"
+        "    return Workload('items', lambda: torch.nn.Linear(4, 2), "
+        "lambda g: {'x': torch.randn(4)}, lambda m, b: m(b['x']).sum())\n"
+    )
+    code, output = invoke("run", f"{model}:build", *QUICK, "--quiet", "--db", str(db))
+    assert code == 0 and "hello from the model file" not in output, output
+    assert "cell(s); results go to" not in output  # --quiet: the table only
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    assert r.log_path is not None and Path(r.log_path).parent == tmp_path / "logs"
+    assert "hello from the model file" in Path(r.log_path).read_text()
+    code, output = invoke("run", f"{model}:build", *QUICK, "--force", "--verbose", "--db", str(db))
+    assert code == 0 and "hello from the model file" in output, output
+
+
+def test_progress_and_cell_lines_go_to_stderr_and_the_table_to_stdout(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["run", "tiny_mlp", *QUICK, "--db", str(tmp_path / "r.sqlite")])
+    assert out.exit_code == 0, out.output
+    assert "cell(s); results go to" in out.stderr and "tiny_mlp bs=" in out.stderr
+    assert "cell(s); results go to" not in out.stdout and "Throughput" in out.stdout

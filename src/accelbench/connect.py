@@ -48,6 +48,15 @@ def default_path() -> Path | str:
     return Path(data_home) / "accelbench" / "results.sqlite"
 
 
+def log_dir() -> Path:
+    """Where each cell's output is kept: $ACCELBENCH_LOG_DIR, else accelbench/logs in the
+    user's state directory ($XDG_STATE_HOME)."""
+    if os.environ.get("ACCELBENCH_LOG_DIR"):
+        return Path(os.environ["ACCELBENCH_LOG_DIR"])
+    state_home = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    return Path(state_home) / "accelbench" / "logs"
+
+
 def sqlite(path: Path, writable: bool) -> sqlite3.Connection:
     if writable:
         _check_writable(path)

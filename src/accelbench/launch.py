@@ -12,25 +12,30 @@ fails writes its own, and torchrun then stops the others.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, TextIO
 
 from accelbench import interruption, preflight
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.result import MEASURED, Result, Status
 from accelbench.spec import RunSpec
+
+log = logging.getLogger(__name__)
 
 _TAIL_LINES = 12
 _GRACE_S = 20.0
@@ -125,8 +130,12 @@ def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -
         return out.read_text()
 
 
-def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
-    """Run one cell in a fresh process; a crash or timeout becomes the result's status."""
+def run_in_child(
+    spec: RunSpec, env: Environment, timeout_s: float, stream: TextIO | None = None
+) -> Result:
+    """Run one cell in a fresh process; a crash or timeout becomes the result's status. Its
+    output is kept in the log directory, named in the result, and copied to `stream` as it
+    comes, if given."""
     # Ranks on other nodes read the spec and write results here: a shared directory under Slurm.
     with tempfile.TemporaryDirectory(prefix="accelbench-", dir=os.environ.get(CELL_DIR)) as tmp:
         spec_path, out, log_path = (
@@ -145,19 +154,28 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
                 start_new_session=True,
                 preexec_fn=_on_parent_death(),
             )
+            done = threading.Event()
+            follower = threading.Thread(target=_follow, args=(log_path, stream, done), daemon=True)
+            if stream is not None:
+                follower.start()
             try:
                 child.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 _kill(child)
                 reason = f"no result within the {timeout_s:g} s limit"
-                return Result.new(spec, env, "timeout", reason=reason)
+                return _kept(Result.new(spec, env, "timeout", reason=reason), log_path)
             except (KeyboardInterrupt, Interrupted) as exc:
                 _kill(child)  # asks it to stop and report; its own session would outlive us
                 name = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
-                raise Interrupted(name, _stopped(spec, env, out, name, start)) from None
+                stopped = _stopped(spec, env, out, name, start)
+                raise Interrupted(name, _kept(stopped, log_path)) from None
             except BaseException:
                 _kill(child)
                 raise
+            finally:
+                done.set()
+                if follower.is_alive():
+                    follower.join(timeout=5)
             _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
@@ -165,9 +183,37 @@ def run_in_child(spec: RunSpec, env: Environment, timeout_s: float) -> Result:
         written = [out] if out.exists() else ranks
         if written:
             result = Result.model_validate_json(written[0].read_text())
-            return result.model_copy(update={"wall_s": wall_s})
+            return _kept(result.model_copy(update={"wall_s": wall_s}), log_path)
         status, reason = _exit_status(child.returncode, tail, _oom_kills() != oom_kills)
-        return Result.new(spec, env, status, reason=reason, detail=tail or None)
+        return _kept(Result.new(spec, env, status, reason=reason, detail=tail or None), log_path)
+
+
+def _kept(result: Result, log_path: Path) -> Result:
+    """The result naming its cell's output, copied to the log directory (the cell's own
+    directory goes with it); unchanged where the log cannot be written."""
+    from accelbench.connect import log_dir
+
+    target = log_dir() / f"{result.created_at:%Y%m%dT%H%M%S%f}-{result.key}.log"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log_path, target)
+    except OSError as exc:
+        log.warning("the cell's output was not kept at %s: %s", target, exc)
+        return result
+    return result.model_copy(update={"log_path": str(target)})
+
+
+def _follow(path: Path, stream: TextIO | None, done: threading.Event) -> None:
+    """Copy what a cell writes to its log to `stream` as it comes, until `done`."""
+    with path.open(errors="replace") as log_file:
+        while True:
+            finished = done.is_set()
+            if (text := log_file.read()) and stream is not None:
+                stream.write(text)
+                stream.flush()
+            if finished:
+                return
+            time.sleep(0.1)
 
 
 def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float) -> Result:

@@ -245,6 +245,9 @@ class Result(Frozen):
     argv: list[str] | None = None
     """The command line of the sweep that ran the cell (None: made in this process, or before
     it was kept)."""
+    log_path: str | None = None
+    """The cell's own output (its prints, torch's and NCCL's warnings), kept in the log
+    directory (connect.log_dir); None: made in this process, or before logs were kept."""
 
     @field_validator("created_at")
     @classmethod

@@ -24,7 +24,7 @@ import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import Field, ValidationError, field_validator
 
@@ -267,8 +267,10 @@ def run_cells(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     on_start: Callable[[RunSpec], None] | None = None,
     on_result: Callable[[Result, bool], None] | None = None,
+    stream: TextIO | None = None,
 ) -> list[Result]:
-    """Run each planned cell in a fresh process and store it as it finishes.
+    """Run each planned cell in a fresh process and store it as it finishes; each cell's output
+    is kept in the log directory and, with `stream`, copied there as it comes.
 
     A cell already in the store for this platform is skipped (its stored result is returned and
     reported with `skipped=True`) unless `force` or it was interrupted: a sweep killed at any
@@ -277,7 +279,7 @@ def run_cells(
     and raises launch.Interrupted."""
     with launch.sigterm_interrupts():
         return [
-            _run_cell(spec, env, store, force, timeout_s, on_start, on_result)
+            _run_cell(spec, env, store, force, timeout_s, on_start, on_result, stream)
             for spec, env in cells
         ]
 
@@ -307,6 +309,7 @@ def _run_cell(
     timeout_s: float,
     on_start: Callable[[RunSpec], None] | None,
     on_result: Callable[[Result, bool], None] | None,
+    stream: TextIO | None = None,
 ) -> Result:
     """The stored result of a cell, else its new one, stored the moment it exists. An
     interrupted cell is stored as such before the interruption goes on up."""
@@ -318,7 +321,7 @@ def _run_cell(
     if on_start:
         on_start(spec)
     try:
-        result = launch.run_in_child(spec, env, timeout_s)
+        result = launch.run_in_child(spec, env, timeout_s, stream)
     except launch.Interrupted as exc:
         if exc.result is not None:
             with launch.signals_deferred():

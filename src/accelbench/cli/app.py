@@ -43,6 +43,14 @@ class _Console(Console):
 console = _Console(
     highlight=False, markup=False, emoji=False, width=None if sys.stdout.isatty() else 240
 )
+stderr_console = _Console(
+    stderr=True,
+    highlight=False,
+    markup=False,
+    emoji=False,
+    width=None if sys.stderr.isatty() else 240,
+)
+"""Progress, a line per cell and warnings: stderr, so that stdout holds the answer alone."""
 
 
 class _Group(TyperGroup):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +23,7 @@ from accelbench.cli.app import (
     show,
     spec_help,
     split,
+    stderr_console,
     with_fields,
 )
 from accelbench.errors import AccelbenchError
@@ -178,6 +180,17 @@ def run(
             "--dry-run", help="List the cells, each as stored already or to run; run nothing."
         ),
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            help="Stream each cell's own output (its prints, torch's warnings) to stderr as it "
+            "runs; it is kept in the log directory ($ACCELBENCH_LOG_DIR) either way.",
+        ),
+    ] = False,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", help="No progress bar nor line per cell: the table only.")
+    ] = False,
     db: DbOption = None,
     **knobs: Any,
 ) -> None:
@@ -189,8 +202,9 @@ def run(
         return
     with ResultStore(db) as store:
         _warn_if_busy(cells)
-        console.print(f"{len(cells)} cell(s); results go to {store.where}")
-        results = _sweep(cells, store, force, timeout_s)
+        if not quiet:
+            stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
+        results = _sweep(cells, store, force, timeout_s, verbose=verbose, quiet=quiet)
     show(results, latency_bound_ms)
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
@@ -232,9 +246,21 @@ def _list(cells: list[Cell], db: str | None, force: bool) -> None:
     console.print(f"{len(cells)} cell(s), {to_run} to run; nothing was run (--dry-run)")
 
 
-def _sweep(cells: list[Cell], store: ResultStore, force: bool, timeout_s: float) -> list[Result]:
-    """Run the cells with a progress bar, printing each as it finishes."""
-    with Progress(console=console, transient=True) as progress:
+def _sweep(
+    cells: list[Cell],
+    store: ResultStore,
+    force: bool,
+    timeout_s: float,
+    *,
+    verbose: bool = False,
+    quiet: bool = False,
+) -> list[Result]:
+    """Run the cells with a progress bar, printing each as it finishes (`quiet`: neither), and
+    with `verbose`, each cell's output on stderr as it comes."""
+    stream = sys.stderr if verbose else None
+    if quiet:
+        return run_cells(cells, store, force=force, timeout_s=timeout_s, stream=stream)
+    with Progress(console=stderr_console, transient=True, disable=verbose) as progress:
         task = progress.add_task("starting", total=len(cells))
 
         def started(spec: RunSpec) -> None:
@@ -245,7 +271,13 @@ def _sweep(cells: list[Cell], store: ResultStore, force: bool, timeout_s: float)
             progress.advance(task)
 
         return run_cells(
-            cells, store, force=force, timeout_s=timeout_s, on_start=started, on_result=finished
+            cells,
+            store,
+            force=force,
+            timeout_s=timeout_s,
+            on_start=started,
+            on_result=finished,
+            stream=stream,
         )
 
 
@@ -327,7 +359,7 @@ def _warn_if_busy(cells: list[Cell]) -> None:
     needed = max(contention.cpus_needed(spec, env.device_type, cpus) for spec, env in cells)
     warning = contention.busy_warning(others, cpus, load, needed)
     if warning:
-        console.print(f"warning: {warning}", style="yellow")
+        stderr_console.print(f"warning: {warning}", style="yellow")
 
 
 def _from_command_line(ctx: typer.Context, name: str) -> bool:
