@@ -9,6 +9,7 @@ python -m torch.distributed.run --nproc-per-node N tests/sharded_steps.py SPEC_J
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def main(spec_json: str, out: str, steps: int) -> None:
         record = {"losses": losses, "held_gib": held, "compiled_blocks": len(compiled)}
         Path(out).write_text(json.dumps(record))
     distributed.leave()
+    # As accelbench's own ranks do (launch.child_main): the steps are written, so no interpreter
+    # teardown, where gloo's threads can abort the process under load.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

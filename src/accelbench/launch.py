@@ -389,4 +389,12 @@ def child_main(argv: list[str]) -> int:
         tmp.write_text(text)
         tmp.replace(path)  # atomic: the parent sees a whole result or none
     # A failed rank exits with an error so that torchrun stops the ranks still waiting for it.
-    return 1 if failed and world_size > 1 else 0
+    code = 1 if failed and world_size > 1 else 0
+    if world_size > 1:
+        # Its result is written: leave without the interpreter's teardown, where gloo's threads
+        # can abort the process ("terminate called without an active exception", under load),
+        # and then another node's torchrun waits out its 300 s exit barrier for this one.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
