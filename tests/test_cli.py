@@ -635,3 +635,24 @@ def test_progress_and_cell_lines_go_to_stderr_and_the_table_to_stdout(tmp_path: 
     assert out.exit_code == 0, out.output
     assert "cell(s); results go to" in out.stderr and "tiny_mlp bs=" in out.stderr
     assert "cell(s); results go to" not in out.stdout and "Throughput" in out.stdout
+
+
+def test_tags_are_kept_and_exported_with_the_command_that_reruns_the_cell(tmp_path: Path) -> None:
+    import csv
+    import io
+    import shlex
+
+    db = tmp_path / "r.sqlite"
+    code, output = invoke(
+        "run", "tiny_mlp", *QUICK, "--tag", "job=4711", "--tag", "node=n01", "--db", str(db)
+    )
+    assert code == 0, output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    assert r.tags == {"job": "4711", "node": "n01"}
+    code, output = invoke("results", "--format", "csv", "--db", str(db))
+    (row,) = csv.DictReader(io.StringIO(output[output.index("key,") :]))
+    assert json.loads(row["tags"]) == {"job": "4711", "node": "n01"}
+    assert row["command"] == shlex.join(r.argv or [])
+    code, output = invoke("run", "tiny_mlp", "--tag", "job", "--db", str(db))
+    assert code == 2 and "--tag 'job': write it as KEY=VALUE" in output

@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shlex
 import sqlite3
 import tempfile
 from collections.abc import Sequence
@@ -180,6 +181,8 @@ def flat(result: Result) -> dict[str, object]:
         "reason": result.reason,
         "wall_s": result.wall_s,
         "overhead_s": result.overhead_s,
+        "tags": json.dumps(result.tags) if result.tags else None,
+        "command": shlex.join(result.argv) if result.argv else None,
     }
     if m is not None:
         w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci

@@ -245,6 +245,9 @@ class Result(Frozen):
     argv: list[str] | None = None
     """The command line of the sweep that ran the cell (None: made in this process, or before
     it was kept)."""
+    tags: dict[str, str] = Field(default_factory=dict)
+    """The user's labels of the run (--tag KEY=VALUE: a job id, a ticket, a node name): kept
+    and exported, never part of the key."""
     log_path: str | None = None
     """The cell's own output (its prints, torch's and NCCL's warnings), kept in the log
     directory (connect.log_dir); None: made in this process, or before logs were kept."""

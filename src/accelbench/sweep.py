@@ -268,6 +268,7 @@ def run_cells(
     on_start: Callable[[RunSpec], None] | None = None,
     on_result: Callable[[Result, bool], None] | None = None,
     stream: TextIO | None = None,
+    tags: dict[str, str] | None = None,
 ) -> list[Result]:
     """Run each planned cell in a fresh process and store it as it finishes; each cell's output
     is kept in the log directory and, with `stream`, copied there as it comes.
@@ -279,7 +280,7 @@ def run_cells(
     and raises launch.Interrupted."""
     with launch.sigterm_interrupts():
         return [
-            _run_cell(spec, env, store, force, timeout_s, on_start, on_result, stream)
+            _run_cell(spec, env, store, force, timeout_s, on_start, on_result, stream, tags or {})
             for spec, env in cells
         ]
 
@@ -310,6 +311,7 @@ def _run_cell(
     on_start: Callable[[RunSpec], None] | None,
     on_result: Callable[[Result, bool], None] | None,
     stream: TextIO | None = None,
+    tags: dict[str, str] | None = None,
 ) -> Result:
     """The stored result of a cell, else its new one, stored the moment it exists. An
     interrupted cell is stored as such before the interruption goes on up."""
@@ -329,7 +331,8 @@ def _run_cell(
             if on_result:
                 on_result(exc.result, False)
         raise
-    result = result.model_copy(update={"argv": sys.argv})  # the user's command, not the child's
+    # The user's command (not the child's) and labels.
+    result = result.model_copy(update={"argv": sys.argv, "tags": tags or {}})
     with launch.signals_deferred():  # a signal now would lose a finished cell
         _store(store, result)
     log.info("%s: %s", spec.workload, result.status)

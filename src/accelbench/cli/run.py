@@ -191,10 +191,19 @@ def run(
     quiet: Annotated[
         bool, typer.Option("--quiet", help="No progress bar nor line per cell: the table only.")
     ] = False,
+    tag: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tag",
+            help="KEY=VALUE, repeatable: a label kept with each result (a job id, a ticket), "
+            "exported, never part of its key.",
+        ),
+    ] = None,
     db: DbOption = None,
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
+    tags = _tags(tag or [])
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
     cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
     if dry_run:
@@ -204,7 +213,7 @@ def run(
         _warn_if_busy(cells)
         if not quiet:
             stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
-        results = _sweep(cells, store, force, timeout_s, verbose=verbose, quiet=quiet)
+        results = _sweep(cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags)
     show(results, latency_bound_ms)
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
@@ -221,6 +230,19 @@ def run(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _tags(pairs: list[str]) -> dict[str, str]:
+    """--tag KEY=VALUE pairs, the values as written."""
+    tags = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip() or len(pair) > 1000:
+            raise AccelbenchError(
+                f"--tag {pair[:100]!r}: write it as KEY=VALUE, under 1,000 characters"
+            )
+        tags[key.strip()] = value
+    return tags
 
 
 def _list(cells: list[Cell], db: str | None, force: bool) -> None:
@@ -254,12 +276,13 @@ def _sweep(
     *,
     verbose: bool = False,
     quiet: bool = False,
+    tags: dict[str, str] | None = None,
 ) -> list[Result]:
     """Run the cells with a progress bar, printing each as it finishes (`quiet`: neither), and
     with `verbose`, each cell's output on stderr as it comes."""
     stream = sys.stderr if verbose else None
     if quiet:
-        return run_cells(cells, store, force=force, timeout_s=timeout_s, stream=stream)
+        return run_cells(cells, store, force=force, timeout_s=timeout_s, stream=stream, tags=tags)
     with Progress(console=stderr_console, transient=True, disable=verbose) as progress:
         task = progress.add_task("starting", total=len(cells))
 
@@ -278,6 +301,7 @@ def _sweep(
             on_start=started,
             on_result=finished,
             stream=stream,
+            tags=tags,
         )
 
 
