@@ -586,3 +586,57 @@ def test_the_api_key_comes_from_the_environment_and_is_never_kept(
         (r,) = store.query()
     assert r.status == "ok" and r.spec.api_key_env == "SERVE_KEY"
     assert b"s3cret-key" not in db.read_bytes()  # nor in the stored record
+
+
+class _ChatOnly(BaseHTTPRequestHandler):
+    """A server of chat completions only, streaming deltas, as OpenAI's chat API does."""
+
+    protocol_version = "HTTP/1.1"
+    asked: ClassVar[list[dict[str, object]]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        if self.path != "/v1/chat/completions":
+            self.send_response(404)
+            self.send_header("content-length", "9")
+            self.end_headers()
+            self.wfile.write(b"Not Found")
+            return
+        self.asked.append(body)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        for text in ("Hi", " there"):
+            chunk = {"model": "m", "choices": [{"delta": {"content": text}}]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        usage = {"model": "m", "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}
+        self.wfile.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_chat_completions_are_measured_with_chat(tmp_path: Path) -> None:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ChatOnly)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    db = tmp_path / "r.sqlite"
+    url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
+    args += ["--epochs", "2", "--steps-per-epoch", "2", "--num-queries", "4", "--rate-per-s", "50"]
+    try:
+        plain = runner.invoke(app, [*args, "--db", str(db)])
+        assert plain.exit_code == 2 and "has no /v1/completions" in plain.output
+        chat = runner.invoke(app, [*args, "--chat", "--db", str(db)])
+        assert chat.exit_code == 0, chat.output
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert all("messages" in body and "prompt" not in body for body in _ChatOnly.asked)
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    requests = [q for t in r.metrics.serve.trials for q in t.requests]  # type: ignore[union-attr]
+    assert r.spec.chat and all(q.error is None and len(q.chunk_ms) == 2 for q in requests)

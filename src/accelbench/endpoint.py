@@ -143,24 +143,28 @@ async def complete(
     text: str,
     max_tokens: int,
     timeout_s: float,
+    chat: bool = False,
 ) -> Reply:
-    """Send one streamed completion and time its chunks; never raises for the server's faults,
-    and never waits past `timeout_s` from sending to the last chunk."""
+    """Send one streamed completion (`chat`: a chat completion of one user message) and time its
+    chunks; never raises for the server's faults, and never waits past `timeout_s` from sending
+    to the last chunk."""
     import httpx
 
     reply = Reply(sent=time.perf_counter())
+    asked: dict[str, Any] = (
+        {"messages": [{"role": "user", "content": text}]} if chat else {"prompt": text}
+    )
     body = {
         "model": model,
-        "prompt": text,
+        **asked,
         "max_tokens": max_tokens,
         "temperature": 0,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    path = "/v1/chat/completions" if chat else "/v1/completions"
     try:
-        await asyncio.wait_for(
-            _stream(client, f"{endpoint}/v1/completions", body, reply), timeout_s
-        )
+        await asyncio.wait_for(_stream(client, f"{endpoint}{path}", body, reply), timeout_s)
     except TimeoutError:
         reply.failure, reply.error = "timeout", f"no whole answer within {timeout_s:g} s"
     except httpx.HTTPError as exc:  # refused, reset, or a broken stream
@@ -193,7 +197,10 @@ async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], rep
                 reply.failure, reply.error = "server", f"the server: {_gist(str(chunk['error']))}"
                 return
             choices = chunk.get("choices") or [{}]
-            if isinstance(choices[0], dict) and choices[0].get("text"):
+            choice = choices[0] if isinstance(choices[0], dict) else {}
+            delta = choice.get("delta")
+            content = delta.get("content") if isinstance(delta, dict) else None
+            if choice.get("text") or content:  # a completion's text, or a chat's delta
                 reply.chunks.append(time.perf_counter())
             reply.model = chunk.get("model") or reply.model
             if isinstance(usage := chunk.get("usage"), dict):
@@ -231,6 +238,7 @@ def check(
     model: str,
     timeout_s: float = CHECK_TIMEOUT_S,
     api_key_env: str | None = None,
+    chat: bool = False,
 ) -> None:
     """Ask the server for two tokens of `model`; raise an AccelbenchError naming the fix if it
     does not answer as an OpenAI-compatible server serving that model."""
@@ -241,7 +249,7 @@ def check(
     async def ask() -> Reply:
         timeout = httpx.Timeout(timeout_s, connect=10.0)
         async with httpx.AsyncClient(timeout=timeout, headers=sent) as client:
-            return await complete(client, endpoint, model, "Hello", 2, timeout_s)
+            return await complete(client, endpoint, model, "Hello", 2, timeout_s, chat)
 
     reply = asyncio.run(ask())
     models = f"name a model it serves as served/NAME ({endpoint}/v1/models lists them)"
@@ -262,8 +270,8 @@ def check(
         )
     if reply.failure == "http" and (reply.error or "").startswith("HTTP 404"):
         raise AccelbenchError(
-            f"{endpoint} has no /v1/completions ({reply.error}): give --endpoint the base URL "
-            "of an OpenAI-compatible server"
+            f"{endpoint} has no {'/v1/chat/completions' if chat else '/v1/completions'} "
+            f"({reply.error}): give --endpoint the base URL of an OpenAI-compatible server"
         )
     if reply.failure in ("http", "server"):
         raise AccelbenchError(f"{endpoint} refused model {model!r} ({reply.error}): {models}")

@@ -56,6 +56,7 @@ _ADDED_LATER = (
     "request_timeout_s",
     "code_digest",
     "api_key_env",
+    "chat",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -172,6 +173,9 @@ class RunSpec(Frozen):
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """serve: the environment variable holding the server's API key (vLLM's --api-key, a
     hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""
+    chat: bool = False
+    """serve: send each prompt as one user message to /v1/chat/completions (the server applies
+    its chat template), not as a prompt to /v1/completions."""
     request_timeout_s: float = Field(default=120.0, gt=0)
     """serve: the longest a request may take, first byte to last, before it counts as an
     error; a server that stops answering never hangs the cell."""
@@ -297,8 +301,8 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
-        if self.api_key_env is not None and self.scenario != "serve":
-            raise ValueError("--api-key-env goes with --scenario serve: the key is a server's")
+        if (self.api_key_env is not None or self.chat) and self.scenario != "serve":
+            raise ValueError("--api-key-env and --chat go with --scenario serve: a server's")
         if (self.scenario == "serve") != (self.endpoint is not None):
             raise ValueError(
                 "--endpoint goes with --scenario serve, and serve needs the --endpoint of a "

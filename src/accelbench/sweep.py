@@ -183,9 +183,9 @@ def _check_servers(specs: Sequence[RunSpec]) -> None:
         workloads.check(s.workload, s.model_args)
     for path in sorted({s.lengths for s in served if s.lengths}):
         endpoint.read_lengths(Path(path))
-    asked = {(s.endpoint, s.workload, s.api_key_env) for s in served if s.endpoint}
-    for url, name, key in sorted(asked, key=str):
-        endpoint.check(url, name.removeprefix("served/"), api_key_env=key)
+    asked = {(s.endpoint, s.workload, s.api_key_env, s.chat) for s in served if s.endpoint}
+    for url, name, key, chat in sorted(asked, key=str):
+        endpoint.check(url, name.removeprefix("served/"), api_key_env=key, chat=chat)
 
 
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:

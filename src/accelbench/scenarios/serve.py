@@ -73,7 +73,7 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
             prompt_words, new_tokens = rng.choice(lengths)
             text = endpoint.prompt(rng, prompt_words)
             reply = await endpoint.complete(
-                client, url, model, text, new_tokens, spec.request_timeout_s
+                client, url, model, text, new_tokens, spec.request_timeout_s, spec.chat
             )
             if reply.model and not named:
                 named.append(reply.model)
