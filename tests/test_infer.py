@@ -58,7 +58,7 @@ def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
     short = run(tiny(scenario="infer", steps_per_epoch=20))
     assert "p99 not shown (needs 100)" in results_text.latency_line(short)
     assert any(
-        "p99 latency at 99% confidence needs 459 (MLPerf LoadGen's early stopping), 439 more"
+        "20 steady batches: a p99 at 99% confidence needs 459 (MLPerf LoadGen's early stopping), 439 more"
         in line
         for line in results_text.notes([short])
     )

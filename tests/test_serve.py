@@ -448,7 +448,10 @@ def test_the_slo_claim_needs_loadgens_early_stopping_samples() -> None:
         return dict(validity._serve_flags(m))
 
     assert validity.Flag.TOO_SHORT in flags(100, 0)  # all within, but 63% confidence only
-    assert "needs 459 at 99% confidence" in flags(458, 0)[validity.Flag.TOO_SHORT]
+    assert (
+        "0 beyond the bound: a p99 at 99% confidence needs 459"
+        in flags(458, 0)[validity.Flag.TOO_SHORT]
+    )
     assert "1 more" in flags(458, 0)[validity.Flag.TOO_SHORT]
     assert validity.Flag.TOO_SHORT not in flags(459, 0)
     assert "needs 662" in flags(661, 1)[validity.Flag.TOO_SHORT]

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 
 from accelbench import contention, throughput
-from accelbench.result import Flops, Result, cell_key
+from accelbench.result import Flops, Result, TrainMetrics, cell_key
 from accelbench.scenario_records import ServeMetrics, ServerMetrics, ServeTrial
 from accelbench.stats import early_stopping_samples
 
@@ -74,39 +74,8 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
     if m is None:
         return flags
     target = spec.ci_pct or NOISY_PCT
-    rate = m.delivered
-    if m.server is not None or m.serve is not None:
-        pass  # the steps are the capacity phase, not the headline: its own rules judge that
-    elif len(rate.block_s) < throughput.MIN_BLOCKS:
-        flags.append(
-            (
-                Flag.TOO_SHORT,
-                f"{len(rate.block_s)} steady steps; {throughput.MIN_BLOCKS} give a 95% interval: "
-                "run more steps",
-            )
-        )
-    elif spec.scenario == "infer" and m.step_ms_steady.n < MIN_P99_SAMPLES:
-        flags.append(
-            (
-                Flag.TOO_SHORT,
-                f"{m.step_ms_steady.n} steady batches; a p99 latency at 99% confidence needs "
-                f"{MIN_P99_SAMPLES} (MLPerf LoadGen's early stopping), "
-                f"{MIN_P99_SAMPLES - m.step_ms_steady.n} more: run more steps",
-            )
-        )
-    elif rate.time_s < contention.MIN_WINDOW_S:
-        flags.append(
-            (
-                Flag.TOO_SHORT,
-                f"the steady state lasted {rate.time_s:.3g} s; under "
-                f"{contention.MIN_WINDOW_S:g} s no CPU reading can tell whether other work "
-                "shared it: run more steps",
-            )
-        )
-    elif rate.ci_pct is None:
-        flags.append((Flag.NOISY, "the steady steps vary too much for a bounded interval"))
-    elif rate.ci_pct > target:
-        flags.append((Flag.NOISY, f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%"))
+    if m.server is None and m.serve is None:  # theirs are the capacity phase's: not the headline
+        flags += _rate_flags(m, spec.scenario, target)
     spread = repeat_spread([result, *repeats])
     if spread is not None and spread > target:
         flags.append(
@@ -140,6 +109,30 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
             )
         )
     return flags
+
+
+def _rate_flags(m: TrainMetrics, scenario: str, target: float) -> list[tuple[Flag, str]]:
+    """The first rule the delivered rate breaks: too few steady steps or (inferring) batches
+    for a p99, a steady state too short for a CPU reading, or an interval wider than target."""
+    rate, more = m.delivered, "run more steps"
+    if len(rate.block_s) < throughput.MIN_BLOCKS:
+        why = f"{len(rate.block_s)} steady steps; {throughput.MIN_BLOCKS} give a 95% interval"
+        return [(Flag.TOO_SHORT, f"{why}: {more}")]
+    if scenario == "infer" and (
+        short := percentile_short(m.step_ms_steady.n, None, "steady batches", more)
+    ):
+        return [(Flag.TOO_SHORT, short)]
+    if rate.time_s < contention.MIN_WINDOW_S:
+        why = (
+            f"the steady state lasted {rate.time_s:.3g} s; under {contention.MIN_WINDOW_S:g} s "
+            "no CPU reading can tell whether other work shared it"
+        )
+        return [(Flag.TOO_SHORT, f"{why}: {more}")]
+    if rate.ci_pct is None:
+        return [(Flag.NOISY, "the steady steps vary too much for a bounded interval")]
+    if rate.ci_pct > target:
+        return [(Flag.NOISY, f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%")]
+    return []
 
 
 IMPLAUSIBLE_BELOW_FLOOR = 2.0
@@ -195,16 +188,17 @@ def keeps_up(t: ServeTrial) -> bool:
     return t.requests_per_s >= OVERLOAD_FRAC * (t.rate_per_s or 0.0)
 
 
-def percentile_short(n: int, overs: int, what: str, fix: str) -> str | None:
-    """Why n samples, `overs` of them beyond the bound, cannot claim a 99th percentile within
-    it at 99% confidence (LoadGen's early stopping, stats.early_stopping_samples); None if
-    they can."""
-    needed = early_stopping_samples(overs)
+def percentile_short(n: int, overs: int | None, what: str, fix: str) -> str | None:
+    """Why n samples, `overs` of them beyond a bound (None: no bound, so none beyond one),
+    cannot claim a 99th percentile at 99% confidence (LoadGen's early stopping,
+    stats.early_stopping_samples); None if they can."""
+    needed = early_stopping_samples(overs or 0)
     if n >= needed:
         return None
+    beyond = "" if overs is None else f", {overs} beyond the bound"
     return (
-        f"{n} {what}, {overs} beyond the bound: a 99th percentile within it needs {needed} at "
-        f"99% confidence (MLPerf LoadGen's early stopping), {needed - n} more: {fix}"
+        f"{n} {what}{beyond}: a p99 at 99% confidence needs {needed} (MLPerf LoadGen's early "
+        f"stopping), {needed - n} more: {fix}"
     )
 
 
