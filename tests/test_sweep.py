@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -160,6 +161,7 @@ def test_a_cell_that_finishes_within_the_grace_period_is_stored_and_said(
     said: list[Result] = []
     with ResultStore(db_path) as store, pytest.raises(launch.Interrupted):
         run_sweep([spec], store, envs={"cpu": env}, on_result=lambda r, _: said.append(r))
-    assert said == [finished]
+    # The cell finished in time, stored like any with the sweep's command line.
+    assert said == [finished.model_copy(update={"argv": sys.argv})]
     with ResultStore(db_path, writable=False) as store:
-        assert [r.status for r in store.query()] == ["ok"]
+        assert [(r.status, r.argv) for r in store.query()] == [("ok", sys.argv)]

@@ -154,9 +154,11 @@ def run_in_child(
                 start_new_session=True,
                 preexec_fn=_on_parent_death(),
             )
-            done = threading.Event()
-            follower = threading.Thread(target=_follow, args=(log_path, stream, done), daemon=True)
+            done, follower = threading.Event(), None
             if stream is not None:
+                follower = threading.Thread(
+                    target=_follow, args=(log_path, stream, done), daemon=True
+                )
                 follower.start()
             try:
                 child.wait(timeout=timeout_s)
@@ -174,7 +176,7 @@ def run_in_child(
                 raise
             finally:
                 done.set()
-                if follower.is_alive():
+                if follower is not None:
                     follower.join(timeout=5)
             _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
@@ -203,12 +205,12 @@ def _kept(result: Result, log_path: Path) -> Result:
     return result.model_copy(update={"log_path": str(target)})
 
 
-def _follow(path: Path, stream: TextIO | None, done: threading.Event) -> None:
+def _follow(path: Path, stream: TextIO, done: threading.Event) -> None:
     """Copy what a cell writes to its log to `stream` as it comes, until `done`."""
     with path.open(errors="replace") as log_file:
         while True:
             finished = done.is_set()
-            if (text := log_file.read()) and stream is not None:
+            if text := log_file.read():
                 stream.write(text)
                 stream.flush()
             if finished:

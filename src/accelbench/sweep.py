@@ -313,32 +313,40 @@ def _run_cell(
     stream: TextIO | None = None,
     tags: dict[str, str] | None = None,
 ) -> Result:
-    """The stored result of a cell, else its new one, stored the moment it exists. An
-    interrupted cell is stored as such before the interruption goes on up."""
-    stored = None if force else store.get(result_key(spec, env))
-    if stored is not None and stored.status != "interrupted":
+    """The stored result of a cell, else its new one, stored the moment it exists with the
+    user's command (not the child's) and labels. An interrupted cell is stored as such before
+    the interruption goes on up."""
+    stored = None if force else stored_result(store, spec, env)
+    if stored is not None:
         if on_result:
             on_result(stored, True)
         return stored
     if on_start:
         on_start(spec)
+    named = {"argv": sys.argv, "tags": tags or {}}
     try:
-        result = launch.run_in_child(spec, env, timeout_s, stream)
+        result = launch.run_in_child(spec, env, timeout_s, stream).model_copy(update=named)
     except launch.Interrupted as exc:
         if exc.result is not None:
+            exc.result = exc.result.model_copy(update=named)
             with launch.signals_deferred():
                 _store(store, exc.result)
             if on_result:
                 on_result(exc.result, False)
         raise
-    # The user's command (not the child's) and labels.
-    result = result.model_copy(update={"argv": sys.argv, "tags": tags or {}})
     with launch.signals_deferred():  # a signal now would lose a finished cell
         _store(store, result)
     log.info("%s: %s", spec.workload, result.status)
     if on_result:
         on_result(result, False)
     return result
+
+
+def stored_result(store: ResultStore, spec: RunSpec, env: Environment) -> Result | None:
+    """The cell's stored result, which a sweep skips it for; None if there is none, or only an
+    interrupted one (run again)."""
+    stored = store.get(result_key(spec, env))
+    return None if stored is None or stored.status == "interrupted" else stored
 
 
 def _store(store: ResultStore, result: Result) -> None:

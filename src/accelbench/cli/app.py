@@ -371,13 +371,19 @@ def counts(text: str, option: str) -> list[int]:
 MAX_COUNT = 100_000
 
 
-def key_values(pairs: list[str], option: str = "--model-arg") -> dict[str, Any]:
-    """KEY=VALUE pairs; a value that reads as JSON (2, 0.1, true) is that, else a string."""
+def key_values(
+    pairs: list[str], option: str = "--model-arg", *, typed: bool = True
+) -> dict[str, Any]:
+    """KEY=VALUE pairs; with `typed`, a value that reads as JSON (2, 0.1, true) is that, else
+    a string; without, every value a string as written."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
             raise AccelbenchError(f"{option} {pair!r}: write it as KEY=VALUE")
+        if not typed:
+            out[key.strip()] = text
+            continue
         try:
             out[key.strip()] = json.loads(text)
         except json.JSONDecodeError:

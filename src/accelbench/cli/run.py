@@ -40,6 +40,7 @@ from accelbench.sweep import (
     load_sweep,
     plan,
     run_cells,
+    stored_result,
 )
 
 AXES = (
@@ -203,7 +204,7 @@ def run(
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
-    tags = _tags(tag or [])
+    tags: dict[str, str] = key_values(tag or [], "--tag", typed=False)
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
     cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
     if dry_run:
@@ -232,39 +233,19 @@ def run(
         raise typer.Exit(1)
 
 
-def _tags(pairs: list[str]) -> dict[str, str]:
-    """--tag KEY=VALUE pairs, the values as written."""
-    tags = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip() or len(pair) > 1000:
-            raise AccelbenchError(
-                f"--tag {pair[:100]!r}: write it as KEY=VALUE, under 1,000 characters"
-            )
-        tags[key.strip()] = value
-    return tags
-
-
 def _list(cells: list[Cell], db: str | None, force: bool) -> None:
     """--dry-run: each cell, stored already (and so skipped) or to run. The database is only
     read, and not made where there is none."""
     from accelbench.connect import default_path, is_url
-    from accelbench.result import result_key
 
     where = db or default_path()
-    exists = is_url(where) or Path(where).exists()
-    stored: set[str] = set()
-    if exists and not force:
+    done = [False] * len(cells)
+    if not force and (is_url(where) or Path(where).exists()):
         with ResultStore(db) as store:
-            for spec, env in cells:
-                found = store.get(result_key(spec, env))
-                if found is not None and found.status != "interrupted":
-                    stored.add(result_key(spec, env))
-    to_run = 0
-    for spec, env in cells:
-        done = result_key(spec, env) in stored
-        to_run += not done
-        console.print(f"{'stored' if done else 'to run'}: {describe(spec)}", soft_wrap=True)
+            done = [stored_result(store, spec, env) is not None for spec, env in cells]
+    for (spec, _), skipped in zip(cells, done, strict=True):
+        console.print(f"{'stored' if skipped else 'to run'}: {describe(spec)}", soft_wrap=True)
+    to_run = done.count(False)
     console.print(f"{len(cells)} cell(s), {to_run} to run; nothing was run (--dry-run)")
 
 
