@@ -4,6 +4,7 @@ against servers that are down, answer garbage or never answer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
@@ -253,15 +254,40 @@ class _Stub(BaseHTTPRequestHandler):
         pass
 
 
-@pytest.fixture
-def stub() -> Iterator[tuple[str, type[_Stub]]]:
-    handler = type("Handler", (_Stub,), {})
+@contextlib.contextmanager
+def stub_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A stub server of `handler` on a free loopback port, a thread per request: its URL."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", handler
-    httpd.shutdown()
-    httpd.server_close()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def stub_cell(url: str) -> list[str]:
+    """A serve run against a stub: two short epochs, then 4 requests at 50/s."""
+    args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
+    return [
+        *args,
+        "--epochs",
+        "2",
+        "--steps-per-epoch",
+        "2",
+        "--num-queries",
+        "4",
+        "--rate-per-s",
+        "50",
+    ]
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, type[_Stub]]]:
+    handler = type("Handler", (_Stub,), {})
+    with stub_server(handler) as url:
+        yield url, handler
 
 
 @pytest.mark.parametrize(
@@ -516,21 +542,14 @@ def test_a_search_on_a_server_that_never_queues_reports_its_highest_rate(
     # Every rate tried meets the SLO, so the bisection only rises: the reported rate is the
     # highest tried, within one step (1/64) of the closed loop's capacity. Judged against the
     # nominal Poisson rate, a few arrivals that came slower than asked were rejected.
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Steady)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        db = tmp_path / "r.sqlite"
+    db = tmp_path / "r.sqlite"
+    with stub_server(_Steady) as url:
         args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
         args += ["--batch-size", "1"]
         args += ["--epochs", "2", "--steps-per-epoch", "6", "--num-queries", "12"]
         args += ["--slo", "ttft_ms=5000,tpot_ms=5000", "--db", str(db)]
         out = runner.invoke(app, args)
         assert out.exit_code == 0, out.output
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     with ResultStore(db) as store:
         (r,) = store.query()
     assert r.metrics and r.metrics.serve
@@ -565,14 +584,9 @@ class _Guarded(_Steady):
 def test_the_api_key_comes_from_the_environment_and_is_never_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Guarded)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     db = tmp_path / "r.sqlite"
-    url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
-    args += ["--epochs", "2", "--steps-per-epoch", "2", "--num-queries", "4", "--rate-per-s", "50"]
-    try:
+    with stub_server(_Guarded) as url:
+        args = stub_cell(url)
         bare = runner.invoke(app, [*args, "--db", str(db)])
         assert bare.exit_code == 2 and "give --api-key-env NAME" in bare.output
         unset = runner.invoke(app, [*args, "--api-key-env", "SERVE_KEY", "--db", str(db)])
@@ -580,9 +594,6 @@ def test_the_api_key_comes_from_the_environment_and_is_never_kept(
         monkeypatch.setenv("SERVE_KEY", "s3cret-key")
         keyed = runner.invoke(app, [*args, "--api-key-env", "SERVE_KEY", "--db", str(db)])
         assert keyed.exit_code == 0, keyed.output
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert _Guarded.seen[-1] == "Bearer s3cret-key"  # the cell's requests carried it
     assert "s3cret-key" not in keyed.output
     with ResultStore(db) as store:
@@ -623,21 +634,13 @@ class _ChatOnly(BaseHTTPRequestHandler):
 
 
 def test_chat_completions_are_measured_with_chat(tmp_path: Path) -> None:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _ChatOnly)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     db = tmp_path / "r.sqlite"
-    url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    args = ["run", "--served-model", "m", "--scenario", "serve", "--endpoint", url]
-    args += ["--epochs", "2", "--steps-per-epoch", "2", "--num-queries", "4", "--rate-per-s", "50"]
-    try:
+    with stub_server(_ChatOnly) as url:
+        args = stub_cell(url)
         plain = runner.invoke(app, [*args, "--db", str(db)])
         assert plain.exit_code == 2 and "has no /v1/completions" in plain.output
         chat = runner.invoke(app, [*args, "--chat", "--db", str(db)])
         assert chat.exit_code == 0, chat.output
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
     assert all("messages" in body and "prompt" not in body for body in _ChatOnly.asked)
     with ResultStore(db) as store:
         (r,) = store.query()
