@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum, StrEnum
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -262,8 +263,11 @@ def _sweep(
     """Run the cells with a progress bar, printing each as it finishes (`quiet`: neither), and
     with `verbose`, each cell's output on stderr as it comes."""
     stream = sys.stderr if verbose else None
+    sweep = partial(
+        run_cells, cells, store, force=force, timeout_s=timeout_s, stream=stream, tags=tags
+    )
     if quiet:
-        return run_cells(cells, store, force=force, timeout_s=timeout_s, stream=stream, tags=tags)
+        return sweep()
     with Progress(console=stderr_console, transient=True, disable=verbose) as progress:
         task = progress.add_task("starting", total=len(cells))
 
@@ -274,16 +278,7 @@ def _sweep(
             progress.console.print(cell_line(result, skipped))
             progress.advance(task)
 
-        return run_cells(
-            cells,
-            store,
-            force=force,
-            timeout_s=timeout_s,
-            on_start=started,
-            on_result=finished,
-            stream=stream,
-            tags=tags,
-        )
+        return sweep(on_start=started, on_result=finished)
 
 
 def cells_of(
