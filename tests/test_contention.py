@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -141,3 +142,39 @@ def test_the_busy_warning_names_threads_that_fit_and_is_quiet_when_they_do() -> 
     full = contention.busy_warning(2.0, cpus, 2.5, one)
     assert full is not None and "no CPU is free" in full
     assert contention.cpus_needed(tiny(replicas=2, threads=3), "cuda", 16) == 2
+
+
+def test_the_subject_processes_cpu_time_counts_as_the_cells_own_and_once() -> None:
+    # A server under test spinning beside the cell, started apart from it (not its child, as
+    # a server is): its CPU seconds are added to the cell's own, so it is never "other work".
+    # Waited for in CPU seconds, which a loaded host slows no more than the work itself: no
+    # time or rate is asserted.
+    import psutil
+
+    started = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    server = psutil.Process(int(started.stdout))
+    try:
+        assert server.pid not in {c.pid for c in psutil.Process().children(recursive=True)}
+        while sum(server.cpu_times()[:2]) < 0.5:
+            time.sleep(0.05)
+        alone = contention._own_cpu_s()
+        with_server = contention._own_cpu_s([server.pid])
+        assert with_server - alone >= 0.5
+    finally:
+        server.kill()
+        server.wait()
+    # A server the cell started itself is in its tree already: counted once, not twice.
+    child = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        while sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.5:
+            time.sleep(0.05)
+        twice = contention._own_cpu_s([child.pid]) - contention._own_cpu_s()
+        assert twice < 0.5
+    finally:
+        child.kill()
+        child.wait()

@@ -191,18 +191,19 @@ def _own_cpu_s(subject: Iterable[int] = ()) -> float:
     the `subject` processes (a server under test) and theirs."""
     import psutil
 
-    seconds = 0.0
+    processes: dict[int, Any] = {}  # by pid: a server that is the cell's child counts once
     for pid in {os.getpid(), *subject}:
         try:
             root = psutil.Process(pid)
-            tree = [root, *root.children(recursive=True)]
+            processes |= {p.pid: p for p in [root, *root.children(recursive=True)]}
         except psutil.Error:  # ended meanwhile
             continue
-        for process in tree:
-            try:
-                seconds += sum(process.cpu_times()[:2])
-            except psutil.Error:
-                continue
+    seconds = 0.0
+    for process in processes.values():
+        try:
+            seconds += sum(process.cpu_times()[:2])
+        except psutil.Error:
+            continue
     return seconds
 
 
