@@ -23,7 +23,7 @@ from accelbench import device as dev
 from accelbench import workloads
 from accelbench.data import make_loader
 from accelbench.engine import TorchEngine
-from accelbench.scenarios import train
+from accelbench.scenarios.train import measure as train
 from accelbench.spec import RunSpec
 
 

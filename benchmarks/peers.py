@@ -24,7 +24,7 @@ from _options import parse, parser  # benchmarks/, beside this script
 
 from accelbench import workloads
 from accelbench.precision import torch_settings
-from accelbench.scenarios import train
+from accelbench.scenarios.train import measure as train
 from accelbench.spec import RunSpec
 
 

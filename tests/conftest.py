@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from accelbench.cli.app import ENV_DEFAULTS
+from accelbench.cli.options import ENV_DEFAULTS
 from accelbench.contention import HostActivity
 from accelbench.result import Result, result_key
 from accelbench.spec import RunSpec

@@ -48,7 +48,7 @@ def main(spec_json: str, out: str, steps: int) -> None:
         record = {"losses": losses, "held_gib": held, "compiled_blocks": len(compiled)}
         Path(out).write_text(json.dumps(record))
     distributed.leave()
-    # As accelbench's own ranks do (launch.child_main): the steps are written, so no interpreter
+    # As accelbench's own ranks do (child.child_main): the steps are written, so no interpreter
     # teardown, where gloo's threads can abort the process under load.
     sys.stdout.flush()
     sys.stderr.flush()

@@ -14,7 +14,7 @@ from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.report import advice as advice_text
 from accelbench.result import Result
-from accelbench.scenario_records import ServerMetrics, ServerTrial
+from accelbench.scenarios.server import ServerMetrics, ServerTrial
 from accelbench.stats import summarize
 from accelbench.store import ResultStore
 
@@ -128,7 +128,7 @@ def test_a_server_run_that_held_its_p99_answers_the_latency_objective(
     )
     server = with_metrics(
         at(base, "Sim GPU", 8, 480.0, scenario="server", latency_bound_ms=10.0),
-        server=ServerMetrics(latency_bound_ms=10.0, trials=[trial], reported=0, search="given"),
+        record=ServerMetrics(latency_bound_ms=10.0, trials=[trial], reported=0, search="given"),
     )
     (a,) = advice.recommend(
         [slow, server], "tiny_mlp", "latency", objectives.Constraints(latency_bound_ms=10)

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from accelbench import workloads
 from accelbench.cli import app
-from accelbench.cli.app import OPTION_NAMES, with_fields
+from accelbench.cli.options import OPTION_NAMES, with_fields
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 
@@ -415,7 +415,7 @@ def test_server_rate_search_through_the_cli(tmp_path: Path) -> None:
     rows, output = quick_sweep(
         tmp_path / "server.sqlite",
         "SELECT scenario, json_extract(record, '$.spec.latency_bound_ms'), "
-        "json_array_length(json_extract(record, '$.metrics.server.trials')) FROM results",
+        "json_array_length(json_extract(record, '$.metrics.record.trials')) FROM results",
         *("--scenario", "server", "--latency-bound-ms", "50", "--num-queries", "120"),
     )
     assert rows == [("server", 50.0, 6)]

@@ -14,7 +14,7 @@ from accelbench import workloads
 from accelbench.cli import app
 from accelbench.data import DIGITS, check_fits, check_readable, data_format, make_loader
 from accelbench.errors import AccelbenchError
-from accelbench.scenarios import train
+from accelbench.scenarios.train import measure as train
 from accelbench.workload import Arrays, Batch, Tokens, reading
 
 from .conftest import make_image_folder, make_mnist, make_shards, make_tokens, tiny

@@ -8,7 +8,7 @@ from accelbench import validity
 from accelbench.contention import HostActivity
 from accelbench.report import document, figures
 from accelbench.result import Result
-from accelbench.scenario_records import EvalPoint, TimeToTrain
+from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
 
 from .conftest import BUSY_HOST, SIM_PLATFORM, on_platform, rate, with_rate
 
@@ -103,7 +103,7 @@ def _trained(result: Result, seed: int, seconds: float | None) -> Result:
         update={"scenario": "time-to-train", "target": "val_loss<=0.02", "seed": seed}
     )
     return result.model_copy(
-        update={"spec": spec, "metrics": result.metrics.model_copy(update={"time_to_train": ttt})}
+        update={"spec": spec, "metrics": result.metrics.model_copy(update={"record": ttt})}
     )
 
 

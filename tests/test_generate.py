@@ -15,8 +15,11 @@ from typer.testing import CliRunner
 from accelbench import workloads
 from accelbench.cli import app
 from accelbench.energy import EnergyMetrics
-from accelbench.report.results import generate_line, notes
-from accelbench.scenarios import generate
+from accelbench.report.inference import generate_lines
+from accelbench.report.results import notes
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.generate import GenerateMetrics
+from accelbench.scenarios.generate import measure as generate
 from accelbench.store import ResultStore
 
 from .conftest import tiny
@@ -41,7 +44,7 @@ def test_ttft_and_tpot_are_those_of_the_raw_token_times(
         steps_per_epoch=3,
     )
     m = generate.measure(spec, workloads.get(name, model_args), torch.device("cpu"))
-    g = m.generate
+    g = m.of(GenerateMetrics)
     assert g is not None and len(g.token_ms) == 6
     assert all(len(t) == 5 and t == sorted(t) for t in g.token_ms)  # 5 tokens, in order
     steady = g.token_ms[3:]  # epoch 1 is warm-up
@@ -68,17 +71,17 @@ def test_a_generate_sweep_through_the_cli(tmp_path: Path) -> None:
     with ResultStore(db) as store:
         found = store.query()
     assert sorted(r.spec.new_tokens for r in found) == [4, 6]
-    assert all(r.status == "ok" and r.metrics and r.metrics.generate for r in found)
+    assert all(r.status == "ok" and r.metrics and r.metrics.of(GenerateMetrics) for r in found)
     lines = [line for line in notes(found) if "TTFT p50" in line]
     assert len(lines) == 2 and all("output tokens/s" in line for line in lines)
     # Where energy was metered (not on this VM), the line gives it per output token.
     r = next(r for r in found if r.spec.new_tokens == 4)
-    assert r.metrics and "J per output token" not in generate_line(r)
+    assert r.metrics and "J per output token" not in generate_lines(r)[0]
     energy = EnergyMetrics(method="rapl", scope="CPU packages", joules=10.0)
     metered = r.model_copy(
         update={"metrics": r.metrics.model_copy(update={"energy": energy, "joules_per_item": 2.0})}
     )
-    assert "; 0.5 J per output token (rapl)" in generate_line(metered)
+    assert "; 0.5 J per output token (rapl)" in generate_lines(metered)[0]
 
 
 def test_a_model_that_cannot_generate_is_refused_before_any_cell(tmp_path: Path) -> None:
@@ -108,9 +111,7 @@ def test_the_report_draws_tokens_per_user_against_tokens_per_device() -> None:
     assert plot.name == "generation-llama3-tiny"
     trade, first = plot.figure.axes
     line = trade.get_lines()[0]
-    per_user = [
-        1e3 / r.metrics.generate.tpot_ms.median for r in results if r.metrics and r.metrics.generate
-    ]
+    per_user = [1e3 / g.tpot_ms.median for r in results if (g := record_of(r, GenerateMetrics))]
     per_device = [r.metrics.tokens_per_s for r in results if r.metrics]
     xs, ys = np.asarray(line.get_xdata()), np.asarray(line.get_ydata())
     assert xs.tolist() == pytest.approx(per_device)

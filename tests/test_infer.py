@@ -4,10 +4,11 @@ import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.report import inference
 from accelbench.report import results as results_text
 from accelbench.result import Result
 from accelbench.runner import run
-from accelbench.scenarios import infer
+from accelbench.scenarios.infer import measure as infer
 
 from .conftest import tiny
 
@@ -37,7 +38,7 @@ def test_inference_leaves_weights_alone_and_keeps_inputs_on_the_device_if_asked(
 
 
 def test_training_only_settings_are_refused() -> None:
-    with pytest.raises(ValueError, match="inference runs one process without gradient"):
+    with pytest.raises(ValueError, match="infer takes no optimizer steps"):
         tiny(scenario="infer", grad_accum=2)
 
 
@@ -52,11 +53,10 @@ def sweep() -> list[Result]:
 def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
     long_enough = sweep[0]
     assert long_enough.metrics and long_enough.metrics.step_ms_steady.n >= 459
-    assert "p99" in results_text.latency_line(
-        long_enough
-    ) and "not shown" not in results_text.latency_line(long_enough)
+    line = inference.latency_lines(long_enough)[0]
+    assert "p99" in line and "not shown" not in line
     short = run(tiny(scenario="infer", steps_per_epoch=20))
-    assert "p99 not shown (needs 100)" in results_text.latency_line(short)
+    assert "p99 not shown (needs 100)" in inference.latency_lines(short)[0]
     assert any(
         "20 steady batches: a p99 at 99% confidence needs 459 (MLPerf LoadGen's early stopping), 439 more"
         in line
@@ -68,7 +68,7 @@ def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     small, large = (r.metrics for r in sweep)
     assert small and large
     bound = (small.step_ms_steady.p99 + large.step_ms_steady.p99) / 2
-    lines = results_text.inference_headlines(sweep, latency_bound_ms=1e9)
+    lines = inference.headlines(sweep, latency_bound_ms=1e9)
     fastest = min(sweep, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
     assert (
         f"lowest latency (p50 {fastest.metrics.step_ms_steady.median:.2f} ms) at batch {fastest.spec.batch_size}"  # type: ignore[union-attr]
@@ -77,10 +77,10 @@ def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     best = max(sweep, key=lambda r: r.metrics.items_per_s)  # type: ignore[union-attr]
     assert f"infer bs={best.spec.batch_size} fp32: highest throughput with p99 within" in lines[1]
     # A bound only the lower-latency batch meets picks that batch, checked on the raw p99s.
-    tight = results_text.inference_headlines(sweep, latency_bound_ms=bound)
+    tight = inference.headlines(sweep, latency_bound_ms=bound)
     within = [r for r in sweep if r.metrics and r.metrics.step_ms_steady.p99 <= bound]
     assert len(within) == 1 and f"bs={within[0].spec.batch_size} fp32: highest" in tight[1]
-    nothing = results_text.inference_headlines(sweep, latency_bound_ms=0.0)
+    nothing = inference.headlines(sweep, latency_bound_ms=0.0)
     assert "no batch size has a p99 latency known to be within 0 ms" in nothing[1]
 
 

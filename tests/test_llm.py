@@ -156,7 +156,7 @@ def test_weights_and_optimizer_state_bound_the_device_count() -> None:
         (["--fsdp", "--precision", "amp-fp16"], "amp-fp16 scales the loss"),
         (["--tensor-parallel", "3"], "num_attention_heads 4, which 3 devices cannot split"),
         (["--tensor-parallel", "2", "--pipeline-stages", "2"], "not combined with --fsdp"),
-        (["--fsdp", "--scenario", "infer"], "inference runs one process"),
+        (["--fsdp", "--scenario", "infer"], "infer runs one process"),
         (["--sequence-parallel"], "--sequence-parallel splits tensor-parallel work"),
     ],
 )

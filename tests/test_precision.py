@@ -71,7 +71,7 @@ def test_each_cpu_precision_sets_dtypes_and_trains(precision: str) -> None:
 
 def test_int8_dynamic_quantises_linear_layers_for_inference_only() -> None:
     from accelbench.scenarios.epochs import count_flops
-    from accelbench.scenarios.infer import Forward
+    from accelbench.scenarios.infer.measure import Forward
 
     spec = tiny(scenario="infer", precision="int8-dynamic")
     forward = Forward(get("tiny_mlp"), spec, torch.device("cpu"))

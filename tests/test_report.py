@@ -10,7 +10,7 @@ from accelbench.report import cells
 from accelbench.report import results as results_text
 from accelbench.result import Result
 from accelbench.runner import run
-from accelbench.scenario_records import ServerMetrics, ServerTrial
+from accelbench.scenarios.server import ServerMetrics, ServerTrial
 from accelbench.stats import summarize
 
 from .conftest import tiny, with_rate
@@ -160,7 +160,7 @@ def test_every_row_says_its_scenario_and_a_server_its_sustained_rate() -> None:
         assert trained.metrics is not None
         found = ServerMetrics(latency_bound_ms=10.0, trials=trials, reported=reported, search="s")
         spec = trained.spec.model_copy(update={"scenario": "server", "latency_bound_ms": 10.0})
-        metrics = trained.metrics.model_copy(update={"server": found})
+        metrics = trained.metrics.model_copy(update={"record": found})
         return trained.model_copy(update={"spec": spec, "metrics": metrics})
 
     sustained, too_slow = server([kept, missed], 0), server([missed], None)

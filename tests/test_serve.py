@@ -27,8 +27,9 @@ from accelbench import advice, endpoint, validity
 from accelbench.cli import app
 from accelbench.report import cells, serving
 from accelbench.result import Result
-from accelbench.scenario_records import ServedRequest, ServeMetrics
-from accelbench.scenarios import serve
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServedRequest, ServeMetrics
+from accelbench.scenarios.serve import measure as serve
 from accelbench.spec import RunSpec
 from accelbench.store import ResultStore
 
@@ -148,8 +149,8 @@ def test_two_rates_end_to_end_with_every_request_timed(
     results, output = serve_cells(server, db, *two_rates, *label)
     assert sorted(r.spec.rate_per_s or 0 for r in results) == [3, 6]
     for r in results:
-        assert r.status == "ok" and r.metrics and r.metrics.serve
-        s = r.metrics.serve
+        s = record_of(r, ServeMetrics)
+        assert r.status == "ok" and r.metrics and s is not None
         assert r.platform == "this host, transformers serve" != r.env.platform
         assert r.spec.endpoint == url and s.server_model and model in s.server_model
         loop, rate = s.trials
@@ -198,8 +199,8 @@ def test_with_only_targets_a_bisection_finds_the_highest_rate_that_meets_them(
     load = ["--num-queries", "6", "--max-measure-s", "2", "--lengths", str(lengths)]
     targets = ["--slo", "ttft_ms=10000,tpot_ms=10000"]
     ((r,), _) = serve_cells(server, tmp_path / "r.sqlite", *load, *targets)
-    assert r.metrics and r.metrics.serve
-    s = r.metrics.serve
+    s = record_of(r, ServeMetrics)
+    assert r.metrics and s is not None
     requests = [q for t in s.trials for q in t.requests]
     assert {q.output_tokens <= 2 for q in requests if (q.prompt_tokens or 0) < 60} == {True}
     assert len({(q.prompt_tokens or 0) < 60 for q in requests}) == 2  # both rows drawn
@@ -552,8 +553,9 @@ def test_a_search_on_a_server_that_never_queues_reports_its_highest_rate(
         assert out.exit_code == 0, out.output
     with ResultStore(db) as store:
         (r,) = store.query()
-    assert r.metrics and r.metrics.serve
-    s, capacity = r.metrics.serve, r.metrics.items_per_s
+    s = record_of(r, ServeMetrics)
+    assert r.metrics and s is not None
+    capacity = r.metrics.items_per_s
     trials = s.trials[1:]
     assert all(serve.meets_slo(r.spec, t) for t in trials)
     assert s.reported == len(s.trials) - 1
@@ -644,5 +646,5 @@ def test_chat_completions_are_measured_with_chat(tmp_path: Path) -> None:
     assert all("messages" in body and "prompt" not in body for body in _ChatOnly.asked)
     with ResultStore(db) as store:
         (r,) = store.query()
-    requests = [q for t in r.metrics.serve.trials for q in t.requests]  # type: ignore[union-attr]
+    requests = [q for t in r.metrics.of(ServeMetrics).trials for q in t.requests]  # type: ignore[union-attr]
     assert r.spec.chat and all(q.error is None and len(q.chunk_ms) == 2 for q in requests)

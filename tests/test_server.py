@@ -7,9 +7,10 @@ import pytest
 import torch
 
 from accelbench import validity
-from accelbench.report import results as results_text
+from accelbench.report import inference
 from accelbench.runner import run
-from accelbench.scenarios import server
+from accelbench.scenarios.server import ServerMetrics
+from accelbench.scenarios.server import measure as server
 
 from .conftest import tiny
 
@@ -25,20 +26,20 @@ def p99(latencies: list[float]) -> float:
 
 def test_a_given_rate_is_sent_as_poisson_arrivals_and_batched() -> None:
     result = server_run(rate_per_s=400.0, num_queries=200, batch_timeout_ms=5.0)
-    assert result.status == "ok" and result.metrics and result.metrics.server
-    (trial,) = result.metrics.server.trials
+    assert result.status == "ok" and result.metrics and result.metrics.of(ServerMetrics)
+    (trial,) = result.metrics.of(ServerMetrics).trials
     assert len(trial.latency_ms) == 200 and all(ms > 0 for ms in trial.latency_ms)
     assert trial.target_per_s == 400.0 and 1 <= trial.mean_batch <= 8
     # (How long batches wait, and that arrivals keep their rate, is timed on a virtual clock
     # below: a shared machine's clock would make those checks flaky.)
-    assert "server rate: 400 queries/s sent" in results_text.server_line(result)
+    assert "server rate: 400 queries/s sent" in inference.server_line(result)
 
 
 def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> None:
     bound_ms = 200.0  # far above a tiny model's latency, so that a loaded host still meets it
     result = server_run(latency_bound_ms=bound_ms, num_queries=150)
-    assert result.metrics and result.metrics.server
-    found = result.metrics.server
+    assert result.metrics and result.metrics.of(ServerMetrics)
+    found = result.metrics.of(ServerMetrics)
     assert len(found.trials) == server.SEARCH_TRIALS
     if found.reported is None:  # a host too loaded for even that: every trial must show it
         assert not any(server.kept_within(t, bound_ms) for t in found.trials)
@@ -50,12 +51,16 @@ def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> No
     # Every faster rate tried broke the bound or did not keep up.
     for faster in (t for t in found.trials if t.target_per_s > best.target_per_s):
         assert not server.kept_within(faster, bound_ms)
-    assert "highest rate with p99 within 200 ms" in results_text.server_line(result)
+    assert "highest rate with p99 within 200 ms" in inference.server_line(result)
 
 
 def test_a_bound_no_rate_keeps_is_flagged() -> None:
     result = server_run(latency_bound_ms=1e-6, num_queries=100)
-    assert result.metrics and result.metrics.server and result.metrics.server.reported is None
+    assert (
+        result.metrics
+        and result.metrics.of(ServerMetrics)
+        and result.metrics.of(ServerMetrics).reported is None
+    )
     assert ("too-slow", "no rate tried kept p99 within 1e-06 ms") in validity.verdict(result)
 
 

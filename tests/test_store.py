@@ -13,7 +13,7 @@ from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
 from accelbench.runner import run
-from accelbench.scenario_records import TimeToTrain
+from accelbench.scenarios.time_to_train import TimeToTrain
 from accelbench.schema import MIGRATIONS, SCHEMA_VERSION
 from accelbench.store import ResultStore
 
@@ -125,7 +125,7 @@ def test_an_older_database_is_migrated_in_place_with_a_backup(
         curve=[],
     )
     record = measured.model_copy(
-        update={"metrics": measured.metrics.model_copy(update={"time_to_train": reached})}
+        update={"metrics": measured.metrics.model_copy(update={"record": reached})}
     )
     _schema_1_database(db_path, record)
     with ResultStore(db_path) as store:

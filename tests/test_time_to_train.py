@@ -17,8 +17,9 @@ from accelbench.data import HELD_OUT_EVERY, split_loaders
 from accelbench.engine import TorchEngine
 from accelbench.report import time_to_train as ttt_text
 from accelbench.result import Result
-from accelbench.scenario_records import EvalPoint
-from accelbench.scenarios.time_to_train import _outcome
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
+from accelbench.scenarios.time_to_train.measure import _outcome
 from accelbench.spec import RunSpec
 from accelbench.targets import parse_target
 from accelbench.workloads import get
@@ -61,7 +62,7 @@ def test_targets_parse_and_malformed_ones_are_refused() -> None:
         ttt(target=None)
     with pytest.raises(ValueError, match="needs real data"):
         ttt(data=None)
-    with pytest.raises(ValueError, match="one device so far"):
+    with pytest.raises(ValueError, match="time-to-train runs one process"):
         ttt(replicas=2)
     assert ttt(grad_accum=2).global_batch == 32  # accumulation is a time-to-train knob
 
@@ -144,8 +145,8 @@ def test_a_batch_sweep_reaches_the_target_at_one_batch_and_not_the_other(
     assert reached.status == "ok" and missed.status == "not-converged"
     assert missed.reason is not None and "--max-steps budget" in missed.reason
     for result in (reached, missed):
-        assert result.metrics is not None and result.metrics.time_to_train is not None
-        t = result.metrics.time_to_train
+        t = record_of(result, TimeToTrain)
+        assert t is not None
         accuracies = [p.val_accuracy or 0 for p in t.curve]
         steps = [p.step for p in t.curve]
         # The run stops at the first evaluation that meets the target, and not before.
@@ -180,8 +181,8 @@ def test_results_say_whether_the_fastest_batch_is_the_quickest(sweep: dict[int, 
 
 def test_the_training_clock_leaves_evaluation_out(sweep: dict[int, Result]) -> None:
     m = sweep[16].metrics
-    assert m is not None and m.time_to_train is not None
-    t = m.time_to_train
+    t = m.of(TimeToTrain) if m else None
+    assert m is not None and t is not None
     assert t.train_s == pytest.approx(sum(e.time_s for e in m.epochs))
     assert t.eval_s > 0 and m.measure_s >= t.train_s + t.eval_s
     assert len(m.step_ms) == len(m.loss) == t.curve[-1].step
@@ -193,9 +194,10 @@ def test_a_diverging_configuration_is_stopped_and_flagged() -> None:
     assert result.reason is not None and re.fullmatch(
         r"loss became (nan|inf) at step \d+", result.reason
     )
-    assert result.metrics is not None and result.metrics.time_to_train is not None
-    assert result.metrics.time_to_train.curve[-1].step < 200  # stopped early
-    assert result.metrics.time_to_train.max_loss > 1e3  # the blow-up stays on record
+    t = record_of(result, TimeToTrain)
+    assert t is not None
+    assert t.curve[-1].step < 200  # stopped early
+    assert t.max_loss > 1e3  # the blow-up stays on record
 
 
 def test_seeds_and_side_by_side_table_through_the_cli(tmp_path: Path) -> None:
@@ -280,7 +282,7 @@ def test_a_user_model_trains_to_target_on_its_own_arrays(tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     with sqlite3.connect(db) as conn:
         [(status, record)] = conn.execute("SELECT status, record FROM results").fetchall()
-    ttt = json.loads(record)["metrics"]["time_to_train"]
+    ttt = json.loads(record)["metrics"]["record"]
     assert status == "ok" and ttt["outcome"] == "reached"
     assert ttt["num_held_out_items"] == -(-512 // HELD_OUT_EVERY)  # rows 0, 5, 10, ...
 

@@ -11,14 +11,15 @@ from accelbench import throughput, workloads
 from accelbench.energy import EnergyMetrics
 from accelbench.engine import TorchEngine
 from accelbench.errors import AccelbenchError
-from accelbench.scenarios import epochs, train
+from accelbench.scenarios import epochs
+from accelbench.scenarios.train import measure as train
 
 from .conftest import tiny
 
 CPU = torch.device("cpu")
 
 
-def measure(**overrides: object) -> train.TrainMetrics:
+def measure(**overrides: object) -> train.Metrics:
     spec = tiny(**overrides)
     return train.measure(spec, workloads.get(spec.workload), CPU)
 

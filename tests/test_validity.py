@@ -7,8 +7,9 @@ import pytest
 from accelbench import exchange, validity
 from accelbench.contention import HostActivity
 from accelbench.energy import EnergyMetrics
+from accelbench.metrics import Flops
 from accelbench.report import results as results_text
-from accelbench.result import Flops, Result
+from accelbench.result import Result
 from accelbench.runner import run
 
 from .conftest import rate, tiny

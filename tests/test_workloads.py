@@ -10,7 +10,7 @@ import torch
 from accelbench import launch, workloads
 from accelbench.environment import capture
 from accelbench.errors import AccelbenchError
-from accelbench.scenarios import train
+from accelbench.scenarios.train import measure as train
 from accelbench.workload import Tokens
 
 from .conftest import tiny

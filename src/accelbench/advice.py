@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from accelbench import references, validity
+from accelbench import references, scenarios, validity
 from accelbench.comparison import Band, band
 from accelbench.errors import AccelbenchError
 from accelbench.objectives import (
@@ -30,6 +30,7 @@ from accelbench.objectives import (
     within_latency,
 )
 from accelbench.result import ANY_BATCH, Result, cell_key
+from accelbench.scenarios.time_to_train import TimeToTrain
 
 MIN_RUNS = 3
 """Fresh-process runs (repeats or seeds) of each option before an answer is called sure."""
@@ -137,7 +138,7 @@ def _option(runs: list[Result], objective: str, constraints: Constraints) -> Opt
         times = sorted(
             t.time_to_target_s
             for r in runs
-            if r.metrics and (t := r.metrics.time_to_train) and t.time_to_target_s is not None
+            if r.metrics and (t := r.metrics.of(TimeToTrain)) and t.time_to_target_s is not None
         )
         if not times:
             return None
@@ -166,11 +167,11 @@ def _why_out(r: Result, constraints: Constraints) -> Out | None:
         return Out.GLOBAL_BATCH
     if c.max_devices is not None and r.num_devices > c.max_devices:
         return Out.DEVICES
-    if r.spec.scenario == "serve" and r.items_per_s is None:
+    if r.spec.scenario in scenarios.with_objective("goodput") and r.items_per_s is None:
         return Out.SLO
     if (
         c.latency_bound_ms is not None
-        and r.spec.scenario in ("infer", "server")
+        and r.spec.scenario in scenarios.with_objective("latency")
         and not within_latency(r, c.latency_bound_ms)
     ):
         return Out.LATENCY
@@ -352,7 +353,10 @@ def published(workload: str, platforms_seen: Sequence[str]) -> list[references.R
 
     best: dict[tuple[str, int], references.Reference] = {}
     for ref in references.query(workload=workload):
-        if ref.metric not in THROUGHPUT_METRICS or ref.scenario != "train":
+        if (
+            ref.metric not in THROUGHPUT_METRICS
+            or ref.scenario not in GOALS["throughput"].scenarios
+        ):
             continue
         key = (ref.platform, ref.num_devices)
         if key not in best or ref.value > best[key].value:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from accelbench.result import ANY_BATCH, Result, cell_key
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.time_to_train import TimeToTrain
 
 
 @dataclass(frozen=True)
@@ -35,14 +37,14 @@ def by_seed(results: Sequence[Result]) -> list[SeedSummary]:
     """Time-to-train results grouped into cells that differ only in seed (and repeat)."""
     groups: dict[str, list[Result]] = {}
     for r in results:
-        if r.spec.scenario == "time-to-train" and r.metrics and r.metrics.time_to_train:
+        if record_of(r, TimeToTrain):
             groups.setdefault(cell_key(r, ignore=("seed",)), []).append(r)
     out = []
     for runs in groups.values():
         times = sorted(
             t.time_to_target_s
             for r in runs
-            if r.metrics and (t := r.metrics.time_to_train) and t.time_to_target_s is not None
+            if r.metrics and (t := r.metrics.of(TimeToTrain)) and t.time_to_target_s is not None
         )
         rates = [r.metrics.items_per_s for r in runs if r.metrics]
         out.append(

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from accelbench import contention, scaling, validity
+from accelbench import contention, scaling, scenarios, validity
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.report import inert
 from accelbench.report.cells import differing
@@ -186,9 +186,11 @@ def flat(result: Result) -> dict[str, object]:
     }
     if m is not None:
         w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci
+        headline = result.headline
         row |= {
             "item_unit": m.item_unit,
             "items_per_s": result.items_per_s,
+            "headline_unit": headline.unit if headline else None,
             "items_per_s_ci_low": ci[0] if ci else None,
             "items_per_s_ci_high": ci[1] if ci else None,
             "steady_items": m.delivered.num_items,
@@ -225,17 +227,7 @@ def flat(result: Result) -> dict[str, object]:
             "host_peak_rss_gib": m.host_peak_rss_gib,
             "timer": m.timer,
         }
-    if m is not None and (t := m.time_to_train) is not None:
-        row |= {
-            "target": t.target,
-            "outcome": t.outcome,
-            "time_to_target_s": t.time_to_target_s,
-            "steps_to_target": t.steps_to_target,
-            "passes_to_target": t.passes_to_target,
-            "train_s": t.train_s,
-            "eval_s": t.eval_s,
-            "lr": t.lr,
-        }
+        row |= scenarios.get(spec.scenario).columns(result)
     return row
 
 

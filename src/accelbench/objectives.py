@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from accelbench import scenarios as registry
 from accelbench import validity
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result, cell_key
+from accelbench.scenarios.server import ServerMetrics
 from accelbench.stats import Summary
 
 Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost", "goodput"]
@@ -40,21 +42,26 @@ class Constraints:
 
 @dataclass(frozen=True)
 class Goal:
-    scenarios: tuple[str, ...]
-    """The scenarios whose results answer it."""
+    name: str
+    """Its name among the objectives the scenarios' plug-ins answer (Scenario.objectives)."""
     unit: str
     lower_is_better: bool
 
+    @property
+    def scenarios(self) -> tuple[str, ...]:
+        """The scenarios whose results answer it."""
+        return registry.with_objective(self.name)
+
 
 GOALS: dict[str, Goal] = {
-    "throughput": Goal(("train",), "items/s", False),
-    "time-to-train": Goal(("time-to-train",), "s to target (median over seeds)", True),
-    "latency": Goal(("infer", "server"), "items/s within the latency bound", False),
-    "energy": Goal(("train",), "J per item", True),
-    "cost": Goal(("train",), "$ per million items", True),
-    "goodput": Goal(("serve",), "requests/s within the SLO", False),
+    "throughput": Goal("throughput", "items/s", False),
+    "time-to-train": Goal("time-to-train", "s to target (median over seeds)", True),
+    "latency": Goal("latency", "items/s within the latency bound", False),
+    "energy": Goal("energy", "J per item", True),
+    "cost": Goal("cost", "$ per million items", True),
+    "goodput": Goal("goodput", "requests/s within the SLO", False),
 }
-PROJECTED = Goal(("train",), "days to train the tokens, projected from throughput", True)
+PROJECTED = Goal("projection", "days to train the tokens, projected from throughput", True)
 """time-to-train with a token count: answered from training throughput, not measured to a
 target (Constraints.tokens)."""
 
@@ -92,11 +99,11 @@ def latency(r: Result) -> Summary | None:
     """The latency an inference result promises: a batch's, or for the server scenario a
     query's at the rate it sustained (queueing included); None where it has none."""
     m = r.metrics
-    if m is None or r.spec.scenario not in ("infer", "server"):
+    if m is None or r.spec.scenario not in registry.with_objective("latency"):
         return None
-    if m.server is None:
+    if (server := m.of(ServerMetrics)) is None:
         return m.step_ms_steady
-    return None if m.server.reported is None else m.server.trials[m.server.reported].latency
+    return None if server.reported is None else server.trials[server.reported].latency
 
 
 def within_latency(r: Result, bound_ms: float) -> bool:
@@ -118,7 +125,7 @@ class LatencyChoice:
 def latency_choices(results: Sequence[Result], bound_ms: float | None) -> list[LatencyChoice]:
     groups: dict[str, list[Result]] = defaultdict(list)
     for r in results:
-        if r.spec.scenario == "infer" and r.status == "ok" and r.metrics:
+        if registry.get(r.spec.scenario).batch_latency and r.status == "ok" and r.metrics:
             groups[cell_key(r, ignore=("batch_size",))].append(r)
     choices = []
     for members in groups.values():

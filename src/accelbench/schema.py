@@ -10,6 +10,8 @@ from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError
 from accelbench.result import Result
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.time_to_train import TimeToTrain
 
 REWRITE = "rewrite"
 
@@ -45,6 +47,10 @@ MIGRATIONS = [
     # Every record written again through Result: items_per_s becomes the delivered rate (the
     # median window before; a server's sustained rate, not its capacity), num_devices counts
     # pipeline stages, and CPU records lose their per-cell measured peak.
+    REWRITE,
+    # Every record written again: a scenario's own part (the server's rates, serve's trials,
+    # generate's token timings, time to train's outcome) moves from a field named after its
+    # scenario to metrics.record, which names its kind.
     REWRITE,
 ]
 """The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
@@ -125,7 +131,7 @@ def row(result: Result) -> tuple[object, ...]:
         result.status,
         result.items_per_s,
         metrics.epochs[-1].time_s if metrics else None,
-        metrics.time_to_train.time_to_target_s if metrics and metrics.time_to_train else None,
+        ttt.time_to_target_s if (ttt := record_of(result, TimeToTrain)) else None,
         result.env.hostname,
         result.created_at.isoformat(),
         result.model_dump_json(),

@@ -9,12 +9,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from accelbench import workloads
+from accelbench import scenarios, workloads
 from accelbench.frozen import Frozen
 from accelbench.precision import PRECISIONS, Precision
 from accelbench.targets import parse_target
 
-Scenario = Literal["train", "infer", "server", "time-to-train", "generate", "serve"]
 _ADDED_LATER = (
     "model_args",
     "data",
@@ -64,20 +63,17 @@ Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
 
+SCENARIO_HELP = "How it is measured: " + "; ".join(
+    f"{s.name} ({s.summary})" for s in scenarios.all_scenarios()
+)
+
 
 class RunSpec(Frozen):
     """One cell of a sweep: a workload measured once in one scenario with one configuration."""
 
     workload: str
     """Workload name, as `accelbench list` shows it."""
-    scenario: Scenario = "train"
-    """How it is measured: train (optimizer steps); infer (forward passes of one batch at a
-    time under inference_mode, each timed to its answer, copy from the host included); or server
-    (queries arriving at random at a rate, batched dynamically up to batch_size); time-to-train
-    (optimizer steps on real data until a held-out metric reaches `target`); generate (greedy
-    decoding of new_tokens for a batch of prompts, each token timed: TTFT, TPOT, ITL); serve
-    (streamed requests to the OpenAI-compatible server at `endpoint`: batch_size concurrent
-    clients, then Poisson arrivals; a served/NAME workload)."""
+    scenario: str = Field(default="train", description=SCENARIO_HELP)
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0, le=2**24)
@@ -284,66 +280,41 @@ class RunSpec(Frozen):
             raise ValueError(
                 "pipeline stages run one replica so far: give --replicas 1 with --pipeline-stages"
             )
-        if self.scenario == "server" and self.rate_per_s is None and self.latency_bound_ms is None:
-            raise ValueError(
-                "the server scenario needs --rate-per-s, or --latency-bound-ms to search for one"
-            )
-        if PRECISIONS[self.precision].training_only and (
-            self.scenario not in ("train", "time-to-train")
-            or self.pipeline_stages > 1
-            or self.tensor_parallel > 1
+        scenario = scenarios.get(self.scenario)
+        precision = PRECISIONS[self.precision]
+        if precision.training_only and (
+            not scenario.trains or self.pipeline_stages > 1 or self.tensor_parallel > 1
         ):
             raise ValueError(
                 f"precision {self.precision} trains on one device, with replicas or --fsdp: "
                 "leave out --pipeline-stages and --tensor-parallel, and give --scenario train"
             )
-        if self.scenario == "train" and PRECISIONS[self.precision].inference_only:
+        if scenario.trains and precision.inference_only:
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
-        if (self.api_key_env is not None or self.chat) and self.scenario != "serve":
-            raise ValueError("--api-key-env and --chat go with --scenario serve: a server's")
-        if (self.scenario == "serve") != (self.endpoint is not None):
+        for other in scenarios.all_scenarios():
+            given = [f for f in other.own_fields if self._given(f)]
+            if other is not scenario and given:
+                options = " and ".join(f"--{f.replace('_', '-')}" for f in given)
+                verb = "go" if len(given) > 1 else "goes"
+                raise ValueError(f"{options} {verb} with --scenario {other.name}")
+        if workloads.is_served(self.workload) and not scenario.client:
+            clients = " or ".join(s.name for s in scenarios.all_scenarios() if s.client)
             raise ValueError(
-                "--endpoint goes with --scenario serve, and serve needs the --endpoint of a "
-                "running server, such as http://127.0.0.1:8000"
+                "a served/NAME workload is measured through its server: give it with "
+                f"--scenario {clients}"
             )
-        if (self.scenario == "serve") != workloads.is_served(self.workload):
+        if not scenario.trains and (self.grad_accum > 1 or self.recompute):
             raise ValueError(
-                "a served/NAME workload is measured through its server: give it with --scenario "
-                "serve, and serve with a served/NAME workload (NAME: the model the server serves)"
+                f"{self.scenario} takes no optimizer steps: leave out --grad-accum and --recompute"
             )
-        if self.scenario == "serve" and (
-            self.precision != "fp32" or self.compile or self.channels_last or self.data
-        ):
+        if not scenario.distributes and self.distributed:
             raise ValueError(
-                "serve measures a server as it runs: its precision and compilation are the "
-                "server's settings, its data the prompts; leave out --precision, --compile, "
-                "--channels-last and --data (--lengths gives the requests' lengths)"
+                f"{self.scenario} runs one process: leave out --replicas, --pipeline-stages, "
+                "--tensor-parallel and --fsdp"
             )
-        if self.scenario in ("infer", "server", "generate", "serve") and (
-            self.grad_accum > 1 or self.distributed or self.recompute
-        ):
-            raise ValueError(
-                "inference runs one process without gradient accumulation or recompute: leave "
-                "out --grad-accum, --replicas, --pipeline-stages, --tensor-parallel, --fsdp and "
-                "--recompute"
-            )
-        if (self.scenario == "time-to-train") != (self.target is not None):
-            raise ValueError(
-                "--target goes with --scenario time-to-train, and time-to-train needs a --target "
-                "such as val_loss<=0.02"
-            )
-        if self.scenario == "time-to-train" and self.data is None:
-            raise ValueError(
-                "time-to-train needs real data to hold out a validation split: give --data, a "
-                "data set the workload reads (sklearn:digits is at hand for lenet5)"
-            )
-        if self.scenario == "time-to-train" and self.distributed:
-            raise ValueError(
-                "time-to-train runs on one device so far: leave out --replicas, "
-                "--pipeline-stages, --tensor-parallel and --fsdp"
-            )
+        scenario.rules(self)
         if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
             raise ValueError(
                 f"1F1B needs at least one micro-batch per stage: give --grad-accum "
@@ -351,16 +322,27 @@ class RunSpec(Frozen):
             )
         if self.compile_mode != "default" and not self.compile:
             raise ValueError(f"--compile-mode {self.compile_mode} goes with --compile")
-        if self.inputs_on_device and (self.data is not None or self.scenario == "time-to-train"):
+        if self.inputs_on_device and self.data is not None:
             raise ValueError(
-                "--inputs-on-device cycles a few synthetic batches: leave it out with --data and "
-                "time-to-train, which read real data"
+                "--inputs-on-device cycles a few synthetic batches: leave it out with --data, "
+                "which reads real data"
             )
         if self.replicas % self.bn_span:
             raise ValueError(
                 f"--bn-span {self.bn_span} does not divide {self.replicas} replicas into groups"
             )
         return self
+
+    @field_validator("scenario")
+    @classmethod
+    def _known_scenario(cls, name: str) -> str:
+        scenarios.get(name)
+        return name
+
+    def _given(self, name: str) -> bool:
+        """Whether a field holds other than its default."""
+        default = RunSpec.model_fields[name].get_default(call_default_factory=True)
+        return bool(getattr(self, name) != default)
 
     def identity(self) -> dict[str, Any]:
         """The fields that identify the cell, as JSON: all of them, except fields added after the

@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError, field_validator
 
-from accelbench import launch, preflight, workloads
+from accelbench import launch, preflight, scenarios, workloads
 from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
 from accelbench.frozen import Frozen
@@ -145,7 +145,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     _check_servers(specs)
     distinct: dict[tuple[object, ...], RunSpec] = {}
     for s in specs:
-        if s.scenario == "serve":  # nothing of it runs here
+        if scenarios.get(s.scenario).client:  # nothing of it runs here
             continue
         key = (
             s.workload,
@@ -153,7 +153,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             s.data,
             s.tensor_parallel,
             s.sequence_parallel,
-            s.scenario == "generate",
+            scenarios.get(s.scenario).generates,
         )
         if key not in distinct or s.batch_size < distinct[key].batch_size:
             distinct[key] = s  # tried at the smallest batch asked for: a model may need one
@@ -166,7 +166,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
             "data": s.data,
             "tensor_parallel": s.tensor_parallel,
             "sequence_parallel": s.sequence_parallel,
-            "generates": s.scenario == "generate",
+            "generates": scenarios.get(s.scenario).generates,
             "batch_size": s.batch_size,
         }
         for s in distinct.values()
@@ -178,7 +178,7 @@ def _check_servers(specs: Sequence[RunSpec]) -> None:
     model: a server that is down, not OpenAI-compatible or not serving it stops the run here."""
     from accelbench import endpoint
 
-    served = [s for s in specs if s.scenario == "serve"]
+    served = [s for s in specs if scenarios.get(s.scenario).client]
     for s in served:
         workloads.check(s.workload, s.model_args)
     for path in sorted({s.lengths for s in served if s.lengths}):

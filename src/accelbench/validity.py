@@ -29,9 +29,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from enum import StrEnum
 
-from accelbench import contention, throughput
-from accelbench.result import Flops, Result, TrainMetrics, cell_key
-from accelbench.scenario_records import ServeMetrics, ServerMetrics, ServeTrial
+from accelbench import contention, scenarios, throughput
+from accelbench.metrics import Flops, Metrics
+from accelbench.result import Result, cell_key
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServeMetrics, ServeTrial
+from accelbench.scenarios.server import ServerMetrics
 from accelbench.stats import early_stopping_samples
 
 
@@ -74,17 +77,15 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
     if m is None:
         return flags
     target = spec.ci_pct or NOISY_PCT
-    if m.server is None and m.serve is None:  # theirs are the capacity phase's: not the headline
-        flags += _rate_flags(m, spec.scenario, target)
+    scenario = scenarios.get(spec.scenario)
+    if scenario.rated_by_steps:  # others' steps are a capacity phase's: not the headline
+        flags += _rate_flags(m, scenario.batch_latency, target)
     spread = repeat_spread([result, *repeats])
     if spread is not None and spread > target:
         flags.append(
             (Flag.NOISY, f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
         )
-    if m.server is not None:
-        flags += _server_flags(m.server)
-    if m.serve is not None:
-        flags += _serve_flags(m.serve)
+    flags += scenario.verdicts(result)
     if m.host is not None and (why := contention.contended(m.host)):
         flags.append((Flag.CONTENDED, why))
     if result.env.device_type == "cpu" and spec.processes_per_node > result.env.num_cpu_threads:
@@ -111,14 +112,14 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
     return flags
 
 
-def _rate_flags(m: TrainMetrics, scenario: str, target: float) -> list[tuple[Flag, str]]:
+def _rate_flags(m: Metrics, batch_latency: bool, target: float) -> list[tuple[Flag, str]]:
     """The first rule the delivered rate breaks: too few steady steps or (inferring) batches
     for a p99, a steady state too short for a CPU reading, or an interval wider than target."""
     rate, more = m.delivered, "run more steps"
     if len(rate.block_s) < throughput.MIN_BLOCKS:
         why = f"{len(rate.block_s)} steady steps; {throughput.MIN_BLOCKS} give a 95% interval"
         return [(Flag.TOO_SHORT, f"{why}: {more}")]
-    if scenario == "infer" and (
+    if batch_latency and (
         short := percentile_short(m.step_ms_steady.n, None, "steady batches", more)
     ):
         return [(Flag.TOO_SHORT, short)]
@@ -158,6 +159,12 @@ def implausible(flops: Flops, mfu: float | None) -> str | None:
 
 OVERLOAD_FRAC = 0.9
 """A server trial answering less than this share of its target rate did not keep up."""
+
+
+def server_flags(result: Result) -> list[tuple[Flag, str]]:
+    """The server scenario's rules: a rate was sustained, answered as fast as it came."""
+    server = record_of(result, ServerMetrics)
+    return [] if server is None else _server_flags(server)
 
 
 def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
@@ -200,6 +207,12 @@ def percentile_short(n: int, overs: int | None, what: str, fix: str) -> str | No
         f"{n} {what}{beyond}: a p99 at 99% confidence needs {needed} (MLPerf LoadGen's early "
         f"stopping), {needed - n} more: {fix}"
     )
+
+
+def serve_flags(result: Result) -> list[tuple[Flag, str]]:
+    """The serve scenario's rules: a rate met the SLO, with enough requests for its p99s."""
+    serve = record_of(result, ServeMetrics)
+    return [] if serve is None else _serve_flags(serve)
 
 
 def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from accelbench import scenarios
 from accelbench.cli.app import DbsOption, app, console, load, percent
 from accelbench.cli.results import TokensOption
 from accelbench.errors import AccelbenchError
@@ -64,8 +65,9 @@ def recommend(
         raise AccelbenchError(
             f"--scenario goes with throughput, energy or cost; {objective} sets its own"
         )
-    if scenario not in (None, "train", "infer"):
-        raise AccelbenchError(f"--scenario {scenario!r}: give train or infer")
+    rated = [s.name for s in scenarios.all_scenarios() if s.rated_by_steps]
+    if scenario is not None and scenario not in rated:
+        raise AccelbenchError(f"--scenario {scenario!r}: give one of {', '.join(rated)}")
     constraints = objectives.Constraints(
         global_batch=global_batch,
         max_devices=max_devices,

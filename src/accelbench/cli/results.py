@@ -26,8 +26,8 @@ from accelbench.cli.app import (
     emit,
     load,
     show,
-    spec_help,
 )
+from accelbench.cli.options import spec_help
 from accelbench.errors import AccelbenchError
 from accelbench.report import compare as compare_text
 from accelbench.report.results import projection_lines, token_projection_lines

@@ -12,9 +12,8 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress
 
-from accelbench import contention, environment, launch, validity
+from accelbench import contention, environment, launch, scenarios, validity
 from accelbench.cli.app import (
-    OPTION_NAMES,
     DbOption,
     LatencyBoundOption,
     app,
@@ -22,11 +21,10 @@ from accelbench.cli.app import (
     key_values,
     percent,
     show,
-    spec_help,
     split,
     stderr_console,
-    with_fields,
 )
+from accelbench.cli.options import OPTION_NAMES, spec_help, with_fields
 from accelbench.errors import AccelbenchError
 from accelbench.report import inert
 from accelbench.report.cells import describe
@@ -73,7 +71,7 @@ OWN = (
 (code_digest, which the sweep sets)."""
 SLO_KEYS = {"ttft_ms": "slo_ttft_ms", "tpot_ms": "slo_tpot_ms"}
 KNOBS = tuple(name for name in RunSpec.model_fields if name not in (*AXES, *OWN))
-"""Every other spec field: an option derived from the spec (cli.app.field_options)."""
+"""Every other spec field: an option derived from the spec (cli.options.field_options)."""
 
 
 def _axis(name: str, what: str = "a sweep") -> Any:
@@ -297,6 +295,7 @@ def cells_of(
         "workload": split(p["workload"]) if p["workload"] else [],
         **{name: split(p[name]) for name in AXES if p[name] is not None},
     }
+    bounded = {s.name for s in scenarios.all_scenarios() if "latency_bound_ms" in s.own_fields}
     fixed = (
         {name: p[name] for name in KNOBS}
         | _slo(p["slo"])
@@ -304,7 +303,7 @@ def cells_of(
             "model_args": key_values(p["model_args"] or []),
             "ci_pct": percent(p["ci"]),
             # The bound is a setting of the server scenario; elsewhere it only picks a headline.
-            "latency_bound_ms": p["latency_bound_ms"] if p["scenario"] == "server" else None,
+            "latency_bound_ms": p["latency_bound_ms"] if p["scenario"] in bounded else None,
         }
     )
     global_batch = p["global_batch"]

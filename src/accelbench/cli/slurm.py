@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 
 from accelbench import launch
-from accelbench.cli.app import DbOption, app, check_out, console, job_help, write_file
+from accelbench.cli.app import DbOption, app, check_out, console, write_file
+from accelbench.cli.options import job_help
 from accelbench.cli.run import cells_of
 from accelbench.errors import AccelbenchError
 from accelbench.sweep import check_cells, check_timeout

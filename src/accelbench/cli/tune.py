@@ -9,8 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from accelbench import environment, launch
-from accelbench.cli.app import DbOption, app, console, counts, key_values, spec_help, with_fields
+from accelbench import environment, launch, scenarios
+from accelbench.cli.app import DbOption, app, console, counts, key_values
+from accelbench.cli.options import spec_help, with_fields
 from accelbench.errors import AccelbenchError
 from accelbench.report.advice import fewest_lines, tune_lines
 from accelbench.report.results import cell_line
@@ -109,7 +110,7 @@ def tune(
         _fewest_devices(base, budget_s, max_devices, timeout_s, db, repeats)
         return
     replica_counts = counts(replicas, "--replicas")
-    if scenario != "train" and replica_counts != [1]:
+    if not scenarios.get(scenario).distributes and replica_counts != [1]:
         raise AccelbenchError("the device-count curve is for training: leave out --replicas")
     with ResultStore(db) as store:
         console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")

@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from accelbench import scenarios
 from accelbench.result import Result
 from accelbench.spec import RunSpec
 
@@ -40,13 +41,11 @@ def configuration(
     input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
     batch, the devices or only the replicas (and nodes) where a figure's axis or a table's
     column shows them."""
-    if spec.scenario == "serve":  # the server's own settings are not the client's to give
+    scenario = scenarios.get(spec.scenario)
+    if scenario.client:  # the server's own settings are not the client's to give
         parts = [f"{spec.batch_size} in flight"] if batch else []
-        lengths = f"prompt={spec.prompt_tokens} new={spec.new_tokens}"
-        return " ".join([*parts, f"lengths={Path(spec.lengths).name}" if spec.lengths else lengths])
-    parts = [f"bs={spec.batch_size}"] if batch else []
-    if spec.scenario == "generate":
-        parts.append(f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
+        return " ".join([*parts, *scenario.words(spec)])
+    parts = [f"bs={spec.batch_size}", *scenario.words(spec)] if batch else scenario.words(spec)
     parts += [f"accum={spec.grad_accum}"] if spec.grad_accum > 1 else []
     if devices:
         parts += [f"x{spec.replicas} replicas"] if spec.replicas > 1 and replicas else []
@@ -90,9 +89,9 @@ def settings(spec: RunSpec, knobs: Sequence[str] = (), **axes: bool) -> str:
 def describe(spec: RunSpec, knobs: Sequence[str] = ()) -> str:
     """The cell in a few words: its label, scenario unless training, configuration and the
     `knobs`' values."""
-    scenario = "" if spec.scenario == "train" else f" {spec.scenario}"
-    rate = f" at {spec.rate_per_s:g}/s" if spec.scenario == "serve" and spec.rate_per_s else ""
-    return f"{label(spec)}{scenario} {settings(spec, knobs)}{rate}"
+    default = RunSpec.model_fields["scenario"].default
+    scenario = "" if spec.scenario == default else f" {spec.scenario}"
+    return f"{label(spec)}{scenario} {settings(spec, knobs)}"
 
 
 def describer(specs: Iterable[RunSpec]) -> Callable[[RunSpec], str]:
@@ -115,8 +114,8 @@ the paper's pass over 70,000 images, so its size is shown beside its time."""
 def last_epoch_text(result: Result) -> str:
     """The time of the result's last epoch and how many items it held."""
     m = result.metrics
-    if m is None or m.server is not None or m.serve is not None:
-        return ""  # its epochs are the capacity phase, not what the headline was measured over
+    if m is None or not scenarios.get(result.spec.scenario).rated_by_steps:
+        return ""  # its epochs are a capacity phase, not what the headline was measured over
     last = m.epochs[-1]
     return f"{last.time_s:.2f} / {last.num_items:,}"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from accelbench import convergence, validity
+from accelbench import convergence, scenarios, validity
 from accelbench.report import serving
 from accelbench.report.cells import describer
 from accelbench.report.drawing import (
@@ -31,6 +31,9 @@ from accelbench.report.drawing import (
     style,
 )
 from accelbench.result import Result, measured
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.generate import GenerateMetrics
+from accelbench.scenarios.server import ServerMetrics
 
 FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"
 MAX_EPOCH_BARS = 24
@@ -55,11 +58,11 @@ def plots(results: Sequence[Result]) -> list[Plot]:
 def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
     """Throughput against micro batch, a line per platform, precision and device count; cells
     that ran out of memory are crosses on the x axis."""
-    cells = [r for r in results if r.spec.scenario in ("train", "infer")]
+    cells = [r for r in results if r.spec.scenario in scenarios.in_view("batch")]
     for (workload, scenario), members in group_by(
         cells, lambda r: (r.spec.workload, r.spec.scenario)
     ).items():
-        ran = measured(members, scenario)
+        ran = measured(members)
         if len({r.spec.batch_size for r in ran}) < 2:
             continue
         fig, (ax,) = new_figure()
@@ -82,8 +85,7 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
             )
         unit = ran[0].metrics.item_unit if ran[0].metrics else "items"
         finish(ax, "micro batch", f"{unit}/s", log_x=True)
-        what = "training" if scenario == "train" else "inference"
-        title = f"{workload}: {what} throughput against batch size"
+        title = f"{workload}: {scenario} throughput against batch size"
         ax.set_title(title, fontsize=10)
         note = FLAGGED_NOTE + left_out_note(left_out)
         yield Plot(slug("batch", workload, scenario), title, note, fig)
@@ -92,7 +94,7 @@ def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
 def scaling(results: Sequence[Result]) -> Iterator[Plot]:
     """Training throughput against device count, with the ideal: the smallest count's
     throughput times the device ratio; each point is labelled with its scaling efficiency."""
-    training = measured(results, "train")
+    training = measured(results, "scaling")
     for workload, members in group_by(training, lambda r: r.spec.workload).items():
         # A line's layout is fixed (FSDP apart from FSDP x TP, stages named in it); its
         # replicas and nodes grow along the x axis.
@@ -134,9 +136,7 @@ def scaling(results: Sequence[Result]) -> Iterator[Plot]:
 
 def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     """First-epoch throughput (compilation and warm-up inside) beside the steady state."""
-    cells = [
-        r for r in measured(results, "train", "infer") if r.metrics and len(r.metrics.epochs) > 1
-    ]
+    cells = [r for r in measured(results, "first-epoch") if r.metrics and len(r.metrics.epochs) > 1]
     if not cells:
         return
     cells = cells[-MAX_EPOCH_BARS:]
@@ -178,8 +178,9 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
 def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
     """Inference: p50 and p99 batch latency against throughput, points labelled by batch
     size; server runs: each trial's p99 against the rate answered, with the bound."""
-    infer = measured(results, "infer")
-    server = [r for r in measured(results, "server") if r.metrics and r.metrics.server]
+    shown = measured(results, "latency")
+    infer = [r for r in shown if scenarios.get(r.spec.scenario).batch_latency]
+    server = [r for r in shown if record_of(r, ServerMetrics)]
     for workload in dict.fromkeys(r.spec.workload for r in [*infer, *server]):
         fig, (ax,) = new_figure()
         colors = palette()
@@ -204,8 +205,9 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
                     ha="right",
                 )
         for r in served:
-            assert r.metrics is not None and r.metrics.server is not None
-            color, trials = next(colors), r.metrics.server.trials
+            found = record_of(r, ServerMetrics)
+            assert found is not None
+            color, trials = next(colors), found.trials
             ax.plot(
                 [t.achieved_per_s for t in trials],
                 [t.latency.p99 for t in trials],
@@ -213,8 +215,8 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
                 color=color,
                 label=f"{series_of(r)} server p99 (queries/s)",
             )
-            if r.metrics.server.latency_bound_ms is not None:
-                ax.axhline(r.metrics.server.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
+            if found.latency_bound_ms is not None:
+                ax.axhline(found.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
         finish(ax, "throughput (items or queries/s)", "latency (ms)")
         title = f"{workload}: latency against throughput"
         ax.set_title(title, fontsize=10)
@@ -224,14 +226,14 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
 def generation(results: Sequence[Result]) -> Iterator[Plot]:
     """Generation's trade-off, a point per batch size: tokens/s each user sees (1 / TPOT)
     against output tokens/s per device; and the time to first token against batch size."""
-    made = [r for r in measured(results, "generate") if r.metrics and r.metrics.generate]
+    made = [r for r in measured(results, "tokens") if record_of(r, GenerateMetrics)]
     for workload, own in group_by(made, lambda r: r.spec.workload).items():
         fig, (trade, first) = new_figure(ncols=2)
         colors, left_out = palette(), list[Result]()
         for series, group in sorted(group_by(own, namer(own)).items()):
             color = next(colors)
             line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
-            gens = [r.metrics.generate for r in line if r.metrics and r.metrics.generate]
+            gens = [g for r in line if (g := record_of(r, GenerateMetrics))]
             per_device = [(r.metrics.tokens_per_s or 0) / r.num_devices for r in line if r.metrics]
             per_user = [1e3 / g.tpot_ms.median for g in gens]
             points(trade, per_device, per_user, line, color, series)
@@ -313,7 +315,7 @@ def _plausible_mfu_pct(r: Result) -> float | None:
 def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
     """Energy per item and MFU against batch size, where they were measured (an implausible
     MFU is left out)."""
-    found = measured(results, "train", "infer")
+    found = measured(results, "efficiency")
     panels = [
         ("joules per item", lambda r: r.metrics.joules_per_item if r.metrics else None),
         ("MFU (%)", _plausible_mfu_pct),

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 
 from rich.table import Table
 
-from accelbench import convergence, objectives, scaling, validity
-from accelbench.report import serving, tables
+from accelbench import convergence, scaling, scenarios, validity
+from accelbench.report import inference, tables
 from accelbench.report.cells import (
     LAST_EPOCH,
     ci_text,
@@ -24,13 +24,9 @@ from accelbench.report.cells import (
     shown_invalid,
     wait_text,
 )
-from accelbench.report.time_to_train import time_to_train_headlines, time_to_train_line
+from accelbench.report.time_to_train import time_to_train_headlines
 from accelbench.result import MEASURED, Result
 from accelbench.spec import RunSpec
-from accelbench.stats import Summary
-
-INFERENCE = ("infer", "server")
-
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 
@@ -120,27 +116,16 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
                 + (f": noisy, target {target:g}%" if spread > target else "")
             )
     lines += [compile_payoff(p, name=name) for p in scaling.compile_payoffs(results)]
-    lines += [generate_line(r, name=name) for r in results if r.metrics and r.metrics.generate]
     lines += [
         tokens_line(r, name=name)
         for r in results
-        if r.metrics and r.metrics.tokens_per_item and not (r.metrics.generate or r.metrics.serve)
+        if r.metrics and r.metrics.tokens_per_item and _tokens_per_item(r.spec)
     ]
     lines += [rank_line(r, name=name) for r in results if r.metrics and r.metrics.ranks]
     lines += [
-        latency_line(r, name=name) for r in results if r.metrics and r.spec.scenario in INFERENCE
+        line for r in results if r.metrics for line in scenarios.get(r.spec.scenario).lines(r, name)
     ]
-    lines += [server_line(r, name=name) for r in results if r.metrics and r.metrics.server]
-    lines += [
-        line
-        for r in results
-        if r.metrics and r.metrics.serve
-        for line in serving.lines(r, name=name)
-    ]
-    lines += inference_headlines(results, latency_bound_ms, name=name)
-    lines += [
-        time_to_train_line(r, name=name) for r in results if r.metrics and r.metrics.time_to_train
-    ]
+    lines += inference.headlines(results, latency_bound_ms, name=name)
     lines += time_to_train_headlines(results, name=name)
     lines += scaling_notes(results, name=name)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
@@ -178,23 +163,11 @@ def _speedup_text(found: scaling.Scaling | None) -> str:
     return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
 
 
-def generate_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
-    """A generate result's token latencies, each with the calls or gaps behind it."""
-    assert result.metrics is not None and result.metrics.generate is not None
-    g, m = result.metrics.generate, result.metrics
-    return (
-        f"{name(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms, {p99_text(g.ttft_ms)}, "
-        f"over {g.ttft_ms.n} calls; TPOT p50 {g.tpot_ms.median:.2f} ms; ITL p50 "
-        f"{g.itl_ms.median:.2f} ms, {p99_text(g.itl_ms)}, over {g.itl_ms.n} gaps; "
-        f"{rate_text(m.tokens_per_s or 0)} output tokens/s; prefill "
-        f"{rate_text(g.prefill_tokens_per_s)} tokens/s ({g.prompt_tokens} prompt, "
-        f"{g.new_tokens} new tokens per sequence)"
-        + (
-            f"; {m.joules_per_item / g.new_tokens:.3g} J per output token ({m.energy.method})"
-            if m.joules_per_item is not None and m.energy is not None
-            else ""
-        )
-    )
+def _tokens_per_item(spec: RunSpec) -> bool:
+    """Whether a result's tokens are its items' (not a generation's new tokens, which its own
+    lines give, nor a server's)."""
+    scenario = scenarios.get(spec.scenario)
+    return not (scenario.generates or scenario.client)
 
 
 def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
@@ -248,85 +221,13 @@ def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
     return validity.verdict_text(r, repeats) if r.status in MEASURED else r.status
 
 
-def latency_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
-    """An inference result's latency percentiles, each with the batches behind it."""
-    assert result.metrics is not None
-    s = result.metrics.step_ms_steady
-    return (
-        f"{name(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, "
-        f"{p99_text(s)}, over {s.n} steady batches"
-    )
-
-
-def p99_text(s: Summary) -> str:
-    """A p99 latency, shown only with enough samples for one to lie beyond it."""
-    if s.n >= validity.MIN_P99_ESTIMATE:
-        return f"p99 {s.p99:.2f} ms"
-    return f"p99 not shown (needs {validity.MIN_P99_ESTIMATE})"
-
-
-def server_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
-    """The server scenario's reported rate and its latencies, and how the rate was chosen."""
-    assert result.metrics is not None and result.metrics.server is not None
-    server = result.metrics.server
-    if server.reported is None:
-        return (
-            f"{name(result.spec)}: no rate kept p99 within {server.latency_bound_ms:g} ms "
-            f"({server.search})"
-        )
-    t = server.trials[server.reported]
-    what = (
-        f"highest rate with p99 within {server.latency_bound_ms:g} ms"
-        if result.spec.rate_per_s is None
-        else "rate"
-    )
-    return (
-        f"{name(result.spec)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
-        f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, p99 "
-        f"{t.latency.p99:.2f} ms over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
-        f"({server.search})"
-    )
-
-
-def inference_headlines(
-    results: Sequence[Result],
-    latency_bound_ms: float | None,
-    name: Callable[[RunSpec], str] = describe,
-) -> list[str]:
-    """From a batch-size sweep of inference runs: the throughput at the lowest latency, and the
-    highest throughput whose p99 latency is known to be within the bound (advice's rule)."""
-    lines = []
-    for choice in objectives.latency_choices(results, latency_bound_ms):
-        low, m = choice.lowest, choice.lowest.metrics
-        assert m is not None
-        lines.append(
-            f"{name(low.spec)}: lowest latency (p50 {m.step_ms_steady.median:.2f} ms) at "
-            f"batch {low.spec.batch_size}, {rate_text(low.items_per_s or 0)} {m.item_unit}/s"
-        )
-        if latency_bound_ms is None:
-            continue
-        best = choice.best_within
-        if best is None or best.metrics is None:
-            lines.append(
-                f"{label(low.spec)}: no batch size has a p99 latency known to be within "
-                f"{latency_bound_ms:g} ms"
-            )
-            continue
-        lines.append(
-            f"{name(best.spec)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
-            f"{rate_text(best.items_per_s or 0)} {best.metrics.item_unit}/s "
-            f"(p99 {best.metrics.step_ms_steady.p99:.2f} ms)"
-        )
-    return lines
-
-
 def token_projection_lines(results: Sequence[Result], tokens: float) -> list[str]:
     """Projected days and device-hours to train `tokens` tokens at each language model's steady
     training throughput: projected, not measured."""
     lines = []
     for r in results:
         m = r.metrics
-        if r.spec.scenario != "train" or m is None or not m.tokens_per_item:
+        if r.spec.scenario not in scenarios.in_view("projection") or not (m and m.tokens_per_item):
             continue
         p = convergence.project(r, 1, math.ceil(tokens / m.tokens_per_item))
         if p is None:
@@ -350,7 +251,9 @@ def projection_lines(results: Sequence[Result], epochs: float, epoch_items: int)
     steady throughput: projected, not measured."""
     lines = []
     for r in results:
-        if r.spec.scenario != "train" or (p := convergence.project(r, epochs, epoch_items)) is None:
+        if r.spec.scenario not in scenarios.in_view("projection"):
+            continue
+        if (p := convergence.project(r, epochs, epoch_items)) is None:
             continue
         interval = (
             f" (95% interval {p.low_hours:.3g}-{p.high_hours:.3g} h)"
@@ -373,7 +276,7 @@ def cell_line(result: Result, skipped: bool) -> str:
         return f"= {cell}: stored earlier, skipped (--force re-runs it)"
     if m is None:
         return f"✗ {cell}: {result.status}: {result.reason}"
-    text = serving.cell_text(result) if m.serve else _rate_words(result)
+    text = scenarios.get(result.spec.scenario).cell_words(result) or _rate_words(result)
     text += f", cell overhead {result.overhead_s:.1f} s" if result.overhead_s is not None else ""
     if result.status != "ok":
         return f"✗ {cell}: ({text}): {result.status}: {result.reason}"
@@ -385,12 +288,13 @@ def _rate_words(result: Result) -> str:
     """A measured result's headline, how sure it is and what shaped it, in words."""
     m = result.metrics
     assert m is not None
-    iqr, rate = iqr_text(result), m.delivered
+    iqr, rate, headline = iqr_text(result), m.delivered, result.headline
+    steps = scenarios.get(result.spec.scenario).rated_by_steps
     return (
-        (f"{rate_text(result.items_per_s)} {m.item_unit}/s" if result.items_per_s else "no rate")
-        + (f" = {rate_text(m.tokens_per_s)} tokens/s" if m.tokens_per_s and not m.server else "")
+        (f"{rate_text(headline.value)} {headline.unit}" if headline else "no rate")
+        + (f" = {rate_text(m.tokens_per_s)} tokens/s" if m.tokens_per_s and steps else "")
         + (f" {ci_text(result)}%" if ci_text(result) else "")
-        + (" sustained" if m.server else f" ({rate.num_items:,} items in {rate.time_s:.3g} s)")
+        + (f" ({rate.num_items:,} items in {rate.time_s:.3g} s)" if steps else "")
         + (f", window IQR {iqr}%" if iqr else "")
         + (f", MFU {mfu_text(result)}%" if mfu_text(result) else "")
         + (f", input wait {wait_text(result)}%" if wait_text(result) else "")

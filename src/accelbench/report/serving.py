@@ -16,7 +16,8 @@ from accelbench.report.drawing import (
     slug,
 )
 from accelbench.result import Result, measured
-from accelbench.scenario_records import ServeTrial
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServeMetrics, ServeTrial
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary
 from accelbench.validity import MIN_P99_ESTIMATE, verdict_text
@@ -24,8 +25,9 @@ from accelbench.validity import MIN_P99_ESTIMATE, verdict_text
 
 def cell_text(result: Result) -> str:
     """The serve result's headline, for the line printed as its cell ends."""
-    assert result.metrics is not None and result.metrics.serve is not None
-    serve, loop = result.metrics.serve, result.metrics.serve.trials[0]
+    serve = record_of(result, ServeMetrics)
+    assert serve is not None
+    loop = serve.trials[0]
     closed = (
         f"closed loop of {loop.concurrency}: {rate_text(loop.requests_per_s)} requests/s, "
         f"{rate_text(loop.output_tokens_per_s)} output tokens/s"
@@ -52,8 +54,8 @@ def slo_text(spec: RunSpec) -> str:
 
 def lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:
     """A line per trial: the closed loop, then each rate, the reported one marked."""
-    assert result.metrics is not None and result.metrics.serve is not None
-    serve, cell = result.metrics.serve, name(result.spec)
+    serve, cell = record_of(result, ServeMetrics), name(result.spec)
+    assert serve is not None
     out = []
     for index, t in enumerate(serve.trials):
         if t.rate_per_s is None:
@@ -97,7 +99,7 @@ def curves(results: Sequence[Result]) -> Iterator[Plot]:
     per trial in the order of the rates sent (the closed loop last), so a line follows the load
     up; and tokens/s per user (1 / TPOT p50) against the server's output tokens/s. Trials of a
     flagged result are hollow."""
-    served = [r for r in measured(results, "serve") if r.metrics and r.metrics.serve]
+    served = [r for r in measured(results, "serving") if record_of(r, ServeMetrics)]
     for workload, own in group_by(served, lambda r: r.spec.workload).items():
         fig, (ttft, tpot, trade) = new_figure(ncols=3)
         colors = palette()
@@ -107,8 +109,8 @@ def curves(results: Sequence[Result]) -> Iterator[Plot]:
                 (
                     (t, verdict_text(r) == "valid")
                     for r in group
-                    if r.metrics and r.metrics.serve
-                    for t in r.metrics.serve.trials
+                    if (serve := record_of(r, ServeMetrics))
+                    for t in serve.trials
                 ),
                 key=lambda tv: (tv[0].rate_per_s or float("inf"), tv[0].requests_per_s),
             )

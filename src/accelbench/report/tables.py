@@ -66,7 +66,7 @@ def seed_table_1(results: Sequence[Result]) -> Grid | None:
     grows (the first epoch holds compilation). None unless some cell was run at two or more
     device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
-    for r in measured(results, "train"):
+    for r in measured(results, "table-1"):
         s = r.spec
         groups[(s.workload, r.platform, s.batch_size, s.precision, s.compile)].append(r)
     rows = []
@@ -114,7 +114,7 @@ def seed_table_3(results: Sequence[Result]) -> Grid | None:
     synchronised batch norm's span and the epoch time. None unless some workload and platform
     were run at two or more batch sizes and two or more device counts."""
     groups: dict[tuple[object, ...], list[Result]] = defaultdict(list)
-    for r in measured(results, "train"):
+    for r in measured(results, "table-3"):
         groups[(r.spec.workload, r.platform, r.spec.precision)].append(r)
     rows = []
     for members in groups.values():

@@ -12,7 +12,8 @@ from accelbench import convergence
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
 from accelbench.result import Result
-from accelbench.scenario_records import TimeToTrain
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.time_to_train import TimeToTrain
 from accelbench.spec import RunSpec
 
 
@@ -72,13 +73,19 @@ def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
 
 
 def _ttt(result: Result) -> TimeToTrain:
-    assert result.metrics is not None and result.metrics.time_to_train is not None
-    return result.metrics.time_to_train
+    found = record_of(result, TimeToTrain)
+    assert found is not None
+    return found
 
 
 def _median_text(values: Sequence[float | None], form: str) -> str:
     known = [v for v in values if v is not None]
     return form.format(statistics.median(known)) if known else ""
+
+
+def lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:
+    """The time-to-train scenario's lines under the results table (Scenario.notes)."""
+    return [time_to_train_line(result, name)]
 
 
 def time_to_train_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:

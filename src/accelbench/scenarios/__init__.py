@@ -1,28 +1,124 @@
-"""How a workload is measured: scenario name -> function(spec, workload, device) -> metrics."""
+"""The registry of scenarios: each is a plug-in (base.Scenario) in a folder of its own, whose
+__init__ describes it (torch-free) and whose measure.py measures it.
+
+Besides the built-in ones, a scenario comes from a module or .py file named in
+$ACCELBENCH_SCENARIOS (comma-separated; cells inherit it) or from an installed package's
+`accelbench.scenarios` entry point; either defines a `SCENARIO`. Scenario names are compared
+here and nowhere else: the rest of accelbench reads a plug-in's fields.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
 
-if TYPE_CHECKING:
-    import torch
+from accelbench.errors import AccelbenchError, one_line
+from accelbench.scenarios import generate, infer, serve, server, time_to_train, train
+from accelbench.scenarios.base import Headline, Record, Scenario
 
-    from accelbench.spec import RunSpec
-    from accelbench.workload import Workload
+__all__ = ["Headline", "Record", "Scenario", "get", "names", "record_type", "register"]
 
-ScenarioFn = Callable[["RunSpec", "Workload", "torch.device"], Any]
+PLUGINS_ENV = "ACCELBENCH_SCENARIOS"
+_REGISTRY: dict[str, Scenario] = {}
 
 
-def get(name: str) -> ScenarioFn:
-    from accelbench.scenarios import generate, infer, serve, server, time_to_train, train
+def register(scenario: Scenario) -> Scenario:
+    """Add a scenario; its name must be new and its record's kind its name."""
+    if scenario.name in _REGISTRY and _REGISTRY[scenario.name] is not scenario:
+        raise ValueError(f"a scenario named {scenario.name!r} is already registered")
+    record = scenario.record
+    if record is not None and record.model_fields["kind"].default != scenario.name:
+        raise ValueError(f"{record.__name__}.kind must default to {scenario.name!r}")
+    _REGISTRY[scenario.name] = scenario
+    return scenario
 
-    scenarios: dict[str, ScenarioFn] = {
-        "train": train.measure,
-        "infer": infer.measure,
-        "server": server.measure,
-        "time-to-train": time_to_train.measure,
-        "generate": generate.measure,
-        "serve": serve.measure,
-    }
-    return scenarios[name]
+
+def get(name: str) -> Scenario:
+    """The scenario of this name; ValueError naming the known ones for any other."""
+    _load_plugins()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown scenario {name!r}: give one of {', '.join(names())}") from None
+
+
+def names() -> list[str]:
+    _load_plugins()
+    return list(_REGISTRY)
+
+
+def all_scenarios() -> list[Scenario]:
+    _load_plugins()
+    return list(_REGISTRY.values())
+
+
+def with_objective(objective: str) -> tuple[str, ...]:
+    """The scenarios whose results answer an objective of `accelbench recommend`."""
+    return tuple(s.name for s in all_scenarios() if objective in s.objectives)
+
+
+def in_view(view: str) -> tuple[str, ...]:
+    """The scenarios whose results appear in a table or figure of the report."""
+    return tuple(s.name for s in all_scenarios() if view in s.views)
+
+
+def record_type(kind: str) -> type[Record]:
+    """The record class a stored record's kind names."""
+    record = get(kind).record
+    if record is None:
+        raise ValueError(f"scenario {kind!r} keeps no record of its own")
+    return record
+
+
+_loaded: list[str] = []
+"""The value of $ACCELBENCH_SCENARIOS the registry was last loaded with."""
+_modules: set[str] = set()
+"""The plug-in modules registered so far."""
+
+
+def _load_plugins() -> None:
+    """Import the plug-ins $ACCELBENCH_SCENARIOS and entry points name, once per value."""
+    wanted = os.environ.get(PLUGINS_ENV, "")
+    if _loaded == [wanted]:
+        return
+    _loaded[:] = [wanted]
+    for point in importlib.metadata.entry_points(group="accelbench.scenarios"):
+        register(point.load())
+    for name in filter(None, (n.strip() for n in wanted.split(","))):
+        if name in _modules:  # loaded before, under another value of the variable
+            continue
+        found = getattr(_module(name), "SCENARIO", None)
+        if not isinstance(found, Scenario):
+            raise AccelbenchError(
+                f"{PLUGINS_ENV}: {name} defines no SCENARIO: give it one, a scenarios.Scenario"
+            )
+        register(found)
+        _modules.add(name)
+
+
+def _module(name: str) -> ModuleType:
+    """The module a name or a .py file's path gives."""
+    path = Path(name)
+    if name.endswith(".py") and not path.is_file():
+        raise AccelbenchError(
+            f"{PLUGINS_ENV}: no Python file at {name}: give a module's name or a .py file's path"
+        )
+    try:
+        if not name.endswith(".py"):
+            return importlib.import_module(name)
+        spec = importlib.util.spec_from_file_location(f"accelbench_scenario_{path.stem}", path)
+        assert spec is not None and spec.loader is not None  # a .py file that exists
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the user's module: whatever it raises, say where
+        _loaded.clear()  # and try again next time, not half-registered
+        raise AccelbenchError(f"{PLUGINS_ENV}: cannot import {name}: {one_line(exc)}") from exc
+    return module
+
+
+for _builtin in (train, infer, server, time_to_train, generate, serve):
+    register(_builtin.SCENARIO)

@@ -21,7 +21,7 @@ from accelbench import device as dev
 from accelbench.energy import EnergyMeter, EnergyMetrics
 from accelbench.energy import combine as combine_energy
 from accelbench.errors import one_line
-from accelbench.result import NO_CPU_PEAK, EpochMetrics, Flops, RankMetrics, TrainMetrics
+from accelbench.metrics import NO_CPU_PEAK, EpochMetrics, Flops, Metrics, RankMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import Summary, summarize, warmup_end
 from accelbench.workload import Batch, Workload
@@ -54,7 +54,7 @@ def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[i
 
 @dataclass
 class Raw:
-    """What one process measured, in the units of TrainMetrics' fields."""
+    """What one process measured, in the units of Metrics' fields."""
 
     epoch_s: list[float] = field(default_factory=list)
     step_ms: list[float] = field(default_factory=list)
@@ -240,9 +240,19 @@ def count_flops(
     )
 
 
+class Items(Protocol):
+    """What the items of a step are (a Workload says it, and a client scenario of its own)."""
+
+    @property
+    def item_unit(self) -> str: ...
+
+    @property
+    def tokens_per_item(self) -> int | None: ...
+
+
 def build_metrics(
     spec: RunSpec,
-    workload: Workload,
+    items: Items,
     raw: Raw,
     ranks: list[RankMetrics],
     *,
@@ -250,7 +260,7 @@ def build_metrics(
     build_s: float,
     flops: Flops | None,
     metered_from_epoch: int | None = None,
-) -> TrainMetrics:
+) -> Metrics:
     """The record of the raw figures. Energy was metered from epoch index `metered_from_epoch`
     on (default: the steady epochs, all of a one-epoch run), as measured_epochs meters it."""
     n = spec.steps_per_epoch
@@ -276,10 +286,10 @@ def build_metrics(
     if metered_from_epoch is None:
         metered_from_epoch = min(1, len(epochs) - 1)
     metered_items = sum(e.num_items for e in epochs[metered_from_epoch:])
-    return TrainMetrics(
-        item_unit=workload.item_unit,
+    return Metrics(
+        item_unit=items.item_unit,
         items_per_step=spec.global_batch,
-        tokens_per_item=workload.tokens_per_item,
+        tokens_per_item=items.tokens_per_item,
         layout=sharding.layout(spec),
         timer=timer,
         epochs=epochs,

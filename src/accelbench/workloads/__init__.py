@@ -215,8 +215,8 @@ def get(name: str, model_args: ModelArgs | None = None) -> Workload:
         return vision.timm_model(name.removeprefix("timm/"), **args)  # type: ignore[arg-type]
     if name.startswith("hf/"):
         return language.hf_model(name.removeprefix("hf/"), **args)  # type: ignore[arg-type]
-    if is_served(name):
-        return _served(name)
+    if is_served(name):  # nothing of it is built here
+        raise AccelbenchError(f"{name} runs on its server: measure it with --scenario serve")
     return _user_workload(name, args)
 
 
@@ -224,15 +224,6 @@ def is_served(name: str) -> bool:
     """True for `served/<model>`: a model measured through the server that serves it."""
     prefix, _, model = name.partition("/")
     return prefix == "served" and bool(model.strip())
-
-
-def _served(name: str) -> Workload:
-    """What a served model is to the scenarios: requests, and nothing to build or feed."""
-
-    def elsewhere(*_: object) -> Any:
-        raise AccelbenchError(f"{name} runs on its server: measure it with --scenario serve")
-
-    return Workload("requests", elsewhere, elsewhere, elsewhere)
 
 
 def _model_file(target: str) -> Path:

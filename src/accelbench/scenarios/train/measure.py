@@ -17,7 +17,7 @@ from accelbench import device as dev
 from accelbench import distributed
 from accelbench.data import make_loader
 from accelbench.engine import Engine, make_engine
-from accelbench.result import TrainMetrics
+from accelbench.result import Metrics
 from accelbench.scenarios.epochs import (
     Raw,
     across_ranks,
@@ -32,7 +32,7 @@ DEVICE_BATCHES = 4
 """Distinct batches cycled with inputs_on_device: a few, so that consecutive steps differ."""
 
 
-def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     engine = make_engine(workload, spec, device)

@@ -20,7 +20,7 @@ from accelbench import device as dev
 from accelbench.data import make_loader
 from accelbench.optim import to_device
 from accelbench.precision import torch_settings
-from accelbench.result import TrainMetrics
+from accelbench.result import Metrics
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops, measured_epochs
 from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
@@ -75,13 +75,13 @@ def _quantised(model: torch.nn.Module) -> torch.nn.Module:
         return quantize_dynamic(model, layers, dtype=torch.qint8)
 
 
-def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     return measure_with(spec, workload, device)[0]
 
 
 def measure_with(
     spec: RunSpec, workload: Workload, device: torch.device
-) -> tuple[TrainMetrics, Forward, list[Batch]]:
+) -> tuple[Metrics, Forward, list[Batch]]:
     """The measurement, with the model and the queries it used, for scenarios that go on."""
     torch.manual_seed(spec.seed)
     start = time.perf_counter()

@@ -1,110 +1,21 @@
-"""The sub-records of the scenarios beyond training's steps: the server's rates, time to train's
-evaluations and outcome, generation's token timings. result.TrainMetrics holds one of them."""
+"""The serve scenario: streamed requests to a running OpenAI-compatible server, timed on the
+client (measure.py; endpoint.py speaks the protocol). A client scenario: no model is built,
+fed or checked here, and the platform is the server's, as the user names it."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
 
+from accelbench import workloads
 from accelbench.frozen import Frozen
+from accelbench.scenarios.base import Headline, Record, Scenario, record_of
 from accelbench.stats import Summary, wilson_interval
 
-Outcome = Literal["reached", "not-converged", "diverged"]
-
-
-class ServerTrial(Frozen):
-    """Queries sent at one target rate."""
-
-    target_per_s: float
-    achieved_per_s: float
-    """Queries answered per second, from the first arrival to the last answer."""
-    latency_ms: list[float]
-    """Raw latency of every query, from its arrival to its batch's answer, in arrival order."""
-    latency: Summary
-    mean_batch: float
-    """Queries per batch the dynamic batcher sent, on average."""
-
-
-class ServerMetrics(Frozen):
-    """The server scenario: the rates tried and the one reported."""
-
-    latency_bound_ms: float | None
-    trials: list[ServerTrial]
-    reported: int | None
-    """Index of the trial reported: the given rate's, or the highest rate whose p99 kept within
-    the bound (None: no rate tried kept within it)."""
-    search: str
-    """How the rates were chosen, in words."""
-
-    @property
-    def sustained_per_s(self) -> float | None:
-        """Queries answered per second at the reported rate; None where no rate was sustained."""
-        return None if self.reported is None else self.trials[self.reported].achieved_per_s
-
-
-class EvalPoint(Frozen):
-    """One evaluation of the held-out split in time-to-train."""
-
-    step: int
-    """Optimizer steps done."""
-    train_s: float
-    """The training clock: time in optimizer steps so far, evaluations left out."""
-    num_items: int
-    """Training items seen."""
-    data_passes: float
-    """Passes over the training split."""
-    train_loss: float
-    """Median training loss of the steps since the previous evaluation."""
-    val_loss: float
-    val_accuracy: float | None
-    """Share of held-out items labelled right (classifiers only)."""
-
-
-class TimeToTrain(Frozen):
-    """The time-to-train scenario: how long training took to reach a held-out target."""
-
-    target: str
-    outcome: Outcome
-    reason: str
-    """What ended the run, in words."""
-    time_to_target_s: float | None
-    """The training clock at the first evaluation that met the target (None: not reached)."""
-    steps_to_target: int | None
-    items_to_target: int | None
-    passes_to_target: float | None
-    train_s: float
-    """The training clock when the run ended."""
-    eval_s: float
-    """Time spent evaluating, outside the training clock."""
-    num_train_items: int
-    num_held_out_items: int
-    lr: float
-    """The learning rate reached after warm-up."""
-    lr_rule: str
-    """How lr was set, in words."""
-    max_loss: float
-    """Largest finite training loss of any step: a spike that recovered stays on record."""
-    max_loss_step: int
-    curve: list[EvalPoint]
-
-
-class GenerateMetrics(Frozen):
-    """The generate scenario's token timings (scenarios/generate.py)."""
-
-    prompt_tokens: int
-    new_tokens: int
-    token_ms: list[list[float]]
-    """Raw: for every call, in order, the time from the call to each new token's arrival on the
-    host, ms; the summaries below are of the steady calls'."""
-    ttft_ms: Summary
-    """Time to first token: the call to its first token (the prefill and one decode step)."""
-    tpot_ms: Summary
-    """Time per output token after the first: (E2EL - TTFT) / (new tokens - 1), per call."""
-    itl_ms: Summary
-    """Inter-token latency: every gap between consecutive tokens of a call."""
-    e2el_ms: Summary
-    """End-to-end latency: the call to its last token."""
-    prefill_tokens_per_s: float
-    """Prompt tokens of a batch over the median TTFT: the prefill's rate."""
+if TYPE_CHECKING:
+    from accelbench.result import Result
+    from accelbench.spec import RunSpec
 
 
 class ServedRequest(Frozen):
@@ -175,10 +86,11 @@ class ServeTrial(Frozen):
         return round(self.within_slo * len(self.requests))
 
 
-class ServeMetrics(Frozen):
+class ServeMetrics(Record):
     """The serve scenario: what the server called its model, the SLO's rule, and the trials
     (the endpoint and the SLO's targets are the spec's)."""
 
+    kind: str = "serve"
     server_model: str | None
     """The model as the server's answers name it (None if they did not)."""
     slo_share: float
@@ -209,3 +121,79 @@ class ServeMetrics(Frozen):
         low, high = wilson_interval(t.num_within, len(t.requests))
         per_s = len(t.requests) / t.duration_s
         return low * per_s, high * per_s
+
+
+def _rules(spec: RunSpec) -> None:
+    if spec.endpoint is None:
+        raise ValueError(
+            "serve needs the --endpoint of a running server, such as http://127.0.0.1:8000"
+        )
+    if not workloads.is_served(spec.workload):
+        raise ValueError(
+            "serve measures a served/NAME workload through its server (NAME: the model the "
+            "server serves)"
+        )
+    if spec.precision != "fp32" or spec.compile or spec.channels_last or spec.data:
+        raise ValueError(
+            "serve measures a server as it runs: its precision and compilation are the "
+            "server's settings, its data the prompts; leave out --precision, --compile, "
+            "--channels-last and --data (--lengths gives the requests' lengths)"
+        )
+
+
+def _headline(result: Result) -> Headline | None:
+    """Requests per second within the SLO at the reported rate, with its interval over its
+    requests; None where no rate met the SLO."""
+    serve = record_of(result, ServeMetrics)
+    if serve is None or serve.goodput_per_s is None:
+        return None
+    return Headline(serve.goodput_per_s, "requests/s within the SLO", serve.goodput_ci)
+
+
+def _columns(result: Result) -> Mapping[str, object]:
+    serve = record_of(result, ServeMetrics)
+    if serve is None:
+        return {}
+    loop = serve.trials[0]
+    found: dict[str, object] = {
+        "server_model": serve.server_model,
+        "capacity_requests_per_s": loop.requests_per_s,
+    }
+    if serve.reported is not None:
+        t = serve.trials[serve.reported]
+        found |= {
+            "rate_sent_per_s": t.sent_per_s,
+            "within_slo": t.within_slo,
+            "output_tokens_per_s": t.output_tokens_per_s,
+            "ttft_p99_ms": t.ttft_ms.p99 if t.ttft_ms else None,
+            "tpot_p99_ms": t.tpot_ms.p99 if t.tpot_ms else None,
+        }
+    return found
+
+
+def _words(spec: RunSpec) -> list[str]:
+    lengths = (
+        f"lengths={Path(spec.lengths).name}"
+        if spec.lengths
+        else (f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
+    )
+    return [lengths, *([f"at {spec.rate_per_s:g}/s"] if spec.rate_per_s else [])]
+
+
+SCENARIO = Scenario(
+    name="serve",
+    summary="streamed requests to the OpenAI-compatible server at `endpoint`",
+    measure="accelbench.scenarios.serve.measure:measure",
+    client=True,
+    own_fields=("endpoint", "api_key_env", "chat"),
+    rules=_rules,
+    record=ServeMetrics,
+    headline=_headline,
+    objectives=("goodput",),
+    views=frozenset({"serving"}),
+    verdict_rules="accelbench.validity:serve_flags",
+    notes="accelbench.report.serving:lines",
+    cell_text="accelbench.report.serving:cell_text",
+    columns=_columns,
+    words=_words,
+)

@@ -22,9 +22,9 @@ import torch
 from accelbench import device as dev
 from accelbench.errors import AccelbenchError
 from accelbench.precision import torch_settings
-from accelbench.result import TrainMetrics
-from accelbench.scenario_records import GenerateMetrics
+from accelbench.result import Metrics
 from accelbench.scenarios.epochs import Raw, build_metrics, first_steady_step, measured_epochs
+from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize
 from accelbench.workload import Tokens, Workload
@@ -44,7 +44,7 @@ class _Clock:
         pass
 
 
-def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     settings = torch_settings(spec.precision)
@@ -89,7 +89,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     )
     steady = token_ms[first_steady_step(spec, raw.step_ms) :]
     return metrics.model_copy(
-        update={"tokens_per_item": spec.new_tokens, "generate": generation(spec, steady, token_ms)}
+        update={"tokens_per_item": spec.new_tokens, "record": generation(spec, steady, token_ms)}
     )
 
 

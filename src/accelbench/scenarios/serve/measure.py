@@ -24,20 +24,20 @@ import itertools
 import random
 import time
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from accelbench import contention, endpoint, interruption
 from accelbench.errors import AccelbenchError
-from accelbench.result import TrainMetrics
-from accelbench.scenario_records import ServedRequest, ServeMetrics, ServeTrial
+from accelbench.result import Metrics
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
-from accelbench.scenarios.server import SEARCH_TRIALS
+from accelbench.scenarios.serve import ServedRequest, ServeMetrics, ServeTrial
+from accelbench.scenarios.server.measure import SEARCH_TRIALS
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize
 from accelbench.validity import keeps_up
-from accelbench.workload import Workload
 
 SLO_SHARE = 0.99
 """MLPerf Inference's server latency bounds hold at the 99th percentile."""
@@ -46,11 +46,20 @@ Send = Callable[[float], Coroutine[None, None, ServedRequest]]
 """Sends the next request and times it from a trial's start (time.perf_counter)."""
 
 
-def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
-    return asyncio.run(_measure(spec, workload))
+@dataclass(frozen=True)
+class Requests:
+    """What a step of the closed loop counts: requests ended (their tokens vary)."""
+
+    item_unit: str = "requests"
+    tokens_per_item: int | None = None
 
 
-async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
+def measure(spec: RunSpec) -> Metrics:
+    """A client scenario's measurement: the spec alone, no workload or device of its own."""
+    return asyncio.run(_measure(spec))
+
+
+async def _measure(spec: RunSpec) -> Metrics:
     import httpx
 
     url = spec.endpoint
@@ -87,7 +96,7 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
             )
 
         build_s = time.perf_counter() - start
-        metrics, loop = await closed_loop(spec, workload, send, build_s)
+        metrics, loop = await closed_loop(spec, send, build_s)
         capacity = metrics.items_per_s
         trials = [loop]
         # The headline is an arrival trial's: what else the host did is read over the trials.
@@ -120,12 +129,10 @@ async def _measure(spec: RunSpec, workload: Workload) -> TrainMetrics:
         reported=reported,
         search=search,
     )
-    return metrics.model_copy(update={"serve": serve, "host": host})
+    return metrics.model_copy(update={"record": serve, "host": host})
 
 
-async def closed_loop(
-    spec: RunSpec, workload: Workload, send: Send, build_s: float
-) -> tuple[TrainMetrics, ServeTrial]:
+async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metrics, ServeTrial]:
     """The closed loop's epochs as a record whose steps are batch_size requests ended, and its
     steady requests as a trial."""
     raw, served, ended = Raw(), [], []
@@ -146,7 +153,7 @@ async def closed_loop(
         raise AccelbenchError(f"every request to {spec.endpoint} failed: {reason}")
     raw.wait_ms = [0.0] * len(raw.step_ms)  # the prompts are made before each is sent
     metrics = build_metrics(
-        spec, workload, raw, [], timer="wall-clock", build_s=build_s, flops=None
+        spec, Requests(), raw, [], timer="wall-clock", build_s=build_s, flops=None
     )
     steady = served[metrics.steady_from_step * spec.batch_size :]
     loop = trial(spec, steady, None, spec.batch_size, metrics.delivered.time_s)

@@ -28,16 +28,16 @@ from accelbench.data import split_loaders
 from accelbench.energy import EnergyMeter
 from accelbench.engine import TorchEngine
 from accelbench.errors import AccelbenchError
-from accelbench.result import TrainMetrics
-from accelbench.scenario_records import EvalPoint, Outcome, TimeToTrain
+from accelbench.result import Metrics
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
-from accelbench.scenarios.train import train_epoch
+from accelbench.scenarios.time_to_train import EvalPoint, Outcome, TimeToTrain
+from accelbench.scenarios.train.measure import train_epoch
 from accelbench.spec import RunSpec
 from accelbench.targets import parse_target
 from accelbench.workload import Batch, Workload
 
 
-def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     assert spec.target is not None, "the spec requires a target for time-to-train"
     metric, op, goal = parse_target(spec.target)  # checked when the spec was made
     if metric == "val_accuracy" and workload.correct is None:
@@ -122,7 +122,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
         max_loss_step=max_step,
         curve=curve,
     )
-    return metrics.model_copy(update={"time_to_train": record})
+    return metrics.model_copy(update={"record": record})
 
 
 def _endless(loader: Iterable[Batch]) -> Iterator[Batch]:

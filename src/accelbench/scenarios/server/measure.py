@@ -20,9 +20,9 @@ from collections.abc import Callable
 import torch
 
 from accelbench import device as dev
-from accelbench.result import TrainMetrics
-from accelbench.scenario_records import ServerMetrics, ServerTrial
-from accelbench.scenarios import infer
+from accelbench.result import Metrics
+from accelbench.scenarios.infer import measure as infer
+from accelbench.scenarios.server import ServerMetrics, ServerTrial
 from accelbench.spec import RunSpec
 from accelbench.stats import summarize
 from accelbench.validity import MIN_P99_ESTIMATE, OVERLOAD_FRAC
@@ -32,7 +32,7 @@ SEARCH_TRIALS = 6
 """Rates tried by the bisection: it narrows the rate to 1/64 of the capacity."""
 
 
-def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMetrics:
+def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     metrics, forward, queries = infer.measure_with(spec, workload, device)
     full = queries[0]  # spec.batch_size items; a batch of n sends its first n
     rng = random.Random(spec.seed)
@@ -61,7 +61,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> TrainMet
     server = ServerMetrics(
         latency_bound_ms=spec.latency_bound_ms, trials=trials, reported=reported, search=search
     )
-    return metrics.model_copy(update={"server": server})
+    return metrics.model_copy(update={"record": server})
 
 
 def kept_within(trial: ServerTrial, bound_ms: float) -> bool:

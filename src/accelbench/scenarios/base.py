@@ -1,0 +1,150 @@
+"""What a scenario is to the rest of accelbench: a plug-in (`Scenario`) that names how a cell is
+measured, which spec knobs are its own and the rules over them, the record it adds to the
+metrics (a `Record`), its headline, its lines under the results table and its export columns.
+
+Torch-free: the spec, the store and the reports read plug-ins; only a cell imports `measure`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from accelbench.frozen import Frozen
+
+if TYPE_CHECKING:
+    from accelbench.result import Result, Status
+    from accelbench.spec import RunSpec
+
+Namer = Callable[["RunSpec"], str]
+"""Names a cell in a line of text (report.cells.describe, or a describer)."""
+
+
+class Record(Frozen):
+    """A scenario's own part of the metrics (Metrics.record), stored with its scenario's name
+    in `kind`, which picks the class that reads it back (scenarios.record_type)."""
+
+    kind: str
+
+    def status(self) -> tuple[Status, str] | None:
+        """A status other than ok that the record gives its result, with the reason; None:
+        ok."""
+        return None
+
+
+R = TypeVar("R", bound=Record)
+
+
+def record_of(result: Result, kind: type[R]) -> R | None:
+    """The result's scenario record if it is of this class, else None."""
+    record = result.metrics.record if result.metrics else None
+    return record if isinstance(record, kind) else None
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The one number a result is read by, with its unit and 95% interval where it has one."""
+
+    value: float
+    unit: str
+    interval: tuple[float, float] | None = None
+
+
+def steady_rate(result: Result) -> Headline | None:
+    """The headline of scenarios that run steps: the delivered rate over the steady state and
+    its interval from batch means."""
+    m = result.metrics
+    if m is None:
+        return None
+    low, high = m.delivered.ci_low, m.delivered.ci_high
+    interval = None if low is None or high is None else (low, high)
+    return Headline(m.items_per_s, f"{m.item_unit}/s", interval)
+
+
+def no_rules(spec: RunSpec) -> None:
+    """A scenario without rules of its own."""
+
+
+def no_columns(result: Result) -> dict[str, object]:
+    return {}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One way of measuring a workload, registered by name (scenarios.register)."""
+
+    name: str
+    summary: str
+    """What it measures, in one line for --help and the docs."""
+    measure: str | Callable[..., Any]
+    """(spec, workload, device) -> Metrics, a client's (spec) -> Metrics, or "module:function"
+    naming it: imported only in the cell's process, so that reading results never imports
+    torch or httpx."""
+    trains: bool = False
+    """Takes optimizer steps: gradient accumulation, recompute and training-only precisions
+    go with it; inference-only precisions do not."""
+    distributes: bool = False
+    """May run over several processes (replicas, tensor parallel, pipeline stages, FSDP)."""
+    batch_latency: bool = False
+    """Each step is one batch's latency (its p99 needs enough batches behind it)."""
+    client: bool = False
+    """Measures a server through its endpoint: nothing is built, fed, placed or checked here,
+    and `measure` takes the spec alone."""
+    generates: bool = False
+    """Needs a model that generates text."""
+    own_fields: tuple[str, ...] = ()
+    """Spec fields only this scenario reads: given with another scenario, they are refused."""
+    rules: Callable[[RunSpec], None] = no_rules
+    """Its rules over a spec of it: raise ValueError naming the fix."""
+    record: type[Record] | None = None
+    """The class of its part of the metrics, if it adds one."""
+    headline: Callable[[Result], Headline | None] = steady_rate
+    verdict_rules: str | Callable[[Result], list[tuple[Any, str]]] | None = None
+    """Its own verdict rules beyond every result's: (validity.Flag, reason) for each broken,
+    or "module:function" naming the function."""
+    objectives: tuple[str, ...] = ()
+    """The objectives of `accelbench recommend` its results answer."""
+    views: frozenset[str] = frozenset()
+    """The report's tables and figures its results appear in (report.VIEWS)."""
+    notes: str | Callable[[Result, Namer], list[str]] | None = None
+    """Its lines under the results table, or "module:function" naming the function."""
+    cell_text: str | Callable[[Result], str] | None = None
+    """Its headline in words as its cell ends, or "module:function" naming the function;
+    None: the rate of its steps."""
+    columns: Callable[[Result], Mapping[str, object]] = no_columns
+    """Its own columns of the CSV export: names unique to it, values plain."""
+    words: Callable[[RunSpec], list[str]] = field(default=lambda spec: [])
+    """Its own settings in a cell's description (prompt and new tokens, a rate)."""
+
+    def measure_fn(self) -> Callable[..., Any]:
+        return resolve(self.measure)
+
+    def cell_words(self, result: Result) -> str | None:
+        return resolve(self.cell_text)(result) if self.cell_text else None
+
+    def lines(self, result: Result, name: Namer) -> list[str]:
+        found: list[str] = resolve(self.notes)(result, name) if self.notes else []
+        return found
+
+    def verdicts(self, result: Result) -> list[tuple[Any, str]]:
+        found: list[tuple[Any, str]] = (
+            resolve(self.verdict_rules)(result) if self.verdict_rules else []
+        )
+        return found
+
+    @property
+    def rated_by_steps(self) -> bool:
+        """Whether its headline is the steady rate of its steps (its epochs, the last epoch's
+        time and the rate's own verdict rules then apply to it)."""
+        return self.headline is steady_rate
+
+
+def resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:
+    """A callable, or the one "module:function" names."""
+    if not isinstance(target, str):
+        return target
+    module, _, name = target.partition(":")
+    found: Callable[..., Any] = getattr(importlib.import_module(module), name)
+    return found

@@ -1,0 +1,67 @@
+"""The generate scenario: greedy decoding of new_tokens for a batch of prompts, each token
+timed on the host: TTFT, TPOT, ITL and E2EL (measure.py). Its steps are whole generate calls,
+its items the batch's sequences and tokens_per_item their new tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from accelbench.scenarios.base import Record, Scenario, record_of
+from accelbench.stats import Summary
+
+if TYPE_CHECKING:
+    from accelbench.result import Result
+    from accelbench.spec import RunSpec
+
+
+class GenerateMetrics(Record):
+    """The generate scenario's token timings."""
+
+    kind: str = "generate"
+    prompt_tokens: int
+    new_tokens: int
+    token_ms: list[list[float]]
+    """Raw: for every call, in order, the time from the call to each new token's arrival on the
+    host, ms; the summaries below are of the steady calls'."""
+    ttft_ms: Summary
+    """Time to first token: the call to its first token (the prefill and one decode step)."""
+    tpot_ms: Summary
+    """Time per output token after the first: (E2EL - TTFT) / (new tokens - 1), per call."""
+    itl_ms: Summary
+    """Inter-token latency: every gap between consecutive tokens of a call."""
+    e2el_ms: Summary
+    """End-to-end latency: the call to its last token."""
+    prefill_tokens_per_s: float
+    """Prompt tokens of a batch over the median TTFT: the prefill's rate."""
+
+
+def _columns(result: Result) -> Mapping[str, object]:
+    g = record_of(result, GenerateMetrics)
+    if g is None:
+        return {}
+    return {
+        "ttft_p50_ms": g.ttft_ms.median,
+        "ttft_p99_ms": g.ttft_ms.p99,
+        "tpot_p50_ms": g.tpot_ms.median,
+        "itl_p50_ms": g.itl_ms.median,
+        "itl_p99_ms": g.itl_ms.p99,
+        "prefill_tokens_per_s": g.prefill_tokens_per_s,
+    }
+
+
+def _words(spec: RunSpec) -> list[str]:
+    return [f"prompt={spec.prompt_tokens} new={spec.new_tokens}"]
+
+
+SCENARIO = Scenario(
+    name="generate",
+    summary="greedy decoding of new_tokens for a batch of prompts, each token timed",
+    measure="accelbench.scenarios.generate.measure:measure",
+    generates=True,
+    record=GenerateMetrics,
+    views=frozenset({"tokens"}),
+    notes="accelbench.report.inference:generate_lines",
+    columns=_columns,
+    words=_words,
+)

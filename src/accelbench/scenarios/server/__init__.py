@@ -1,0 +1,91 @@
+"""The server scenario, after MLPerf LoadGen's: queries of one item arrive at random at a rate
+and a dynamic batcher answers them (measure.py); its headline is the rate sustained within
+the latency bound, never the capacity."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from accelbench.frozen import Frozen
+from accelbench.scenarios.base import Headline, Record, Scenario, record_of
+from accelbench.stats import Summary
+
+if TYPE_CHECKING:
+    from accelbench.result import Result
+    from accelbench.spec import RunSpec
+
+
+class ServerTrial(Frozen):
+    """Queries sent at one target rate."""
+
+    target_per_s: float
+    achieved_per_s: float
+    """Queries answered per second, from the first arrival to the last answer."""
+    latency_ms: list[float]
+    """Raw latency of every query, from its arrival to its batch's answer, in arrival order."""
+    latency: Summary
+    mean_batch: float
+    """Queries per batch the dynamic batcher sent, on average."""
+
+
+class ServerMetrics(Record):
+    """The server scenario: the rates tried and the one reported."""
+
+    kind: str = "server"
+    latency_bound_ms: float | None
+    trials: list[ServerTrial]
+    reported: int | None
+    """Index of the trial reported: the given rate's, or the highest rate whose p99 kept within
+    the bound (None: no rate tried kept within it)."""
+    search: str
+    """How the rates were chosen, in words."""
+
+    @property
+    def sustained_per_s(self) -> float | None:
+        """Queries answered per second at the reported rate; None where no rate was sustained."""
+        return None if self.reported is None else self.trials[self.reported].achieved_per_s
+
+
+def _rules(spec: RunSpec) -> None:
+    if spec.rate_per_s is None and spec.latency_bound_ms is None:
+        raise ValueError(
+            "the server scenario needs --rate-per-s, or --latency-bound-ms to search for one"
+        )
+
+
+def _headline(result: Result) -> Headline | None:
+    """The queries answered per second at the reported rate (one trial: no interval)."""
+    server = record_of(result, ServerMetrics)
+    rate = server.sustained_per_s if server else None
+    return None if rate is None else Headline(rate, "queries/s sustained")
+
+
+def _columns(result: Result) -> Mapping[str, object]:
+    server = record_of(result, ServerMetrics)
+    if not server or server.reported is None:
+        return {}
+    t = server.trials[server.reported]
+    return {
+        "server_rate_per_s": t.target_per_s,
+        "server_latency_p50_ms": t.latency.median,
+        "server_latency_p99_ms": t.latency.p99,
+        "server_mean_batch": t.mean_batch,
+    }
+
+
+SCENARIO = Scenario(
+    name="server",
+    summary="queries arriving at random at a rate, batched dynamically up to batch_size",
+    measure="accelbench.scenarios.server.measure:measure",
+    batch_latency=False,
+    own_fields=("latency_bound_ms", "batch_timeout_ms"),
+    rules=_rules,
+    record=ServerMetrics,
+    headline=_headline,
+    objectives=("latency",),
+    views=frozenset({"latency"}),
+    verdict_rules="accelbench.validity:server_flags",
+    notes="accelbench.report.inference:server_lines",
+    columns=_columns,
+)

@@ -1,0 +1,117 @@
+"""The time-to-train scenario: optimizer steps on real data until a held-out metric reaches its
+target, evaluated after each epoch (measure.py); the record keeps the outcome and the curve."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
+
+from accelbench.frozen import Frozen
+from accelbench.scenarios.base import Record, Scenario, record_of
+
+if TYPE_CHECKING:
+    from accelbench.result import Result, Status
+    from accelbench.spec import RunSpec
+
+Outcome = Literal["reached", "not-converged", "diverged"]
+
+
+class EvalPoint(Frozen):
+    """One evaluation of the held-out split in time-to-train."""
+
+    step: int
+    """Optimizer steps done."""
+    train_s: float
+    """The training clock: time in optimizer steps so far, evaluations left out."""
+    num_items: int
+    """Training items seen."""
+    data_passes: float
+    """Passes over the training split."""
+    train_loss: float
+    """Median training loss of the steps since the previous evaluation."""
+    val_loss: float
+    val_accuracy: float | None
+    """Share of held-out items labelled right (classifiers only)."""
+
+
+class TimeToTrain(Record):
+    """The time-to-train scenario: how long training took to reach a held-out target."""
+
+    kind: str = "time-to-train"
+    target: str
+    outcome: Outcome
+    reason: str
+    """What ended the run, in words."""
+    time_to_target_s: float | None
+    """The training clock at the first evaluation that met the target (None: not reached)."""
+    steps_to_target: int | None
+    items_to_target: int | None
+    passes_to_target: float | None
+    train_s: float
+    """The training clock when the run ended."""
+    eval_s: float
+    """Time spent evaluating, outside the training clock."""
+    num_train_items: int
+    num_held_out_items: int
+    lr: float
+    """The learning rate reached after warm-up."""
+    lr_rule: str
+    """How lr was set, in words."""
+    max_loss: float
+    """Largest finite training loss of any step: a spike that recovered stays on record."""
+    max_loss_step: int
+    curve: list[EvalPoint]
+
+    def status(self) -> tuple[Status, str] | None:
+        return None if self.outcome == "reached" else (self.outcome, self.reason)
+
+
+def _rules(spec: RunSpec) -> None:
+    if spec.target is None:
+        raise ValueError("time-to-train needs a --target such as val_loss<=0.02")
+    if spec.data is None:
+        raise ValueError(
+            "time-to-train needs real data to hold out a validation split: give --data, a "
+            "data set the workload reads (sklearn:digits is at hand for lenet5)"
+        )
+    if spec.distributed:
+        raise ValueError(
+            "time-to-train runs on one device so far: leave out --replicas, "
+            "--pipeline-stages, --tensor-parallel and --fsdp"
+        )
+    if spec.inputs_on_device:
+        raise ValueError(
+            "--inputs-on-device cycles a few synthetic batches: leave it out with "
+            "time-to-train, which reads real data"
+        )
+
+
+def _columns(result: Result) -> Mapping[str, object]:
+    ttt = record_of(result, TimeToTrain)
+    if ttt is None:
+        return {}
+    return {
+        "target": ttt.target,
+        "outcome": ttt.outcome,
+        "time_to_target_s": ttt.time_to_target_s,
+        "steps_to_target": ttt.steps_to_target,
+        "passes_to_target": ttt.passes_to_target,
+        "train_s": ttt.train_s,
+        "eval_s": ttt.eval_s,
+        "lr": ttt.lr,
+    }
+
+
+SCENARIO = Scenario(
+    name="time-to-train",
+    summary="optimizer steps on real data until a held-out metric reaches `target`",
+    measure="accelbench.scenarios.time_to_train.measure:measure",
+    trains=True,
+    own_fields=("target", "max_steps", "diverge_factor"),
+    rules=_rules,
+    record=TimeToTrain,
+    objectives=("time-to-train",),
+    views=frozenset({"time-to-train"}),
+    notes="accelbench.report.time_to_train:lines",
+    columns=_columns,
+)
