@@ -6,7 +6,7 @@ import argparse
 
 import torch
 
-from accelbench.environment import resolve_device
+from accelbench.records.environment import resolve_device
 
 
 def parser(doc: str, workload: str, batch_size: int) -> argparse.ArgumentParser:

@@ -19,12 +19,12 @@ import time
 import torch
 from _options import parse, parser  # benchmarks/, beside this script
 
-from accelbench import device as dev
 from accelbench import workloads
-from accelbench.data import make_loader
-from accelbench.engine import TorchEngine
+from accelbench.execution import device as dev
+from accelbench.execution.data import make_loader
+from accelbench.execution.engine import TorchEngine
+from accelbench.records.spec import RunSpec
 from accelbench.scenarios.train import measure as train
-from accelbench.spec import RunSpec
 
 
 def accelbench_rate(spec: RunSpec, device: torch.device) -> float:

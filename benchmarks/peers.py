@@ -23,9 +23,9 @@ import torch.utils.benchmark as benchmark
 from _options import parse, parser  # benchmarks/, beside this script
 
 from accelbench import workloads
-from accelbench.precision import torch_settings
+from accelbench.records.precision import torch_settings
+from accelbench.records.spec import RunSpec
 from accelbench.scenarios.train import measure as train
-from accelbench.spec import RunSpec
 
 
 def accelbench_rate(spec: RunSpec, device: torch.device) -> float:

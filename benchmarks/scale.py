@@ -19,11 +19,11 @@ import statistics
 import time
 from collections.abc import Callable
 
+from accelbench.cell.runner import run
+from accelbench.records.result import Result, result_key
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import summarize, warmup_end
 from accelbench.report.results import results_grid
-from accelbench.result import Result, result_key
-from accelbench.runner import run
-from accelbench.spec import RunSpec
-from accelbench.stats import summarize, warmup_end
 
 
 def records(base: Result, count: int) -> list[Result]:

@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from accelbench.cli.options import ENV_DEFAULTS
-from accelbench.contention import HostActivity
-from accelbench.result import Result, result_key
-from accelbench.spec import RunSpec
-from accelbench.throughput import Delivered
+from accelbench.records.contention import HostActivity
+from accelbench.records.result import Result, result_key
+from accelbench.records.spec import RunSpec
+from accelbench.records.throughput import Delivered
 
 
 @pytest.fixture(autouse=True)
@@ -299,7 +299,7 @@ def two_platforms() -> list[Result]:
     """Training at batch 4, 16 and 64 and inference at 4 and 16, measured here; the same cells
     on a simulated second platform (3x, 1.2x and 0.5x as fast); this platform at 2 replicas for
     batch 16 (1.8x); and an out-of-memory cell at batch 256."""
-    from accelbench.runner import run
+    from accelbench.cell.runner import run
 
     here = [run(tiny(batch_size=b, steps_per_epoch=12)) for b in (4, 16, 64)]
     here += [run(tiny(scenario="infer", batch_size=b, steps_per_epoch=12)) for b in (4, 16)]

@@ -16,9 +16,10 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from accelbench import distributed, sharding, workloads
-from accelbench.engine import TorchEngine
-from accelbench.spec import RunSpec
+from accelbench import workloads
+from accelbench.execution import distributed, sharding
+from accelbench.execution.engine import TorchEngine
+from accelbench.records.spec import RunSpec
 
 
 def main(spec_json: str, out: str, steps: int) -> None:

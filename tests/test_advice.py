@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import advice, objectives, validity
+from accelbench.analysis import advice, objectives, validity
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
+from accelbench.records.result import Result
+from accelbench.records.stats import summarize
 from accelbench.report import advice as advice_text
-from accelbench.result import Result
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
-from accelbench.stats import summarize
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import BUSY_HOST, on_platform, with_rate
 from .test_figures import _trained

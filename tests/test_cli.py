@@ -17,8 +17,8 @@ from typer.testing import CliRunner
 from accelbench import workloads
 from accelbench.cli import app
 from accelbench.cli.options import OPTION_NAMES, with_fields
-from accelbench.spec import RunSpec
-from accelbench.store import ResultStore
+from accelbench.records.spec import RunSpec
+from accelbench.storage.store import ResultStore
 
 from .conftest import make_image_folder, make_shards
 

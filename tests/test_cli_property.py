@@ -16,11 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from accelbench import contention, launch
 from accelbench.cli import app
-from accelbench.environment import Environment, capture
-from accelbench.result import Result
-from accelbench.store import ResultStore
+from accelbench.orchestration import launch
+from accelbench.records import contention
+from accelbench.records.environment import Environment, capture
+from accelbench.records.result import Result
+from accelbench.storage.store import ResultStore
 
 COMMANDS: dict[str, list[str]] = {
     "run": ["run", "tiny_mlp"],

@@ -5,13 +5,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import comparison
+from accelbench.analysis import comparison
+from accelbench.analysis.comparison import Ranking
 from accelbench.cli import app
-from accelbench.comparison import Ranking
 from accelbench.errors import AccelbenchError
+from accelbench.records.result import Result
 from accelbench.report import compare as compare_text
-from accelbench.result import Result
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import BUSY_HOST, SIM_PLATFORM, on_platform, with_rate
 

@@ -15,9 +15,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from accelbench.environment import capture
-from accelbench.result import Result
-from accelbench.store import ResultStore
+from accelbench.records.environment import capture
+from accelbench.records.result import Result
+from accelbench.storage.store import ResultStore
 
 from .conftest import ctrl_c_reaches, tiny
 
@@ -197,7 +197,7 @@ def test_concurrent_writers_lose_nothing(
 
 
 def test_stopping_a_cell_that_has_just_ended_is_no_error() -> None:
-    from accelbench import launch
+    from accelbench.orchestration import launch
 
     child = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
     child.wait()

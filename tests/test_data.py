@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from accelbench import workloads
 from accelbench.cli import app
-from accelbench.data import DIGITS, check_fits, check_readable, data_format, make_loader
 from accelbench.errors import AccelbenchError
+from accelbench.execution.data import DIGITS, check_fits, check_readable, data_format, make_loader
 from accelbench.scenarios.train import measure as train
 from accelbench.workload import Arrays, Batch, Tokens, reading
 

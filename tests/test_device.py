@@ -4,7 +4,7 @@ import time
 
 import torch
 
-from accelbench.device import StepTimer, host_peak_rss_gib, peak_memory_gib
+from accelbench.execution.device import StepTimer, host_peak_rss_gib, peak_memory_gib
 
 from .conftest import needs_cuda
 

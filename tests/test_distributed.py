@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from accelbench import distributed
+from accelbench.execution import distributed
 
 from .conftest import tiny
 

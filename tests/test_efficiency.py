@@ -5,8 +5,14 @@ from typing import get_args
 import pytest
 import torch
 
-from accelbench.efficiency import PEAK_CLASS, PEAKS, PeakClass, datasheet_peak, measured_peak
-from accelbench.precision import PRECISIONS
+from accelbench.execution.efficiency import (
+    PEAK_CLASS,
+    PEAKS,
+    PeakClass,
+    datasheet_peak,
+    measured_peak,
+)
+from accelbench.records.precision import PRECISIONS
 
 
 def test_every_precision_has_a_peak_class() -> None:
@@ -55,7 +61,7 @@ def test_attention_on_the_cpu_is_counted_in_inference_and_training() -> None:
     # MultiheadAttention's projections only. Per batch of 2 x 128 tokens of width 64: the
     # projections 4 x 2 x 256 x 64 x 64, the scores and their use of the values 2 x 2 x 2 x
     # 128 x 128 x 64.
-    from accelbench.efficiency import counter_sees_all, flop_counter
+    from accelbench.execution.efficiency import counter_sees_all, flop_counter
 
     layer = torch.nn.MultiheadAttention(64, 4, batch_first=True).eval()
     x = torch.randn(2, 128, 64)

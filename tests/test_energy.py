@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench.energy import EnergyMeter, EnergyMetrics, combine
+from accelbench.records.energy import EnergyMeter, EnergyMetrics, combine
 
 from .conftest import needs_cuda
 

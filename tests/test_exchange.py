@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import exchange
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
-from accelbench.store import ResultStore
+from accelbench.records.result import Result
+from accelbench.storage import exchange
+from accelbench.storage.store import ResultStore
 
 from .conftest import SIM_PLATFORM, tiny
 from .test_store import _schema_1_database
@@ -51,7 +51,7 @@ def test_export_then_import_gives_the_same_records(
 
 
 def test_a_diverged_result_exports_as_standard_json() -> None:
-    from accelbench.runner import run
+    from accelbench.cell.runner import run
 
     diverged = run(tiny(lr=1e9, steps_per_epoch=5))
     assert diverged.status == "diverged"

@@ -7,7 +7,8 @@ import pytest
 import torch
 from pydantic import ValidationError
 
-from accelbench import data, run
+from accelbench import run
+from accelbench.execution import data
 from accelbench.report.cells import configuration
 from accelbench.workload import Workload
 

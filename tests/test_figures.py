@@ -4,10 +4,10 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 
-from accelbench import validity
-from accelbench.contention import HostActivity
+from accelbench.analysis import validity
+from accelbench.records.contention import HostActivity
+from accelbench.records.result import Result
 from accelbench.report import document, figures
-from accelbench.result import Result
 from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
 
 from .conftest import BUSY_HOST, SIM_PLATFORM, on_platform, rate, with_rate

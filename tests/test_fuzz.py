@@ -12,14 +12,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from accelbench import exchange, schema
 from accelbench.cli.app import key_values, validation_message
 from accelbench.cli.app import percent as parse_percent
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
-from accelbench.spec import RunSpec
-from accelbench.sweep import load_sweep
-from accelbench.targets import parse_target
+from accelbench.orchestration.sweep import load_sweep
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
+from accelbench.records.targets import parse_target
+from accelbench.storage import exchange, schema
 
 BOUNDED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

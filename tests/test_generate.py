@@ -14,13 +14,13 @@ from typer.testing import CliRunner
 
 from accelbench import workloads
 from accelbench.cli import app
-from accelbench.energy import EnergyMetrics
+from accelbench.records.energy import EnergyMetrics
 from accelbench.report.inference import generate_lines
 from accelbench.report.results import notes
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.generate import measure as generate
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import tiny
 
@@ -99,8 +99,8 @@ def test_one_new_token_has_no_time_per_output_token() -> None:
 
 
 def test_the_report_draws_tokens_per_user_against_tokens_per_device() -> None:
+    from accelbench.cell.runner import run
     from accelbench.report import figures
-    from accelbench.runner import run
 
     quick = {"prompt_tokens": 8, "new_tokens": 4, "epochs": 2, "steps_per_epoch": 3}
     results = [

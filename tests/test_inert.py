@@ -11,9 +11,9 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench.cli import app
+from accelbench.records.result import Result
 from accelbench.report import inert
-from accelbench.result import Result
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import on_platform
 

@@ -4,10 +4,10 @@ import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.cell.runner import run
+from accelbench.records.result import Result
 from accelbench.report import inference
 from accelbench.report import results as results_text
-from accelbench.result import Result
-from accelbench.runner import run
 from accelbench.scenarios.infer import measure as infer
 
 from .conftest import tiny

@@ -9,9 +9,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from accelbench import launch
-from accelbench.environment import Environment, capture
 from accelbench.errors import AccelbenchError
+from accelbench.orchestration import launch
+from accelbench.records.environment import Environment, capture
 
 from .conftest import ctrl_c_reaches, tiny
 
@@ -70,9 +70,9 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.model_dump_json())
     code = (
-        "import pathlib; from accelbench import launch; from accelbench.environment import capture;"
+        "import pathlib; from accelbench.orchestration import launch; from accelbench.records.environment import capture;"
         "launch._GRACE_S = 2.0;"  # the cell is past it: a kill, not its polite stop, ends it
-        "from accelbench.spec import RunSpec;"
+        "from accelbench.records.spec import RunSpec;"
         f"spec = RunSpec.model_validate_json(pathlib.Path({str(spec_file)!r}).read_text());"
         "launch.run_in_child(spec, capture('cpu'), timeout_s=600)"
     )
@@ -95,7 +95,7 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
 def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     cell = ["/cells/abc/spec.json", "/cells/abc/result.json"]
     one = launch.command(tiny(), cell)
-    assert one == [sys.executable, "-m", "accelbench.child", "cell", *cell]
+    assert one == [sys.executable, "-m", "accelbench.cell.child", "cell", *cell]
     local = launch.command(tiny(replicas=4, numa_binding="node"), cell)
     assert local[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert local[3:] == [
@@ -105,7 +105,7 @@ def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
         "node",
         "--standalone",
         "-m",
-        "accelbench.child",
+        "accelbench.cell.child",
         "cell",
         *cell,
     ]

@@ -1,4 +1,5 @@
-"""The package's shape: no module imports itself back at import time, and none is long."""
+"""The package's shape: the folders are layers that import only downwards, no module imports
+itself back at import time, and none is long."""
 
 from __future__ import annotations
 
@@ -8,6 +9,46 @@ from pathlib import Path
 SRC = Path(__file__).parents[1] / "src"
 PACKAGE = SRC / "accelbench"
 MAX_LINES = 400
+LAYERS = (
+    ("accelbench.errors", "accelbench.workload", "accelbench.workloads"),
+    ("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
+    ("accelbench.analysis",),
+    ("accelbench.execution",),
+    (
+        "accelbench.scenarios.epochs",
+        "accelbench.scenarios.*.measure",
+        "accelbench.scenarios.*.endpoint",
+    ),
+    ("accelbench.cell",),
+    ("accelbench.report",),
+    ("accelbench.storage",),
+    ("accelbench.orchestration",),
+    ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
+)
+"""From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
+their records, torch-free); analysis of results as data; how a step executes; how each scenario
+measures; the cell's process; the words, tables and figures; the database and its files; where
+and in what order cells run; the commands. A module imports from its own layer or below."""
+
+
+def layer(module: str) -> int:
+    """The index of the layer a module is in: its longest matching entry wins. An entry names a
+    module and the modules under it; "*" stands for any one name, and "$" ends an entry that
+    names a module alone."""
+    best, found = -1.0, -1
+    parts = module.split(".")
+    for index, entries in enumerate(LAYERS):
+        for entry in entries:
+            alone = entry.endswith("$")
+            pattern = entry.rstrip("$").split(".")
+            if (alone and len(parts) != len(pattern)) or len(parts) < len(pattern):
+                continue
+            if all(p in ("*", q) for p, q in zip(pattern, parts, strict=False)):
+                score = len(pattern) - 0.5 * pattern.count("*")
+                if score > best:
+                    best, found = score, index
+    assert found >= 0, f"{module} is in no layer: add it to LAYERS"
+    return found
 
 
 def _name(path: Path) -> str:
@@ -84,13 +125,32 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_module_imports_itself_back() -> None:
     graph = import_graph()
-    assert "accelbench.spec" in graph["accelbench.result"]  # the graph is read, not empty
+    assert (
+        "accelbench.records.spec" in graph["accelbench.records.result"]
+    )  # the graph is read, not empty
     assert cycles(graph) == []
 
 
 def test_the_cycle_finder_finds_a_loop() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_every_import_goes_down_the_layers() -> None:
+    upward = [
+        f"{a} -> {b}"
+        for a, targets in import_graph().items()
+        for b in sorted(targets)
+        if layer(b) > layer(a)
+    ]
+    assert upward == []
+
+
+def test_the_layers_place_modules_as_documented() -> None:
+    assert layer("accelbench.scenarios.serve") == 1  # a plug-in: its record, torch-free
+    assert layer("accelbench.scenarios.serve.measure") == 4  # its measurement
+    assert layer("accelbench.scenarios") == 1  # the registry
+    assert layer("accelbench.cli.run") == len(LAYERS) - 1
 
 
 def test_no_module_is_long() -> None:

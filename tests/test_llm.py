@@ -10,14 +10,16 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from accelbench import advice, references, sharding, tuning, workloads
+from accelbench import workloads
+from accelbench.analysis import advice, references, tuning
+from accelbench.analysis.objectives import Constraints
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
-from accelbench.objectives import Constraints
+from accelbench.execution import sharding
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
 from accelbench.report.results import notes, token_projection_lines
-from accelbench.result import Result
-from accelbench.spec import RunSpec
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import _with_peak, on_platform
 

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from accelbench import workloads
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
-from accelbench.pipeline import WithLoss, split_points
+from accelbench.execution.pipeline import WithLoss, split_points
 
 EXAMPLE = Path(__file__).parents[1] / "examples" / "my_model.py"
 

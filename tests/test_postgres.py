@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import exchange, schema
+from accelbench.cell.runner import run
 from accelbench.cli import app
-from accelbench.environment import capture
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
-from accelbench.runner import run
-from accelbench.schema import SCHEMA_VERSION
-from accelbench.store import ResultStore
+from accelbench.records.environment import capture
+from accelbench.records.result import Result
+from accelbench.storage import exchange, schema
+from accelbench.storage.schema import SCHEMA_VERSION
+from accelbench.storage.store import ResultStore
 
 from .conftest import tiny
 
@@ -108,8 +108,8 @@ def test_a_lost_connection_is_reconnected_and_the_write_kept(
 ) -> None:
     import psycopg
 
-    from accelbench import connect
-    from accelbench import store as store_module
+    from accelbench.storage import connect
+    from accelbench.storage import store as store_module
 
     monkeypatch.setattr(store_module, "RETRY_WAITS_S", (0.1, 0.1, 0.1))
     again = measured.model_copy(update={"key": "second", "reason": "after the restart"})

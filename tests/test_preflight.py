@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import preflight, workloads
+from accelbench import workloads
+from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
 
 from .test_cli import QUICK, invoke
@@ -89,7 +90,7 @@ def test_a_model_that_ends_the_process_is_refused_in_one_line(tmp_path: Path) ->
 
 
 def test_only_the_meta_device_s_own_refusals_are_let_through() -> None:
-    from accelbench.preflight import _meta_only
+    from accelbench.cell.preflight import _meta_only
 
     assert _meta_only(RuntimeError("Tensor.item() cannot be called on meta tensors"))
     assert _meta_only(RuntimeError("found at least two devices, meta and cpu!"))

@@ -11,14 +11,15 @@ from typing import get_args
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import references, workloads
+from accelbench import workloads
+from accelbench.analysis import references
+from accelbench.cell.runner import run
 from accelbench.cli import app
-from accelbench.environment import DeviceInfo
-from accelbench.precision import Precision
+from accelbench.records.environment import DeviceInfo
+from accelbench.records.precision import Precision
+from accelbench.records.result import Result
 from accelbench.report import compare as compare_text
-from accelbench.result import Result
-from accelbench.runner import run
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import tiny, with_rate
 

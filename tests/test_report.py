@@ -5,13 +5,14 @@ import io
 import pytest
 from rich.console import Console
 
-from accelbench import exchange, scaling
+from accelbench.analysis import scaling
+from accelbench.cell.runner import run
+from accelbench.records.result import Result
+from accelbench.records.stats import summarize
 from accelbench.report import cells
 from accelbench.report import results as results_text
-from accelbench.result import Result
-from accelbench.runner import run
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
-from accelbench.stats import summarize
+from accelbench.storage import exchange
 
 from .conftest import tiny, with_rate
 

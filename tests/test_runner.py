@@ -3,9 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from accelbench import runner, workloads
+from accelbench import workloads
+from accelbench.cell import runner
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result, result_key
+from accelbench.records.result import Result, result_key
 from accelbench.workload import Workload
 from accelbench.workloads import toy
 

@@ -20,7 +20,7 @@ from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.serve import ServeMetrics
 from accelbench.scenarios.server import ServerMetrics
 from accelbench.scenarios.time_to_train import TimeToTrain
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .conftest import tiny
 

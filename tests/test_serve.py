@@ -23,15 +23,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from accelbench import advice, endpoint, validity
+from accelbench.analysis import advice, validity
 from accelbench.cli import app
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
 from accelbench.report import cells, serving
-from accelbench.result import Result
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServedRequest, ServeMetrics
+from accelbench.scenarios.serve import ServedRequest, ServeMetrics, endpoint
 from accelbench.scenarios.serve import measure as serve
-from accelbench.spec import RunSpec
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 runner = CliRunner()
 NEW_TOKENS = 6
@@ -498,7 +498,7 @@ def test_the_goodput_headline_has_an_interval_over_its_requests() -> None:
 def test_a_server_under_test_on_this_host_is_the_cells_own_work(
     stub: tuple[str, type[_Stub]],
 ) -> None:
-    from accelbench import contention
+    from accelbench.records import contention
 
     url, _ = stub  # served by this very process
     assert os.getpid() in contention.server_pids(url)

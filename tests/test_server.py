@@ -6,9 +6,9 @@ import statistics
 import pytest
 import torch
 
-from accelbench import validity
+from accelbench.analysis import validity
+from accelbench.cell.runner import run
 from accelbench.report import inference
-from accelbench.runner import run
 from accelbench.scenarios.server import ServerMetrics
 from accelbench.scenarios.server import measure as server
 

@@ -13,9 +13,10 @@ from typing import Any
 import pytest
 import torch
 
-from accelbench import sharding, workloads
+from accelbench import workloads
 from accelbench.errors import AccelbenchError
-from accelbench.spec import RunSpec
+from accelbench.execution import sharding
+from accelbench.records.spec import RunSpec
 
 GLOBAL_BATCH = 4
 STEPS = 3

@@ -234,7 +234,7 @@ def test_the_database_may_follow_the_sweep_and_a_node_local_one_is_warned_of(
 def test_a_tmpdir_of_slash_does_not_make_every_path_node_local(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from accelbench import slurm
+    from accelbench.orchestration import slurm
 
     monkeypatch.setenv("TMPDIR", "/")
     assert not slurm.node_local("/home/me/results.sqlite")

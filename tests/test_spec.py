@@ -6,8 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError
-from accelbench.spec import RunSpec, stable_hash
-from accelbench.sweep import grid
+from accelbench.orchestration.sweep import grid
+from accelbench.records.spec import RunSpec, stable_hash
 
 
 def test_defaults_and_derived_batch() -> None:

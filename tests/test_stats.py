@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from accelbench.stats import median_ci, percentile, summarize, warmup_end
+from accelbench.records.stats import median_ci, percentile, summarize, warmup_end
 
 
 def test_percentiles_interpolate_linearly() -> None:
@@ -83,7 +83,7 @@ def test_warmup_end_rarely_cuts_plain_noise_and_finds_mild_ramps() -> None:
 def test_early_stopping_reproduces_loadgens_sample_counts() -> None:
     # MLPerf LoadGen's early stopping at the 99th percentile and 99% confidence: 459 samples
     # with none beyond the bound, 662 with one.
-    from accelbench.stats import binomial_cdf, early_stopping_samples
+    from accelbench.records.stats import binomial_cdf, early_stopping_samples
 
     assert early_stopping_samples(0) == 459 and early_stopping_samples(1) == 662
     assert binomial_cdf(0, 459, 0.01) <= 0.01 < binomial_cdf(0, 458, 0.01)
@@ -96,7 +96,7 @@ def test_the_linear_warmup_and_median_interval_equal_their_definitions() -> None
     import math
     import random
 
-    from accelbench.stats import median_ci, percentile, warmup_end
+    from accelbench.records.stats import median_ci, percentile, warmup_end
 
     def mser(series: list[float]) -> int:
         n = len(series)

@@ -6,16 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import connect, schema
-from accelbench import store as store_module
-from accelbench.connect import default_path
-from accelbench.environment import Environment, capture
+from accelbench.cell.runner import run
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
-from accelbench.runner import run
+from accelbench.records.environment import Environment, capture
+from accelbench.records.result import Result
 from accelbench.scenarios.time_to_train import TimeToTrain
-from accelbench.schema import MIGRATIONS, SCHEMA_VERSION
-from accelbench.store import ResultStore
+from accelbench.storage import connect, schema
+from accelbench.storage import store as store_module
+from accelbench.storage.connect import default_path
+from accelbench.storage.schema import MIGRATIONS, SCHEMA_VERSION
+from accelbench.storage.store import ResultStore
 
 from .conftest import tiny
 

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import references, suites
+from accelbench import suites
+from accelbench.analysis import references
 from accelbench.cli import app
-from accelbench.environment import capture
+from accelbench.records.environment import capture
 
 runner = CliRunner()
 

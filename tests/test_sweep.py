@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from accelbench import launch
-from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
-from accelbench.result import Result
-from accelbench.store import ResultStore
-from accelbench.sweep import grid, load_sweep, run_sweep
+from accelbench.orchestration import launch
+from accelbench.orchestration.sweep import grid, load_sweep, run_sweep
+from accelbench.records.environment import Environment
+from accelbench.records.result import Result
+from accelbench.storage.store import ResultStore
 
 from .conftest import tiny
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
+from accelbench.records.result import Result
 from accelbench.report import tables
-from accelbench.result import Result
 
 from .conftest import SIM_PLATFORM, on_platform
 

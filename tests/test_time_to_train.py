@@ -11,17 +11,17 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from accelbench import runner
+from accelbench.cell import runner
 from accelbench.cli import app
-from accelbench.data import HELD_OUT_EVERY, split_loaders
-from accelbench.engine import TorchEngine
+from accelbench.execution.data import HELD_OUT_EVERY, split_loaders
+from accelbench.execution.engine import TorchEngine
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
+from accelbench.records.targets import parse_target
 from accelbench.report import time_to_train as ttt_text
-from accelbench.result import Result
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
 from accelbench.scenarios.time_to_train.measure import _outcome
-from accelbench.spec import RunSpec
-from accelbench.targets import parse_target
 from accelbench.workloads import get
 
 DIGITS = "sklearn:digits"

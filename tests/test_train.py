@@ -7,10 +7,11 @@ import time
 import pytest
 import torch
 
-from accelbench import throughput, workloads
-from accelbench.energy import EnergyMetrics
-from accelbench.engine import TorchEngine
+from accelbench import workloads
 from accelbench.errors import AccelbenchError
+from accelbench.execution.engine import TorchEngine
+from accelbench.records import throughput
+from accelbench.records.energy import EnergyMetrics
 from accelbench.scenarios import epochs
 from accelbench.scenarios.train import measure as train
 

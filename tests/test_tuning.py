@@ -6,11 +6,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench import tuning
+from accelbench.analysis import tuning
 from accelbench.cli import app
+from accelbench.records.result import Result
 from accelbench.report import advice as advice_text
-from accelbench.result import Result
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 from .test_advice import at
 

@@ -4,13 +4,14 @@ from typing import Any
 
 import pytest
 
-from accelbench import exchange, validity
-from accelbench.contention import HostActivity
-from accelbench.energy import EnergyMetrics
-from accelbench.metrics import Flops
+from accelbench.analysis import validity
+from accelbench.cell.runner import run
+from accelbench.records.contention import HostActivity
+from accelbench.records.energy import EnergyMetrics
+from accelbench.records.metrics import Flops
+from accelbench.records.result import Result
 from accelbench.report import results as results_text
-from accelbench.result import Result
-from accelbench.runner import run
+from accelbench.storage import exchange
 
 from .conftest import rate, tiny
 
@@ -173,7 +174,7 @@ def test_mfu_above_100_or_a_count_below_the_floor_is_implausible(measured: Resul
 
 
 def test_a_steady_state_shorter_than_a_cpu_reading_is_never_valid(measured: Result) -> None:
-    from accelbench.throughput import Delivered
+    from accelbench.records.throughput import Delivered
 
     # 12 blocks of 100 items in 25 ms: a tight interval, but too short to judge contention.
     brief = Delivered(

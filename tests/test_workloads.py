@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench import launch, workloads
-from accelbench.environment import capture
+from accelbench import workloads
 from accelbench.errors import AccelbenchError
+from accelbench.orchestration import launch
+from accelbench.records.environment import capture
 from accelbench.scenarios.train import measure as train
 from accelbench.workload import Tokens
 

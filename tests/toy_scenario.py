@@ -14,9 +14,9 @@ from accelbench.scenarios.base import Namer, record_of
 if TYPE_CHECKING:
     import torch
 
-    from accelbench.metrics import Metrics
-    from accelbench.result import Result
-    from accelbench.spec import RunSpec
+    from accelbench.records.metrics import Metrics
+    from accelbench.records.result import Result
+    from accelbench.records.spec import RunSpec
     from accelbench.workload import Workload
 
 
@@ -29,7 +29,7 @@ class ToyRecord(Record):
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     import torch
 
-    from accelbench.data import make_loader
+    from accelbench.execution.data import make_loader
     from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
 
     model = workload.build_model().to(device).eval()

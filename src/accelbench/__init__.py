@@ -10,11 +10,11 @@ The Python API is what the CLI uses:
 
 import importlib.metadata
 
-from accelbench.result import Result
-from accelbench.runner import run
-from accelbench.spec import RunSpec
-from accelbench.store import ResultStore
-from accelbench.sweep import grid, run_sweep
+from accelbench.cell.runner import run
+from accelbench.orchestration.sweep import grid, run_sweep
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
+from accelbench.storage.store import ResultStore
 from accelbench.workload import Arrays, Images, Tokens, Workload, reading
 
 __version__ = importlib.metadata.version("accelbench")

@@ -59,7 +59,7 @@ def recommend(
     """Which platform, batch size, device count and precision for an objective, from the stored
     runs: per platform the best configuration, its effective batch range, the runs behind it,
     how sure that is and what was not measured."""
-    from accelbench import advice, objectives
+    from accelbench.analysis import advice, objectives
 
     if scenario is not None and objective in ("time-to-train", "latency", "goodput"):
         raise AccelbenchError(

@@ -17,14 +17,15 @@ from pydantic import ValidationError
 from rich.console import Console
 from typer.core import TyperGroup
 
-from accelbench import launch, workloads
+from accelbench import workloads
 from accelbench.cli.options import OPTION_NAMES
 from accelbench.errors import AccelbenchError, missing_extra
+from accelbench.orchestration import launch
+from accelbench.records.result import Result, Status
 from accelbench.report import inert
 from accelbench.report.results import notes, table
 from accelbench.report.time_to_train import time_to_train_table
-from accelbench.result import Result, Status
-from accelbench.store import ResultStore
+from accelbench.storage.store import ResultStore
 
 
 class _Console(Console):
@@ -97,7 +98,7 @@ app = typer.Typer(
 def _print_version(asked: bool) -> None:
     if asked:
         from accelbench import __version__
-        from accelbench.environment import accelbench_commit
+        from accelbench.records.environment import accelbench_commit
 
         commit = accelbench_commit()
         typer.echo(f"accelbench {__version__}" + (f" (commit {commit})" if commit else ""))

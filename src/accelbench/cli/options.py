@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 import typer
 from pydantic import BaseModel
 
-from accelbench.spec import RunSpec
+from accelbench.records.spec import RunSpec
 
 
 def spec_help(field: str) -> str:
@@ -21,7 +21,7 @@ def spec_help(field: str) -> str:
 
 
 def job_help(field: str) -> str:
-    from accelbench.slurm import JobSpec
+    from accelbench.orchestration.slurm import JobSpec
 
     return JobSpec.model_fields[field].description or field.replace("_", " ").capitalize() + "."
 

@@ -10,7 +10,8 @@ from typing import Annotated, get_args
 
 import typer
 
-from accelbench import comparison, environment, exchange, references, workloads
+from accelbench import workloads
+from accelbench.analysis import comparison, references
 from accelbench.cli.app import (
     DbOption,
     DbsOption,
@@ -29,10 +30,12 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.options import spec_help
 from accelbench.errors import AccelbenchError
+from accelbench.records import environment
+from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import projection_lines, token_projection_lines
-from accelbench.spec import DeviceType
-from accelbench.store import ResultStore
+from accelbench.storage import exchange
+from accelbench.storage.store import ResultStore
 
 TokensOption = Annotated[
     float | None,

@@ -12,7 +12,8 @@ import typer
 from rich.markup import escape
 from rich.progress import Progress
 
-from accelbench import contention, environment, launch, scenarios, validity
+from accelbench import scenarios
+from accelbench.analysis import validity
 from accelbench.cli.app import (
     DbOption,
     LatencyBoundOption,
@@ -26,13 +27,8 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.options import OPTION_NAMES, spec_help, with_fields
 from accelbench.errors import AccelbenchError
-from accelbench.report import inert
-from accelbench.report.cells import describe
-from accelbench.report.results import cell_line
-from accelbench.result import MEASURED, Result
-from accelbench.spec import MAX_REPEATS, RunSpec
-from accelbench.store import ResultStore
-from accelbench.sweep import (
+from accelbench.orchestration import launch
+from accelbench.orchestration.sweep import (
     DEFAULT_TIMEOUT_S,
     Cell,
     SweepFile,
@@ -41,6 +37,13 @@ from accelbench.sweep import (
     run_cells,
     stored_result,
 )
+from accelbench.records import contention, environment
+from accelbench.records.result import MEASURED, Result
+from accelbench.records.spec import MAX_REPEATS, RunSpec
+from accelbench.report import inert
+from accelbench.report.cells import describe
+from accelbench.report.results import cell_line
+from accelbench.storage.store import ResultStore
 
 AXES = (
     "batch_size",
@@ -235,7 +238,7 @@ def run(
 def _list(cells: list[Cell], db: str | None, force: bool) -> None:
     """--dry-run: each cell, stored already (and so skipped) or to run. The database is only
     read, and not made where there is none."""
-    from accelbench.connect import default_path, is_url
+    from accelbench.storage.connect import default_path, is_url
 
     where = db or default_path()
     done = [False] * len(cells)

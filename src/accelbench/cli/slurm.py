@@ -8,12 +8,12 @@ from typing import Annotated
 
 import typer
 
-from accelbench import launch
 from accelbench.cli.app import DbOption, app, check_out, console, write_file
 from accelbench.cli.options import job_help
 from accelbench.cli.run import cells_of
 from accelbench.errors import AccelbenchError
-from accelbench.sweep import check_cells, check_timeout
+from accelbench.orchestration import launch
+from accelbench.orchestration.sweep import check_cells, check_timeout
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -35,8 +35,8 @@ def slurm(
 ) -> None:
     """Write a Slurm job script for the sweep after `--`, e.g.
     `accelbench slurm --nodes 2 --gpus-per-node 4 -- run resnet50 --replicas 4,8 --nodes 2`."""
-    from accelbench import slurm as slurm_job
-    from accelbench.connect import default_path, is_url, redacted
+    from accelbench.orchestration import slurm as slurm_job
+    from accelbench.storage.connect import default_path, is_url, redacted
 
     run_args = list(ctx.args)
     if not run_args or run_args[0] != "run":

@@ -9,16 +9,18 @@ from typing import Annotated, Any
 
 import typer
 
-from accelbench import environment, launch, scenarios
+from accelbench import scenarios
 from accelbench.cli.app import DbOption, app, console, counts, key_values
 from accelbench.cli.options import spec_help, with_fields
 from accelbench.errors import AccelbenchError
+from accelbench.orchestration import launch
+from accelbench.orchestration.sweep import check_timeout, run_sweep
+from accelbench.records import environment
+from accelbench.records.result import MEASURED, Result
+from accelbench.records.spec import MAX_REPEATS, RunSpec
 from accelbench.report.advice import fewest_lines, tune_lines
 from accelbench.report.results import cell_line
-from accelbench.result import MEASURED, Result
-from accelbench.spec import MAX_REPEATS, RunSpec
-from accelbench.store import ResultStore
-from accelbench.sweep import check_timeout, run_sweep
+from accelbench.storage.store import ResultStore
 
 TUNE_KNOBS = (
     "platform",
@@ -92,7 +94,7 @@ def tune(
     """Find the largest micro batch that fits and the fastest one, then the device-count curve,
     within a time budget; or the fewest devices a sharded model trains on. Every trial runs in a
     fresh process and is stored like any run."""
-    from accelbench import tuning
+    from accelbench.analysis import tuning
 
     check_timeout(timeout_s)
     if min_batch > max_batch:
@@ -177,7 +179,9 @@ def _fewest_devices(
     db: str | None,
     repeats: int = 1,
 ) -> None:
-    from accelbench import sharding, tuning, workloads
+    from accelbench import workloads
+    from accelbench.analysis import tuning
+    from accelbench.execution import sharding
 
     if not base.fsdp:
         raise AccelbenchError("--fewest-devices shards the model over the devices: add --fsdp")

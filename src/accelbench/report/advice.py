@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from accelbench import advice, objectives, scaling, tuning, validity
-from accelbench.advice import Level, Out
-from accelbench.references import Reference
+from accelbench.analysis import advice, objectives, scaling, tuning, validity
+from accelbench.analysis.advice import Level, Out
+from accelbench.analysis.references import Reference
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
 from accelbench.report.cells import configuration, rate_text
-from accelbench.result import Result
-from accelbench.spec import RunSpec
 
 
 def _objective_text(

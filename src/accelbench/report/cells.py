@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from accelbench import scenarios
-from accelbench.result import Result
-from accelbench.spec import RunSpec
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
 
 SHOWN = frozenset(
     {

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
-from accelbench import comparison, references
-from accelbench.references import Reference
+from accelbench.analysis import comparison, references
+from accelbench.analysis.references import Reference
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
 

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from accelbench.records.result import Result
 from accelbench.report import figures, inert, tables
 from accelbench.report import results as results_text
 from accelbench.report.time_to_train import time_to_train_grid
-from accelbench.result import Result
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from accelbench import validity
+from accelbench.analysis import validity
+from accelbench.records.result import Result
 from accelbench.report.cells import differing, settings
-from accelbench.result import Result
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

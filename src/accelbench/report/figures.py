@@ -13,7 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from accelbench import convergence, scenarios, validity
+from accelbench import scenarios
+from accelbench.analysis import convergence, validity
+from accelbench.records.result import Result, measured
 from accelbench.report import serving
 from accelbench.report.cells import describer
 from accelbench.report.drawing import (
@@ -30,7 +32,6 @@ from accelbench.report.drawing import (
     slug,
     style,
 )
-from accelbench.result import Result, measured
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.server import ServerMetrics

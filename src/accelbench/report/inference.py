@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from accelbench import objectives, validity
+from accelbench.analysis import objectives, validity
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import Summary
 from accelbench.report.cells import describe, label, rate_text
-from accelbench.result import Result
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.server import ServerMetrics
-from accelbench.spec import RunSpec
-from accelbench.stats import Summary
 
 
 def latency_lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:

@@ -7,7 +7,10 @@ from collections.abc import Callable, Sequence
 
 from rich.table import Table
 
-from accelbench import convergence, scaling, scenarios, validity
+from accelbench import scenarios
+from accelbench.analysis import convergence, scaling, validity
+from accelbench.records.result import MEASURED, Result
+from accelbench.records.spec import RunSpec
 from accelbench.report import inference, tables
 from accelbench.report.cells import (
     LAST_EPOCH,
@@ -25,8 +28,6 @@ from accelbench.report.cells import (
     wait_text,
 )
 from accelbench.report.time_to_train import time_to_train_headlines
-from accelbench.result import MEASURED, Result
-from accelbench.spec import RunSpec
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 

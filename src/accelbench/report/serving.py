@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from accelbench.analysis.validity import MIN_P99_ESTIMATE, verdict_text
+from accelbench.records.result import Result, measured
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import Summary
 from accelbench.report.cells import describe, rate_text
 from accelbench.report.drawing import (
     Plot,
@@ -15,12 +19,8 @@ from accelbench.report.drawing import (
     palette,
     slug,
 )
-from accelbench.result import Result, measured
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import ServeMetrics, ServeTrial
-from accelbench.spec import RunSpec
-from accelbench.stats import Summary
-from accelbench.validity import MIN_P99_ESTIMATE, verdict_text
 
 
 def cell_text(result: Result) -> str:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 from rich.table import Table
 
+from accelbench.records.result import Result, measured
 from accelbench.report import inert
 from accelbench.report.cells import LAST_EPOCH, last_epoch_text, rate_text
-from accelbench.result import Result, measured
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 
 from rich.table import Table
 
-from accelbench import convergence
+from accelbench.analysis import convergence
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
-from accelbench.result import Result
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
-from accelbench.spec import RunSpec
 
 
 def time_to_train_table(results: Sequence[Result]) -> Table | None:

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from accelbench.frozen import Frozen
+from accelbench.records.frozen import Frozen
 
 if TYPE_CHECKING:
-    from accelbench.result import Result, Status
-    from accelbench.spec import RunSpec
+    from accelbench.records.result import Result, Status
+    from accelbench.records.spec import RunSpec
 
 Namer = Callable[["RunSpec"], str]
 """Names a cell in a line of text (report.cells.describe, or a describer)."""

@@ -16,14 +16,15 @@ from typing import Any, Protocol
 
 import torch
 
-from accelbench import contention, distributed, efficiency, interruption, sharding, throughput
-from accelbench import device as dev
-from accelbench.energy import EnergyMeter, EnergyMetrics
-from accelbench.energy import combine as combine_energy
 from accelbench.errors import one_line
-from accelbench.metrics import NO_CPU_PEAK, EpochMetrics, Flops, Metrics, RankMetrics
-from accelbench.spec import RunSpec
-from accelbench.stats import Summary, summarize, warmup_end
+from accelbench.execution import device as dev
+from accelbench.execution import distributed, efficiency, interruption, sharding
+from accelbench.records import contention, throughput
+from accelbench.records.energy import EnergyMeter, EnergyMetrics
+from accelbench.records.energy import combine as combine_energy
+from accelbench.records.metrics import NO_CPU_PEAK, EpochMetrics, Flops, Metrics, RankMetrics
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import Summary, summarize, warmup_end
 from accelbench.workload import Batch, Workload
 
 log = logging.getLogger(__name__)

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
-from accelbench.environment import Environment
 from accelbench.errors import AccelbenchError
-from accelbench.frozen import Frozen
-from accelbench.sweep import SweepFile
+from accelbench.orchestration.sweep import SweepFile
+from accelbench.records.environment import Environment
+from accelbench.records.frozen import Frozen
 
 FOLDER = Path(__file__).parent
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 def lstm(
     seq_len: int = 200, input_size: int = 16, hidden: int = 256, num_layers: int = 2
 ) -> Workload:
-    """LSTM of seed 001: 2 layers of 256 units over 200 steps of 16 inputs, one regression output."""
+    """LSTM of Graphcore's IPU-M2000 comparison: 2 layers of 256 units over 200 steps of 16 inputs, one regression output."""
     import torch
     import torch.nn.functional as F
 

@@ -13,7 +13,7 @@ from accelbench.workload import Batch, Images, Workload, classifier
 
 
 def resnet50(image_size: int = 224, num_classes: int = 1000) -> Workload:
-    """ResNet-50 v1.5 (timm), 224x224 RGB, 1000 classes: the seeds' main training benchmark."""
+    """ResNet-50 v1.5 (timm), 224x224 RGB, 1000 classes: the PEARC '22 study's main training benchmark."""
     return timm_model("resnet50", image_size, num_classes)
 
 
@@ -112,7 +112,7 @@ def lenet5(num_classes: int = 10) -> Workload:
 
 
 def unet_medical(image_size: int = 512, num_classes: int = 2) -> Workload:
-    """UNet (monai BasicUNet, 64-1024 channels) for EM segmentation (seed 002): 512x512 grey, 2 classes."""
+    """UNet (monai BasicUNet, 64-1024 channels) for EM segmentation (Graphcore's published results): 512x512 grey, 2 classes."""
     import torch
     import torch.nn.functional as F
 

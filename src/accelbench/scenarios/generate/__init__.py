@@ -7,12 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from accelbench.records.stats import Summary
 from accelbench.scenarios.base import Record, Scenario, record_of
-from accelbench.stats import Summary
 
 if TYPE_CHECKING:
-    from accelbench.result import Result
-    from accelbench.spec import RunSpec
+    from accelbench.records.result import Result
+    from accelbench.records.spec import RunSpec
 
 
 class GenerateMetrics(Record):

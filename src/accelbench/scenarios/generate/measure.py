@@ -19,14 +19,14 @@ import time
 
 import torch
 
-from accelbench import device as dev
 from accelbench.errors import AccelbenchError
-from accelbench.precision import torch_settings
-from accelbench.result import Metrics
+from accelbench.execution import device as dev
+from accelbench.records.precision import torch_settings
+from accelbench.records.result import Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import summarize
 from accelbench.scenarios.epochs import Raw, build_metrics, first_steady_step, measured_epochs
 from accelbench.scenarios.generate import GenerateMetrics
-from accelbench.spec import RunSpec
-from accelbench.stats import summarize
 from accelbench.workload import Tokens, Workload
 
 

@@ -16,13 +16,13 @@ import warnings
 
 import torch
 
-from accelbench import device as dev
-from accelbench.data import make_loader
-from accelbench.optim import to_device
-from accelbench.precision import torch_settings
-from accelbench.result import Metrics
+from accelbench.execution import device as dev
+from accelbench.execution.data import make_loader
+from accelbench.execution.optim import to_device
+from accelbench.records.precision import torch_settings
+from accelbench.records.result import Metrics
+from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops, measured_epochs
-from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
 NUM_QUERIES = 8
@@ -57,7 +57,7 @@ class Forward:
             return self.loss(model or self.model, self.to_device(batch))
 
     def count_flops(self, micro_batch: Batch) -> float | None:
-        from accelbench.efficiency import flop_counter
+        from accelbench.execution.efficiency import flop_counter
 
         with flop_counter() as counter:
             self(micro_batch, self.eager)

@@ -9,13 +9,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accelbench import workloads
-from accelbench.frozen import Frozen
+from accelbench.records.frozen import Frozen
+from accelbench.records.stats import Summary, wilson_interval
 from accelbench.scenarios.base import Headline, Record, Scenario, record_of
-from accelbench.stats import Summary, wilson_interval
 
 if TYPE_CHECKING:
-    from accelbench.result import Result
-    from accelbench.spec import RunSpec
+    from accelbench.records.result import Result
+    from accelbench.records.spec import RunSpec
 
 
 class ServedRequest(Frozen):
@@ -191,7 +191,7 @@ SCENARIO = Scenario(
     headline=_headline,
     objectives=("goodput",),
     views=frozenset({"serving"}),
-    verdict_rules="accelbench.validity:serve_flags",
+    verdict_rules="accelbench.analysis.validity:serve_flags",
     notes="accelbench.report.serving:lines",
     cell_text="accelbench.report.serving:cell_text",
     columns=_columns,

@@ -29,15 +29,16 @@ from pathlib import Path
 
 import torch
 
-from accelbench import contention, endpoint, interruption
+from accelbench.analysis.validity import keeps_up
 from accelbench.errors import AccelbenchError
-from accelbench.result import Metrics
+from accelbench.execution import interruption
+from accelbench.records import contention
+from accelbench.records.result import Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import summarize
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
-from accelbench.scenarios.serve import ServedRequest, ServeMetrics, ServeTrial
+from accelbench.scenarios.serve import ServedRequest, ServeMetrics, ServeTrial, endpoint
 from accelbench.scenarios.server.measure import SEARCH_TRIALS
-from accelbench.spec import RunSpec
-from accelbench.stats import summarize
-from accelbench.validity import keeps_up
 
 SLO_SHARE = 0.99
 """MLPerf Inference's server latency bounds hold at the 99th percentile."""

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from accelbench.frozen import Frozen
+from accelbench.records.frozen import Frozen
+from accelbench.records.stats import Summary
 from accelbench.scenarios.base import Headline, Record, Scenario, record_of
-from accelbench.stats import Summary
 
 if TYPE_CHECKING:
-    from accelbench.result import Result
-    from accelbench.spec import RunSpec
+    from accelbench.records.result import Result
+    from accelbench.records.spec import RunSpec
 
 
 class ServerTrial(Frozen):
@@ -85,7 +85,7 @@ SCENARIO = Scenario(
     headline=_headline,
     objectives=("latency",),
     views=frozenset({"latency"}),
-    verdict_rules="accelbench.validity:server_flags",
+    verdict_rules="accelbench.analysis.validity:server_flags",
     notes="accelbench.report.inference:server_lines",
     columns=_columns,
 )

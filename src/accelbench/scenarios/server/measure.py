@@ -19,13 +19,13 @@ from collections.abc import Callable
 
 import torch
 
-from accelbench import device as dev
-from accelbench.result import Metrics
+from accelbench.analysis.validity import MIN_P99_ESTIMATE, OVERLOAD_FRAC
+from accelbench.execution import device as dev
+from accelbench.records.result import Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.records.stats import summarize
 from accelbench.scenarios.infer import measure as infer
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
-from accelbench.spec import RunSpec
-from accelbench.stats import summarize
-from accelbench.validity import MIN_P99_ESTIMATE, OVERLOAD_FRAC
 from accelbench.workload import Batch, Workload
 
 SEARCH_TRIALS = 6

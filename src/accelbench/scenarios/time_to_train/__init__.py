@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
-from accelbench.frozen import Frozen
+from accelbench.records.frozen import Frozen
 from accelbench.scenarios.base import Record, Scenario, record_of
 
 if TYPE_CHECKING:
-    from accelbench.result import Result, Status
-    from accelbench.spec import RunSpec
+    from accelbench.records.result import Result, Status
+    from accelbench.records.spec import RunSpec
 
 Outcome = Literal["reached", "not-converged", "diverged"]
 

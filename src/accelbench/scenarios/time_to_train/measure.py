@@ -22,18 +22,18 @@ from collections.abc import Iterable, Iterator
 
 import torch
 
-from accelbench import contention
-from accelbench import device as dev
-from accelbench.data import split_loaders
-from accelbench.energy import EnergyMeter
-from accelbench.engine import TorchEngine
 from accelbench.errors import AccelbenchError
-from accelbench.result import Metrics
+from accelbench.execution import device as dev
+from accelbench.execution.data import split_loaders
+from accelbench.execution.engine import TorchEngine
+from accelbench.records import contention
+from accelbench.records.energy import EnergyMeter
+from accelbench.records.result import Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.records.targets import parse_target
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
 from accelbench.scenarios.time_to_train import EvalPoint, Outcome, TimeToTrain
 from accelbench.scenarios.train.measure import train_epoch
-from accelbench.spec import RunSpec
-from accelbench.targets import parse_target
 from accelbench.workload import Batch, Workload
 
 

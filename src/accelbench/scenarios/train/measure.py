@@ -13,11 +13,12 @@ from collections.abc import Iterator
 
 import torch
 
-from accelbench import device as dev
-from accelbench import distributed
-from accelbench.data import make_loader
-from accelbench.engine import Engine, make_engine
-from accelbench.result import Metrics
+from accelbench.execution import device as dev
+from accelbench.execution import distributed
+from accelbench.execution.data import make_loader
+from accelbench.execution.engine import Engine, make_engine
+from accelbench.records.result import Metrics
+from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import (
     Raw,
     across_ranks,
@@ -25,7 +26,6 @@ from accelbench.scenarios.epochs import (
     count_flops,
     measured_epochs,
 )
-from accelbench.spec import RunSpec
 from accelbench.workload import Batch, Workload
 
 DEVICE_BATCHES = 4

@@ -1,0 +1,380 @@
+"""Advice from stored results: for a workload and an objective, the best configuration on each
+platform, how sure that is, and what was not measured (`accelbench recommend`).
+
+Seed 003's conclusion is the brief: "a small deviation from the optimal configuration can lead
+to a massive drop in performance", IPUs peak at small batches and GPUs at large ones, so advice
+names a configuration per platform, the batch range around it that stays within 5% of its best
+throughput (the paper's "effective batch range", section 2.2), and the runs it rests on. Every
+answer is computed from measured results; figures from published references are only shown on
+request, apart and labelled as such.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from accelbench import scenarios
+from accelbench.analysis import references, validity
+from accelbench.analysis.comparison import Band, band
+from accelbench.analysis.objectives import (
+    GOALS,
+    Constraints,
+    Goal,
+    goal_of,
+    latency,
+    price_of,
+    within_latency,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.records.result import ANY_BATCH, Result, cell_key
+from accelbench.scenarios.time_to_train import TimeToTrain
+
+MIN_RUNS = 3
+"""Fresh-process runs (repeats or seeds) of each option before an answer is called sure."""
+BATCH_RANGE_FRAC = 0.95
+"""Micro batches at or above this share of the best throughput form the effective batch range."""
+
+
+@dataclass(frozen=True)
+class Option:
+    """One configuration on one platform: its runs (repeats and seeds) and the objective."""
+
+    runs: list[Result]
+    value: float
+    low: float | None
+    high: float | None
+    """Interval of the value: the runs' 95% intervals of throughput, or the seeds' range."""
+
+    @property
+    def result(self) -> Result:
+        return self.runs[0]
+
+
+class Level(StrEnum):
+    """How sure the answer is against the runner-up."""
+
+    HIGH = "high"
+    """The best's interval clears the runner-up's, each from MIN_RUNS runs or more."""
+    FEW_RUNS = "few-runs"
+    """The intervals clear, but one of them is from fewer than MIN_RUNS runs: a run's own
+    interval says nothing of how the next fresh process will do (one cell gave 6,248 to 10,143
+    items/s across runs, each known to +-2-6% within itself)."""
+    LOW = "low"
+    """The runner-up lies within the best's interval: either will do."""
+    ALONE = "alone"
+    """One configuration measured: nothing to set it against."""
+    NO_INTERVAL = "no-interval"
+    """The best has no interval (too few steady steps or seeds)."""
+    NO_RUNNER_UP_INTERVAL = "no-runner-up-interval"
+
+
+@dataclass(frozen=True)
+class Confidence:
+    level: Level
+    runner_up: Option | None = None
+
+
+class Out(StrEnum):
+    """Why a measured configuration is left out of the answer."""
+
+    CONTENDED = "contended"
+    GLOBAL_BATCH = "global-batch"
+    DEVICES = "devices"
+    LATENCY = "latency"
+    MEMORY = "memory"
+    NO_PRICE = "no-price"
+    NO_ENERGY = "no-energy"
+    SLO = "slo"
+
+
+@dataclass(frozen=True)
+class Gaps:
+    """What the answer cannot see, around the best configuration."""
+
+    batch: int
+    largest_fit: int | None = None
+    """With first_oom: the largest micro batch below it that ran."""
+    first_oom: int | None = None
+    larger_untried: bool = False
+    """The best is the largest micro batch tried and none ran out of memory."""
+    smaller_untried: bool = False
+    no_energy: bool = False
+    no_memory: bool = False
+
+
+@dataclass
+class Advice:
+    platform: str
+    options: list[Option]
+    """Every admissible configuration, best first."""
+    excluded: dict[Out, int] = field(default_factory=dict)
+    """How many measured runs each reason left out."""
+    gaps: Gaps | None = None
+    confidence: Confidence | None = None
+    batch_range: list[int] = field(default_factory=list)
+    pareto: list[Option] = field(default_factory=list)
+    """Configurations no other beats on throughput, devices, p99 latency and energy together,
+    when there is more than one."""
+
+
+def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | None]:
+    """A cost per item (scale / rate) with the interval the rate's gives."""
+    low, high = rate.low, rate.high
+    return scale / rate.median, (scale / high if high else None), (scale / low if low else None)
+
+
+def _option(runs: list[Result], objective: str, constraints: Constraints) -> Option | None:
+    first = runs[0]
+    if objective == "time-to-train" and constraints.tokens is not None:
+        tokens_per_item = first.metrics.tokens_per_item if first.metrics else None
+        if not tokens_per_item:
+            return None
+        days = constraints.tokens / tokens_per_item / 86400  # x seconds per item
+        return Option(runs, *_per_rate(days, band(runs)))
+    if objective == "time-to-train":
+        times = sorted(
+            t.time_to_target_s
+            for r in runs
+            if r.metrics and (t := r.metrics.of(TimeToTrain)) and t.time_to_target_s is not None
+        )
+        if not times:
+            return None
+        return Option(runs, statistics.median(times), times[0], times[-1])
+    rate = band(runs)
+    if objective == "energy":
+        joules = [
+            r.metrics.joules_per_item for r in runs if r.metrics and r.metrics.joules_per_item
+        ]
+        if not joules:
+            return None
+        return Option(runs, *_per_rate(statistics.median(joules) * rate.median, rate))
+    if objective == "cost":
+        price = price_of(first.platform, constraints.prices)
+        if price is None:
+            return None
+        return Option(runs, *_per_rate(price * first.num_devices / 3600 * 1e6, rate))
+    return Option(runs, rate.median, rate.low, rate.high)
+
+
+def _why_out(r: Result, constraints: Constraints) -> Out | None:
+    c, m = constraints, r.metrics
+    if any(flag is validity.Flag.CONTENDED for flag, _ in validity.verdict(r)):
+        return Out.CONTENDED
+    if c.global_batch is not None and r.spec.global_batch != c.global_batch:
+        return Out.GLOBAL_BATCH
+    if c.max_devices is not None and r.num_devices > c.max_devices:
+        return Out.DEVICES
+    if r.spec.scenario in scenarios.with_objective("goodput") and r.items_per_s is None:
+        return Out.SLO
+    if (
+        c.latency_bound_ms is not None
+        and r.spec.scenario in scenarios.with_objective("latency")
+        and not within_latency(r, c.latency_bound_ms)
+    ):
+        return Out.LATENCY
+    memory = r.env.devices[0].memory_gib if r.env.devices else None
+    peak = m.peak_mem_allocated_gib if m else None
+    headroom = c.memory_headroom_pct
+    if (
+        headroom is not None
+        and peak is not None
+        and memory
+        and peak > memory * (1 - headroom / 100)
+    ):
+        return Out.MEMORY
+    return None
+
+
+def recommend(
+    results: Sequence[Result],
+    workload: str,
+    objective: str,
+    constraints: Constraints | None = None,
+    scenario: str | None = None,
+) -> list[Advice]:
+    """Advice per platform, the platform with the best answer first; `scenario` (train or
+    infer) picks the results throughput, energy and cost are read from."""
+    constraints = constraints or Constraints()
+    if objective not in GOALS:
+        raise AccelbenchError(f"unknown objective {objective!r}: give one of {', '.join(GOALS)}")
+    if objective == "latency" and constraints.latency_bound_ms is None:
+        raise AccelbenchError("the latency objective needs --latency-bound-ms, e.g. 10")
+    if objective == "cost" and not constraints.prices:
+        raise AccelbenchError(
+            "the cost objective needs --prices FILE ($ per device-hour; none are built in)"
+        )
+    if constraints.tokens is not None and objective != "time-to-train":
+        raise AccelbenchError("--tokens projects a training time: give --objective time-to-train")
+    goal = goal_of(objective, constraints)
+    wanted = (scenario,) if scenario else goal.scenarios
+    mine = [r for r in results if r.spec.workload == workload and r.spec.scenario in wanted]
+    if constraints.tokens is not None and any(
+        r.metrics and not r.metrics.tokens_per_item for r in mine
+    ):
+        raise AccelbenchError(
+            f"{workload} reads no tokens: --tokens projects language models (llama3_*, gpt2_*, "
+            "bert_*, hf/...); leave it out"
+        )
+    by_platform: dict[str, list[Result]] = defaultdict(list)
+    for r in mine:
+        by_platform[r.platform].append(r)
+    out = [
+        _platform_advice(platform, runs, objective, constraints)
+        for platform, runs in by_platform.items()
+    ]
+    ranked = [a for a in out if a.options]
+    ranked.sort(key=lambda a: a.options[0].value, reverse=not goal.lower_is_better)
+    return ranked + [a for a in out if not a.options]
+
+
+def _platform_advice(
+    platform: str, runs: list[Result], objective: str, constraints: Constraints
+) -> Advice:
+    goal = goal_of(objective, constraints)
+    advice = Advice(platform, [])
+    cells: dict[str, list[Result]] = defaultdict(list)
+    reasons: dict[Out, int] = defaultdict(int)
+    for r in runs:
+        if r.status not in ("ok", "not-converged") or not r.metrics:
+            continue
+        why = _why_out(r, constraints)
+        if why is None:
+            cells[cell_key(r, ignore=("seed",))].append(r)
+        else:
+            reasons[why] += 1
+    advice.excluded = dict(reasons)
+    options = [o for cell in cells.values() if (o := _option(cell, objective, constraints))]
+    options.sort(key=lambda o: o.value, reverse=not goal.lower_is_better)
+    advice.options = options
+    if objective in ("cost", "energy") and cells and not options:
+        unknown = Out.NO_PRICE if objective == "cost" else Out.NO_ENERGY
+        advice.excluded[unknown] = sum(map(len, cells.values()))
+    if not options:
+        return advice
+    advice.confidence = _confidence(options, goal)
+    advice.batch_range = batch_range(
+        options[0].result, [r for cell in cells.values() for r in cell]
+    )
+    advice.gaps = _gaps(options[0], runs, objective)
+    advice.pareto = _pareto(options)
+    return advice
+
+
+def _confidence(options: list[Option], goal: Goal) -> Confidence:
+    best = options[0]
+    if best.low is None or best.high is None:
+        return Confidence(Level.NO_INTERVAL)
+    if len(options) == 1:
+        return Confidence(Level.ALONE)
+    second = options[1]
+    clear = clears(best, second, goal.lower_is_better)
+    if clear is None:
+        return Confidence(Level.NO_RUNNER_UP_INTERVAL, second)
+    if clear and min(len(best.runs), len(second.runs)) < MIN_RUNS:
+        return Confidence(Level.FEW_RUNS, second)
+    return Confidence(Level.HIGH if clear else Level.LOW, second)
+
+
+def clears(best: Option, other: Option, lower_is_better: bool) -> bool | None:
+    """Whether `best`'s interval lies wholly on the better side of `other`'s; None where
+    either has no interval."""
+    if best.low is None or best.high is None or other.low is None or other.high is None:
+        return None
+    return other.low > best.high if lower_is_better else other.high < best.low
+
+
+def batch_range(best: Result, runs: Sequence[Result]) -> list[int]:
+    """Micro batches whose throughput is within 5% of the best configuration's best, all other
+    settings as the best's."""
+    same = cell_key(best, ignore=ANY_BATCH)
+    rates: dict[int, list[float]] = defaultdict(list)
+    for r in runs:
+        if r.status == "ok" and r.metrics and cell_key(r, ignore=ANY_BATCH) == same:
+            rates[r.spec.batch_size].append(r.metrics.items_per_s)
+    medians = {b: statistics.median(v) for b, v in rates.items()}
+    top = max(medians.values())
+    return sorted(b for b, v in medians.items() if v >= BATCH_RANGE_FRAC * top)
+
+
+def _gaps(best: Option, runs: list[Result], objective: str) -> Gaps:
+    """What the answer cannot see: batches beyond those tried, the memory boundary, energy
+    and memory where they were not measured."""
+    batch, m = best.result.spec.batch_size, best.result.metrics
+    same = [
+        r for r in runs if cell_key(r, ignore=ANY_BATCH) == cell_key(best.result, ignore=ANY_BATCH)
+    ]
+    fits = sorted({r.spec.batch_size for r in same if r.metrics})
+    ooms = sorted({r.spec.batch_size for r in same if r.status == "oom"})
+    below = [b for b in fits if ooms and b < ooms[0]]
+    return Gaps(
+        batch,
+        largest_fit=below[-1] if below else None,
+        first_oom=ooms[0] if ooms else None,
+        larger_untried=batch == fits[-1] and not ooms,
+        smaller_untried=batch == fits[0] and batch > 1,
+        no_energy=objective not in ("time-to-train", "goodput")
+        and m is not None
+        and m.joules_per_item is None,
+        no_memory=m is not None and m.peak_mem_allocated_gib is None,
+    )
+
+
+def _pareto(options: list[Option]) -> list[Option]:
+    """Options no other is at least as good as on every measure and better on one: throughput
+    (up), devices, p99 latency when inferring or serving (a training step's time only grows
+    with its batch) and J per item where every option has it (down)."""
+    energy = all(o.result.metrics and o.result.metrics.joules_per_item for o in options)
+
+    def measures(o: Option) -> list[float]:
+        m = o.result.metrics
+        assert m is not None
+        values = [-m.items_per_s, float(o.result.num_devices)]
+        values += [s.p99] if (s := latency(o.result)) else []
+        return values + ([m.joules_per_item or 0.0] if energy else [])
+
+    table = [measures(o) for o in options]
+    front = [
+        o
+        for o, mine in zip(options, table, strict=True)
+        if not any(
+            all(a <= b for a, b in zip(other, mine, strict=True)) and other != mine
+            for other in table
+        )
+    ]
+    return front if len(front) > 1 else []
+
+
+def published(workload: str, platforms_seen: Sequence[str]) -> list[references.Reference]:
+    """Best published throughput per other platform and device count, labelled as published."""
+    from accelbench.analysis.references import THROUGHPUT_METRICS
+
+    best: dict[tuple[str, int], references.Reference] = {}
+    for ref in references.query(workload=workload):
+        if (
+            ref.metric not in THROUGHPUT_METRICS
+            or ref.scenario not in GOALS["throughput"].scenarios
+        ):
+            continue
+        key = (ref.platform, ref.num_devices)
+        if key not in best or ref.value > best[key].value:
+            best[key] = ref
+    seen = {references.family(p) for p in platforms_seen} - {None}
+    return [
+        ref
+        for (platform, _), ref in sorted(best.items())
+        if references.family(platform) not in seen or references.family(platform) is None
+    ]
+
+
+def ranked_apart(found: Sequence[Advice], objective: str) -> bool | None:
+    """Whether the best platform's interval clears the second's (None: fewer than two
+    platforms with an answer, or an interval missing)."""
+    ranked = [a for a in found if a.options]
+    if len(ranked) < 2:
+        return None
+    lower_is_better = GOALS[objective].lower_is_better
+    return clears(ranked[0].options[0], ranked[1].options[0], lower_is_better)

@@ -1,0 +1,268 @@
+"""Whether a result can be trusted, and why not: a verdict that every table shows.
+
+Rules, each with its reason (a result may break several):
+- diverged: the loss became NaN or infinite (time-to-train: or ran away);
+- not-converged: time-to-train's budget ended before its target;
+- too-short: too few steady-state steps for a 95% interval of the delivered rate, a steady
+  state shorter than contention.MIN_WINDOW_S (no CPU reading can judge it), or, when
+  inferring, too few batches for a p99 latency at 99% confidence;
+- noisy: the delivered rate's interval is wider than the target (spec.ci_pct, else NOISY_PCT),
+  or repeats of the cell in fresh processes differ by more than that;
+- contended: other processes used the CPUs or the GPU the cell needed, or a hypervisor stole
+  CPU time, during the steady state (contention.contended), or the cell ran more CPU processes
+  than the host has threads;
+- implausible: an MFU above 100%, or FLOPs counted below the weights' floor
+  (efficiency.flops_floor): the count or the peak is wrong, so the MFU means nothing;
+- throttled: NVML reported a power or thermal slowdown during the measured window;
+- input-bound: the training loop waited for input for more than INPUT_BOUND_FRAC of the time;
+- server: too-slow (no rate tried kept p99 within the bound), too-short (too few queries for a
+  p99), overloaded (answered less than OVERLOAD_FRAC of the target rate);
+- serve: too-slow (no rate tried met the SLO), too-short (too few requests at the reported rate
+  for its 99% share), overloaded (as the server's), failed-requests (some requests at the
+  reported rate failed: the server, not the load, decided that rate's numbers).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from enum import StrEnum
+
+from accelbench import scenarios
+from accelbench.records import contention, throughput
+from accelbench.records.metrics import Flops, Metrics
+from accelbench.records.result import Result, cell_key
+from accelbench.records.stats import early_stopping_samples
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServeMetrics, ServeTrial
+from accelbench.scenarios.server import ServerMetrics
+
+
+class Flag(StrEnum):
+    """A rule a result breaks (the module's docstring gives each); the reason beside it in a
+    verdict is its evidence in words, for people: nothing decides on it."""
+
+    DIVERGED = "diverged"
+    NOT_CONVERGED = "not-converged"
+    TOO_SHORT = "too-short"
+    NOISY = "noisy"
+    CONTENDED = "contended"
+    IMPLAUSIBLE = "implausible"
+    THROTTLED = "throttled"
+    INPUT_BOUND = "input-bound"
+    TOO_SLOW = "too-slow"
+    OVERLOADED = "overloaded"
+    FAILED_REQUESTS = "failed-requests"
+
+
+NOISY_PCT = 5.0
+"""Without a target, a rate known only to within more than +-5% is noisy."""
+INPUT_BOUND_FRAC = 0.10
+MIN_P99_ESTIMATE = 100
+"""Latencies below which no p99 is estimated at all (at least one must lie beyond it): shown
+with its count, and what a server's rate search goes by; a claim needs MIN_P99_SAMPLES."""
+MIN_P99_SAMPLES = early_stopping_samples(0)
+"""Latencies below which no p99 can be claimed: 459, the fewest with which a 99th percentile
+holds at 99% confidence, none beyond it (MLPerf LoadGen's early stopping; from 100, all within
+a bound, the claim has 63% confidence)."""
+
+
+def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, str]]:
+    """(flag, reason) for each rule the result breaks; empty means valid. `repeats` are the
+    results of the same cell's other repeats (see `repeat_groups`)."""
+    m, spec = result.metrics, result.spec
+    flags: list[tuple[Flag, str]] = []
+    if result.status in ("diverged", "not-converged"):
+        flags.append((Flag(result.status), result.reason or "the loss became NaN or infinite"))
+    if m is None:
+        return flags
+    target = spec.ci_pct or NOISY_PCT
+    scenario = scenarios.get(spec.scenario)
+    if scenario.rated_by_steps:  # others' steps are a capacity phase's: not the headline
+        flags += _rate_flags(m, scenario.batch_latency, target)
+    spread = repeat_spread([result, *repeats])
+    if spread is not None and spread > target:
+        flags.append(
+            (Flag.NOISY, f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
+        )
+    flags += scenario.verdicts(result)
+    if m.host is not None and (why := contention.contended(m.host)):
+        flags.append((Flag.CONTENDED, why))
+    if result.env.device_type == "cpu" and spec.processes_per_node > result.env.num_cpu_threads:
+        flags.append(
+            (
+                Flag.CONTENDED,
+                f"{spec.processes_per_node} processes shared {result.env.num_cpu_threads} CPU "
+                "threads, taking turns: the ranks' numbers are right, their speed is not",
+            )
+        )
+    if m.flops is not None and (why := implausible(m.flops, m.mfu)):
+        flags.append((Flag.IMPLAUSIBLE, why))
+    if m.energy is not None and m.energy.throttled:
+        flags.append(
+            (Flag.THROTTLED, "device slowed down: " + ", ".join(m.energy.throttle_reasons))
+        )
+    if m.input_wait_frac is not None and m.input_wait_frac > INPUT_BOUND_FRAC:
+        flags.append(
+            (
+                Flag.INPUT_BOUND,
+                f"{100 * m.input_wait_frac:.0f}% of step time waiting for input: add --workers",
+            )
+        )
+    return flags
+
+
+def _rate_flags(m: Metrics, batch_latency: bool, target: float) -> list[tuple[Flag, str]]:
+    """The first rule the delivered rate breaks: too few steady steps or (inferring) batches
+    for a p99, a steady state too short for a CPU reading, or an interval wider than target."""
+    rate, more = m.delivered, "run more steps"
+    if len(rate.block_s) < throughput.MIN_BLOCKS:
+        why = f"{len(rate.block_s)} steady steps; {throughput.MIN_BLOCKS} give a 95% interval"
+        return [(Flag.TOO_SHORT, f"{why}: {more}")]
+    if batch_latency and (
+        short := percentile_short(m.step_ms_steady.n, None, "steady batches", more)
+    ):
+        return [(Flag.TOO_SHORT, short)]
+    if rate.time_s < contention.MIN_WINDOW_S:
+        why = (
+            f"the steady state lasted {rate.time_s:.3g} s; under {contention.MIN_WINDOW_S:g} s "
+            "no CPU reading can tell whether other work shared it"
+        )
+        return [(Flag.TOO_SHORT, f"{why}: {more}")]
+    if rate.ci_pct is None:
+        return [(Flag.NOISY, "the steady steps vary too much for a bounded interval")]
+    if rate.ci_pct > target:
+        return [(Flag.NOISY, f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%")]
+    return []
+
+
+IMPLAUSIBLE_BELOW_FLOOR = 2.0
+"""A FLOP count below the weights' floor (Flops.floor_per_item) divided by this missed work the
+counter cannot see."""
+
+
+def implausible(flops: Flops, mfu: float | None) -> str | None:
+    """Why a FLOP count or an MFU cannot be right; None if nothing says so."""
+    if mfu is not None and mfu > 1:
+        return (
+            f"MFU {100 * mfu:.0f}% is above 100%: the peak ({flops.peak_source}) is below what "
+            "the model reached"
+        )
+    floor = flops.floor_per_item
+    if floor and flops.per_item < floor / IMPLAUSIBLE_BELOW_FLOOR:
+        return (
+            f"{flops.per_item:.3g} FLOPs counted per item, below the weights' floor of "
+            f"{floor:.3g}: the counter missed work, so FLOP/s and MFU are not known"
+        )
+    return None
+
+
+OVERLOAD_FRAC = 0.9
+"""A server trial answering less than this share of its target rate did not keep up."""
+
+
+def server_flags(result: Result) -> list[tuple[Flag, str]]:
+    """The server scenario's rules: a rate was sustained, answered as fast as it came."""
+    server = record_of(result, ServerMetrics)
+    return [] if server is None else _server_flags(server)
+
+
+def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
+    if server.reported is None:
+        return [(Flag.TOO_SLOW, f"no rate tried kept p99 within {server.latency_bound_ms:g} ms")]
+    trial = server.trials[server.reported]
+    flags = []
+    bound = server.latency_bound_ms
+    overs = 0 if bound is None else sum(v > bound for v in trial.latency_ms)
+    if why := percentile_short(trial.latency.n, overs, "queries", "raise --num-queries"):
+        flags.append((Flag.TOO_SHORT, why))
+    if trial.achieved_per_s < OVERLOAD_FRAC * trial.target_per_s:
+        flags.append(
+            (
+                Flag.OVERLOADED,
+                f"answered {trial.achieved_per_s:.4g} of {trial.target_per_s:.4g} queries/s",
+            )
+        )
+    return flags
+
+
+def keeps_up(t: ServeTrial) -> bool:
+    """Whether a serve trial's answers ended at OVERLOAD_FRAC or more of the rate its requests
+    were sent at (realised, not nominal); records without the realised rates compare the rate
+    answered with the nominal one."""
+    if t.sent_per_s is not None and t.ended_per_s is not None:
+        return t.ended_per_s >= OVERLOAD_FRAC * t.sent_per_s
+    return t.requests_per_s >= OVERLOAD_FRAC * (t.rate_per_s or 0.0)
+
+
+def percentile_short(n: int, overs: int | None, what: str, fix: str) -> str | None:
+    """Why n samples, `overs` of them beyond a bound (None: no bound, so none beyond one),
+    cannot claim a 99th percentile at 99% confidence (LoadGen's early stopping,
+    stats.early_stopping_samples); None if they can."""
+    needed = early_stopping_samples(overs or 0)
+    if n >= needed:
+        return None
+    beyond = "" if overs is None else f", {overs} beyond the bound"
+    return (
+        f"{n} {what}{beyond}: a p99 at 99% confidence needs {needed} (MLPerf LoadGen's early "
+        f"stopping), {needed - n} more: {fix}"
+    )
+
+
+def serve_flags(result: Result) -> list[tuple[Flag, str]]:
+    """The serve scenario's rules: a rate met the SLO, with enough requests for its p99s."""
+    serve = record_of(result, ServeMetrics)
+    return [] if serve is None else _serve_flags(serve)
+
+
+def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:
+    if serve.reported is None:
+        return [(Flag.TOO_SLOW, f"no rate tried met the SLO ({serve.search})")]
+    trial = serve.trials[serve.reported]
+    flags = []
+    overs = len(trial.requests) - trial.num_within
+    if why := percentile_short(len(trial.requests), overs, "requests", "raise --num-queries"):
+        flags.append((Flag.TOO_SHORT, why))
+    if not keeps_up(trial):
+        sent = trial.sent_per_s or trial.rate_per_s or 0.0
+        ended = trial.ended_per_s if trial.sent_per_s is not None else trial.requests_per_s
+        flags.append(
+            (
+                Flag.OVERLOADED,
+                f"answers ended at {ended or 0:.4g}/s, requests were sent at {sent:.4g}/s",
+            )
+        )
+    if failed := [r.error for r in trial.requests if r.error]:
+        flags.append(
+            (Flag.FAILED_REQUESTS, f"{len(failed)} of {len(trial.requests)} failed: {failed[0]}")
+        )
+    return flags
+
+
+def verdict_text(result: Result, repeats: Sequence[Result] = ()) -> str:
+    """ "valid", or the flags that apply, comma separated."""
+    flags = dict.fromkeys(flag for flag, _ in verdict(result, repeats))
+    return ", ".join(flags) if flags else "valid"
+
+
+def repeat_groups(results: Sequence[Result]) -> dict[str, list[Result]]:
+    """Results grouped by cell_key: the repeats of each cell."""
+    groups: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        groups[cell_key(r)].append(r)
+    return groups
+
+
+def siblings(result: Result, groups: dict[str, list[Result]]) -> list[Result]:
+    """The other repeats of `result`'s cell, found by its key: one look-up, not a scan."""
+    return [m for m in groups.get(cell_key(result), []) if m is not result]
+
+
+def repeat_spread(repeats: Sequence[Result]) -> float | None:
+    """Range of the repeats' throughputs as a percentage of their median; None for fewer than
+    two measured repeats."""
+    rates = [r.items_per_s for r in repeats if r.items_per_s and r.status == "ok"]
+    if len(rates) < 2:
+        return None
+    return 100 * (max(rates) - min(rates)) / statistics.median(rates)

@@ -1,0 +1,366 @@
+"""The only module that knows about processes: each cell runs in a fresh child.
+
+A fresh process per cell means CUDA state, peak-memory counters, compiled graphs and an OOM cannot
+leak from one cell into the next. Spec and result cross the boundary as JSON files.
+
+The child is one process for one replica; torchrun (torch.distributed.run) with a rank per
+replica for several; and, for several nodes inside a Slurm allocation, srun starting one torchrun
+per node that meet through a c10d rendezvous on this host. Rank 0 writes the result; a rank that
+fails writes its own, and torchrun then stops the others.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from functools import partial
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+from accelbench.cell import preflight
+from accelbench.errors import AccelbenchError
+from accelbench.records.environment import Environment
+from accelbench.records.result import Result, Status
+from accelbench.records.spec import RunSpec
+
+log = logging.getLogger(__name__)
+
+_TAIL_LINES = 12
+_GRACE_S = 20.0
+"""How long a cell may take to stop and report after SIGTERM (Slurm waits 30 s, KillWait, before
+it kills a job's processes)."""
+CELL_DIR = "ACCELBENCH_CELL_DIR"
+"""Environment variable: where cells keep their spec and result files (default: the system's
+temporary directory, which ranks on other nodes cannot see)."""
+
+
+class Interrupted(BaseException):
+    """SIGTERM (a Slurm time limit, a kill) or Ctrl-C while a cell ran; `result` is that cell,
+    recorded as interrupted. A BaseException, as KeyboardInterrupt is, so that no handler of
+    ordinary errors swallows it."""
+
+    def __init__(self, signal_name: str, result: Result | None = None) -> None:
+        super().__init__(signal_name)
+        self.signal_name, self.result = signal_name, result
+
+
+@contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Turn SIGTERM into Interrupted inside the block, instead of death without clean-up."""
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise Interrupted("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGTERM and Ctrl-C back until the block ends, so that a write in it completes."""
+    held = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
+
+
+def probe_environment(device: str, inputs: Sequence[preflight.Inputs] = ()) -> Environment:
+    """The platform a cell would see, captured in a child so this process never touches the
+    device; the child also tries `inputs` (preflight.check), and what fails there raises here."""
+    return Environment.model_validate_json(_inspect(["env", device], inputs, device))
+
+
+def preflight_in_child(inputs: Sequence[preflight.Inputs]) -> None:
+    """preflight.check in a child process, so that a user's code never runs in this one."""
+    if inputs:
+        _inspect(["check", "-"], inputs, "cpu")
+
+
+PROBE_TIMEOUT_S = 600.0
+"""How long a probe may take: importing a user's module and building models on the meta device."""
+
+
+def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -> str:
+    """Run the probe child in a session of its own, as a cell is: whatever a model's code forks
+    in it ends with it, and holds no pipe of ours open."""
+    with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
+        out, todo, log_path = Path(tmp, "out.json"), Path(tmp, "inputs.json"), Path(tmp, "log")
+        todo.write_text(json.dumps(list(inputs)))
+        with log_path.open("w") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "accelbench.cell.child", *args, str(out), str(todo)],
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+                preexec_fn=_on_parent_death(),
+            )
+            try:
+                child.wait(timeout=PROBE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise AccelbenchError(
+                    f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} "
+                    "s: does a model file wait for something when imported?"
+                ) from None
+            finally:
+                _signal_group(child.pid, signal.SIGKILL)
+                child.wait()
+        if child.returncode != 0 or not out.exists():
+            raise AccelbenchError(
+                _last_line(log_path.read_text(errors="replace"))
+                or f"inspecting device {device!r} and the inputs ended with exit code "
+                f"{child.returncode} and no answer: does a model's code end its process?"
+            )
+        return out.read_text()
+
+
+def run_in_child(
+    spec: RunSpec, env: Environment, timeout_s: float, stream: TextIO | None = None
+) -> Result:
+    """Run one cell in a fresh process; a crash or timeout becomes the result's status. Its
+    output is kept in the log directory, named in the result, and copied to `stream` as it
+    comes, if given."""
+    # Ranks on other nodes read the spec and write results here: a shared directory under Slurm.
+    with tempfile.TemporaryDirectory(prefix="accelbench-", dir=os.environ.get(CELL_DIR)) as tmp:
+        spec_path, out, log_path = (
+            Path(tmp, "spec.json"),
+            Path(tmp, "result.json"),
+            Path(tmp, "log"),
+        )
+        spec_path.write_text(spec.model_dump_json())
+        start, oom_kills = time.perf_counter(), _oom_kills()
+        with log_path.open("w") as log:
+            # A session of its own, so a timeout kills the cell's loader workers with it.
+            child = subprocess.Popen(
+                command(spec, [str(spec_path), str(out)]),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=_on_parent_death(),
+            )
+            done, follower = threading.Event(), None
+            if stream is not None:
+                follower = threading.Thread(
+                    target=_follow, args=(log_path, stream, done), daemon=True
+                )
+                follower.start()
+            try:
+                child.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                _kill(child)
+                reason = f"no result within the {timeout_s:g} s limit"
+                return _kept(Result.new(spec, env, "timeout", reason=reason), log_path)
+            except (KeyboardInterrupt, Interrupted) as exc:
+                _kill(child)  # asks it to stop and report; its own session would outlive us
+                name = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
+                stopped = _stopped(spec, env, out, name, start)
+                raise Interrupted(name, _kept(stopped, log_path)) from None
+            except BaseException:
+                _kill(child)
+                raise
+            finally:
+                done.set()
+                if follower is not None:
+                    follower.join(timeout=5)
+            _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
+        wall_s = time.perf_counter() - start
+        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
+        ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
+        written = [out] if out.exists() else ranks
+        if written:
+            result = Result.model_validate_json(written[0].read_text())
+            return _kept(result.model_copy(update={"wall_s": wall_s}), log_path)
+        status, reason = _exit_status(child.returncode, tail, _oom_kills() != oom_kills)
+        return _kept(Result.new(spec, env, status, reason=reason, detail=tail or None), log_path)
+
+
+def _kept(result: Result, log_path: Path) -> Result:
+    """The result naming its cell's output, copied to the log directory (the cell's own
+    directory goes with it); unchanged where the log cannot be written."""
+    from accelbench.storage.connect import log_dir
+
+    target = log_dir() / f"{result.created_at:%Y%m%dT%H%M%S%f}-{result.key}.log"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(log_path, target)
+    except OSError as exc:
+        log.warning("the cell's output was not kept at %s: %s", target, exc)
+        return result
+    return result.model_copy(update={"log_path": str(target)})
+
+
+def _follow(path: Path, stream: TextIO, done: threading.Event) -> None:
+    """Copy what a cell writes to its log to `stream` as it comes, until `done`."""
+    with path.open(errors="replace") as log_file:
+        while True:
+            finished = done.is_set()
+            if text := log_file.read():
+                stream.write(text)
+                stream.flush()
+            if finished:
+                return
+            time.sleep(0.1)
+
+
+def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float) -> Result:
+    """The interrupted cell: what it measured if it reported within the grace period (its
+    finished epochs, or all of them if it was about to end), else only how long it ran."""
+    wall_s = time.perf_counter() - start
+    again = "run the sweep again to run it whole"
+    if not out.exists():
+        reason = f"stopped by {name} after {wall_s:.1f} s, nothing measured yet; {again}"
+        return Result.new(spec, env, "interrupted", reason=reason)
+    result = Result.model_validate_json(out.read_text()).model_copy(update={"wall_s": wall_s})
+    if result.status != "interrupted":
+        return result  # it finished within the grace period: a whole result
+    reason = f"stopped by {name} after {wall_s:.1f} s, {result.reason}; {again}"
+    return result.model_copy(update={"reason": reason})
+
+
+def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
+    """The command line that runs a cell: one process, torchrun on this host, or srun + torchrun
+    over the nodes of a Slurm allocation."""
+    cell = ["-m", "accelbench.cell.child", "cell", *cell_args]
+    if not spec.distributed and spec.numa_binding is None:
+        return [sys.executable, *cell]
+    torchrun = [sys.executable, "-m", "torch.distributed.run"]
+    torchrun += ["--nproc-per-node", str(spec.processes_per_node)]
+    if spec.numa_binding:
+        torchrun += ["--numa-binding", spec.numa_binding]
+    if spec.nodes == 1:
+        return [*torchrun, "--standalone", *cell]
+    rendezvous = f"{socket.gethostname()}:{_free_port()}"
+    srun = ["srun", "--nodes", str(spec.nodes), "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
+    # Not inherited from the job since Slurm 22.05: each node's torchrun gets the CPUs and memory
+    # the job has there, not one core for its ranks and their loader workers to share.
+    cpus = os.environ.get("SLURM_CPUS_PER_TASK") or os.environ.get("SLURM_CPUS_ON_NODE")
+    srun += [*(["--cpus-per-task", cpus] if cpus else []), "--mem=0"]
+    torchrun += ["--nnodes", str(spec.nodes), "--rdzv-backend", "c10d"]
+    torchrun += ["--rdzv-endpoint", rendezvous, "--rdzv-id", Path(cell_args[0]).parent.name]
+    return [*srun, *torchrun, *cell]
+
+
+MAX_PROCESSES_PER_THREAD = 4
+"""CPU processes per CPU thread a cell may start, taking turns on the cores."""
+
+
+def check_launchable(spec: RunSpec, env: Environment) -> None:
+    """Raise, naming the fix, if this machine cannot start the cell's ranks as asked."""
+    per_node = spec.processes_per_node
+    if spec.nodes > 1 and "SLURM_JOB_ID" not in os.environ:
+        raise AccelbenchError(
+            f"--nodes {spec.nodes} runs inside a Slurm allocation: write its job script with "
+            "`accelbench slurm`"
+        )
+    if env.device_type == "cpu":
+        # A few processes per CPU thread still run (sharding can be checked on a laptop), their
+        # results flagged contended (validity); many more would only thrash.
+        if per_node > MAX_PROCESSES_PER_THREAD * env.num_cpu_threads:
+            raise AccelbenchError(
+                f"{per_node} CPU processes per node, but this host has {env.num_cpu_threads} CPU "
+                "threads: give fewer --replicas or more --nodes"
+            )
+        if spec.bn_span > 1:
+            raise AccelbenchError(
+                "torch syncs batch norm on GPUs only: leave --bn-span at 1 on the CPU"
+            )
+        if spec.numa_binding:
+            raise AccelbenchError(
+                "torchrun binds ranks to the CPUs near their accelerator: leave out "
+                "--numa-binding on the CPU"
+            )
+    elif per_node > len(env.devices):
+        raise AccelbenchError(
+            f"{per_node} devices per node asked for, but this node has {len(env.devices)} "
+            f"{env.device_type} device(s): give fewer --replicas or more --nodes"
+        )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return int(sock.getsockname()[1])
+
+
+def _kill(child: subprocess.Popen[bytes]) -> None:
+    """SIGTERM first, which torchrun and srun pass on to their ranks, then SIGKILL. The cell
+    may have ended on its own meanwhile (Ctrl-C at its very end): then nothing is left to stop."""
+    _signal_group(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _signal_group(child.pid, signal.SIGKILL)
+        child.wait()
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    """Signal every process of the cell's session, if any is left."""
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _die_with_parent(prctl: Any, parent: int) -> None:  # in the child, between fork and exec
+    """Linux: the cell gets SIGTERM when the sweep dies, even by kill -9, so it stops (and
+    stores nothing) instead of running on as an orphan beside the next sweep's cells. Nothing
+    is imported here: another thread may have held the import lock at the fork."""
+    prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the sweep died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _on_parent_death() -> Callable[[], None] | None:
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    return partial(_die_with_parent, ctypes.CDLL(None).prctl, os.getpid())
+
+
+def _exit_status(returncode: int, tail: str, oom_killed: bool) -> tuple[Status, str]:
+    """How a cell that left no result ended. Killed by the out-of-memory killer: oom. Killed by
+    SIGKILL from elsewhere: interrupted, so the next run of the sweep runs it again."""
+    if returncode == -signal.SIGKILL:
+        if oom_killed:
+            return (
+                "oom",
+                "cell process killed by the out-of-memory killer (its cgroup's oom_kill count rose)",
+            )
+        return (
+            "interrupted",
+            "cell process killed by SIGKILL from outside the sweep; run the sweep again to run it",
+        )
+    if returncode < 0:
+        return "error", f"cell process killed by {signal.Signals(-returncode).name}"
+    return "error", _last_line(tail) or f"cell process exited with code {returncode} and no result"
+
+
+def _oom_kills() -> int | None:
+    """The out-of-memory kills in this process's cgroup so far (cgroup v2), if readable."""
+    try:
+        events = Path("/sys/fs/cgroup/memory.events").read_text()
+    except OSError:
+        return None
+    counts = dict(line.split() for line in events.splitlines() if line.count(" ") == 1)
+    return int(counts.get("oom_kill", 0))
+
+
+def _last_line(text: str) -> str:
+    """The last line that says something (torchrun ends its failure report with a rule)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip().strip("=-")]
+    return lines[-1] if lines else ""

@@ -1,0 +1,204 @@
+"""Energy over the measured window, from a hardware counter or not at all.
+
+NVIDIA GPUs: NVML's total-energy counter, read at the start and end of the window, with power,
+SM clock and clock-event (throttle) reasons sampled in a thread. CPUs: RAPL package counters in
+/sys/class/powercap where the kernel exposes them and this user may read them. Anything else is
+"not available": no estimate from a TDP is ever shown as a measurement.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from accelbench.records.frozen import Frozen
+
+if TYPE_CHECKING:
+    import torch
+
+log = logging.getLogger(__name__)
+
+EnergyMethod = Literal["nvml-energy-counter", "rapl", "not available"]
+POWERCAP = Path("/sys/class/powercap")
+SAMPLE_S = 0.1
+
+# NVML clock-event reasons that mean the device ran slower than asked (nvml.h,
+# nvmlClocksEventReason*); idle, application clocks and sync boost are not slowdowns.
+THROTTLE_REASONS = {
+    0x4: "sw-power-cap",
+    0x8: "hw-slowdown",
+    0x20: "sw-thermal",
+    0x40: "hw-thermal",
+    0x80: "hw-power-brake",
+}
+
+
+class EnergyMetrics(Frozen):
+    method: EnergyMethod
+    scope: str
+    """What the counter covers: one GPU board, or the CPU packages."""
+    joules: float | None = None
+    avg_power_w: float | None = None
+    peak_power_w: float | None = None
+    """Highest sampled power (NVML only)."""
+    power_limit_w: float | None = None
+    sm_clock_mhz_median: float | None = None
+    throttle_reasons: list[str] = Field(default_factory=list)
+    """Slowdown reasons NVML reported at any sample of the window."""
+    num_samples: int = 0
+
+    @property
+    def throttled(self) -> bool:
+        return bool(self.throttle_reasons)
+
+
+class EnergyMeter:
+    """Start before the window, stop after the device finished it."""
+
+    def __init__(self, device: torch.device, powercap: Path = POWERCAP) -> None:
+        self.device, self.powercap = device, powercap
+        self._nvml: Any = None
+        self._handle: Any = None
+        self._samples: list[tuple[float, float, int]] = []  # (power W, SM MHz, reasons bits)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start_j = 0.0
+        self._start_s = 0.0
+        self._start_uj: list[int] = []
+        self._rapl = _rapl_domains(powercap) if device.type == "cpu" else []
+        if device.type == "cuda":
+            self._open_nvml()
+
+    def start(self) -> None:
+        self._start_s = time.perf_counter()
+        if self._handle is not None:
+            self._start_j = self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3
+            self._thread = threading.Thread(target=self._sample, daemon=True)
+            self._thread.start()
+        elif self._rapl:
+            self._start_uj = [_read_int(d / "energy_uj") for d in self._rapl]
+
+    def stop(self) -> EnergyMetrics:
+        seconds = time.perf_counter() - self._start_s
+        if self._handle is not None:
+            joules = (
+                self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3 - self._start_j
+            )
+            self._stop.set()
+            if self._thread is not None:
+                self._thread.join()
+            power = [p for p, _, _ in self._samples]
+            reasons = 0
+            for _, _, bits in self._samples:
+                reasons |= bits
+            return EnergyMetrics(
+                method="nvml-energy-counter",
+                scope=f"GPU {self.device.index or 0} board",
+                joules=joules,
+                avg_power_w=joules / seconds,
+                peak_power_w=max(power, default=None),
+                power_limit_w=self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3,
+                sm_clock_mhz_median=statistics.median(c for _, c, _ in self._samples)
+                if self._samples
+                else None,
+                throttle_reasons=[name for bit, name in THROTTLE_REASONS.items() if reasons & bit],
+                num_samples=len(self._samples),
+            )
+        if self._rapl:
+            joules = 0.0
+            for domain, start in zip(self._rapl, self._start_uj, strict=True):
+                delta = _read_int(domain / "energy_uj") - start
+                if delta < 0:  # the counter wrapped around
+                    delta += _read_int(domain / "max_energy_range_uj")
+                joules += delta / 1e6
+            return EnergyMetrics(
+                method="rapl",
+                scope=f"CPU packages ({len(self._rapl)})",
+                joules=joules,
+                avg_power_w=joules / seconds,
+            )
+        scope = "CPU" if self.device.type == "cpu" else self.device.type
+        return EnergyMetrics(method="not available", scope=scope)
+
+    def _open_nvml(self) -> None:
+        import torch
+
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            uuid = str(torch.cuda.get_device_properties(self.device).uuid)
+            try:
+                self._handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
+            except pynvml.NVMLError:
+                self._handle = pynvml.nvmlDeviceGetHandleByIndex(self.device.index or 0)
+            pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)  # Volta and later
+            self._nvml = pynvml
+        except Exception as exc:  # no NVML, or a GPU without the counter
+            log.warning("NVML energy counter not available: %s", exc)
+            self._handle = None
+
+    def _sample(self) -> None:
+        nvml, handle = self._nvml, self._handle
+        while not self._stop.wait(SAMPLE_S):
+            self._samples.append(
+                (
+                    nvml.nvmlDeviceGetPowerUsage(handle) / 1e3,
+                    nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM),
+                    nvml.nvmlDeviceGetCurrentClocksEventReasons(handle),
+                )
+            )
+
+
+def _rapl_domains(powercap: Path) -> list[Path]:
+    """The readable package-level RAPL domains (intel-rapl:N, also used by AMD's driver)."""
+    domains = []
+    for domain in sorted(powercap.glob("intel-rapl:*")):
+        if domain.name.count(":") != 1:
+            continue  # a sub-domain (core, dram) of a package
+        try:
+            _read_int(domain / "energy_uj")
+        except (OSError, ValueError):
+            continue  # root-only since 2020 on most distributions
+        domains.append(domain)
+    return domains
+
+
+def _read_int(path: Path) -> int:
+    return int(path.read_text().strip())
+
+
+def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
+    """The energy of a data-parallel run from each rank's (hostname, meter reading): a GPU board
+    counter per rank adds up; a CPU package counter covers every rank on its host, so it is
+    counted once per host."""
+    readings = [e for _, e in per_rank]
+    first = readings[0]
+    if any(e.method != first.method or e.joules is None for e in readings):
+        return EnergyMetrics(method="not available", scope=f"{len(readings)} ranks")
+    if first.method == "rapl":
+        readings = list({host: e for host, e in per_rank}.values())
+    hosts = len({host for host, _ in per_rank})
+    scope = (
+        f"{len(readings)} GPU boards on {hosts} host(s)"
+        if first.method == "nvml-energy-counter"
+        else f"CPU packages of {hosts} host(s)"
+    )
+    clocks = [e.sm_clock_mhz_median for e in readings if e.sm_clock_mhz_median is not None]
+    limits = [e.power_limit_w for e in readings]
+    return EnergyMetrics(
+        method=first.method,
+        scope=scope,
+        joules=sum(e.joules or 0.0 for e in readings),
+        avg_power_w=sum(e.avg_power_w or 0.0 for e in readings),
+        power_limit_w=sum(x for x in limits if x is not None) if None not in limits else None,
+        sm_clock_mhz_median=statistics.median(clocks) if clocks else None,
+        throttle_reasons=sorted({r for e in readings for r in e.throttle_reasons}),
+        num_samples=sum(e.num_samples for e in readings),
+    )

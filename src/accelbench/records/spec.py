@@ -1,0 +1,387 @@
+"""The run spec: every knob that can change a measured number, frozen and validated."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from accelbench import scenarios, workloads
+from accelbench.records.frozen import Frozen
+from accelbench.records.precision import PRECISIONS, Precision
+from accelbench.records.targets import parse_target
+
+_ADDED_LATER = (
+    "model_args",
+    "data",
+    "ci_pct",
+    "max_measure_s",
+    "repeat",
+    "replicas",
+    "nodes",
+    "bn_span",
+    "numa_binding",
+    "recompute",
+    "pipeline_stages",
+    "pipeline_schedule",
+    "inputs_on_device",
+    "rate_per_s",
+    "latency_bound_ms",
+    "batch_timeout_ms",
+    "num_queries",
+    "target",
+    "max_steps",
+    "lr_scaling",
+    "lr_base_batch",
+    "warmup_steps",
+    "diverge_factor",
+    "threads",
+    "compile_mode",
+    "cudnn_benchmark",
+    "fsdp",
+    "fsdp_offload",
+    "tensor_parallel",
+    "sequence_parallel",
+    "prompt_tokens",
+    "new_tokens",
+    "endpoint",
+    "platform",
+    "lengths",
+    "slo_ttft_ms",
+    "slo_tpot_ms",
+    "request_timeout_s",
+    "code_digest",
+    "api_key_env",
+    "chat",
+)
+MAX_REPEATS = 1000
+"""The most repeats (and seeds) of one cell a sweep runs."""
+Optimizer = Literal["sgd", "adamw"]
+DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
+NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
+
+SCENARIO_HELP = "How it is measured: " + "; ".join(
+    f"{s.name} ({s.summary})" for s in scenarios.all_scenarios()
+)
+
+
+class RunSpec(Frozen):
+    """One cell of a sweep: a workload measured once in one scenario with one configuration."""
+
+    workload: str
+    """Workload name, as `accelbench list` shows it."""
+    scenario: str = Field(default="train", description=SCENARIO_HELP)
+    device: DeviceType = "auto"
+    """torch device type; auto picks the accelerator torch reports, else the CPU."""
+    batch_size: int = Field(gt=0, le=2**24)
+    """Micro batch: items per forward pass on one device (serve: requests in flight at once,
+    each client sending its next as its last one ends)."""
+    grad_accum: int = Field(default=1, gt=0, le=2**16)
+    """Micro batches accumulated into one optimizer step."""
+    replicas: int = Field(default=1, gt=0, le=100_000)
+    """Data-parallel replicas, one process and one device each, started by torchrun with
+    DistributedDataParallel (NCCL on NVIDIA GPUs, gloo on the CPU)."""
+    fsdp: bool = False
+    """Shard weights, gradients and optimizer state over the replicas instead of copying them to
+    each (torch's FSDP2: fully_shard on every transformer block and on the whole model), with
+    bf16 weights and fp32 gradient reduction under amp-bf16; on one replica too, as a baseline."""
+    fsdp_offload: bool = False
+    """With fsdp: keep the shards and the optimizer's step in host memory (CPUOffloadPolicy),
+    for a model too large for the devices at the cost of copies every step."""
+    tensor_parallel: int = Field(default=1, gt=0, le=1024)
+    """Devices each layer's matmuls are split over (torch's parallelize_module with the model's
+    own plan: attention and MLP projections column-wise, then row-wise), in a 2-D device mesh of
+    replicas x tensor_parallel; a replica then spans this many devices and processes."""
+    sequence_parallel: bool = False
+    """With tensor_parallel: also split the norms and the activations between layers along the
+    sequence over those devices (Megatron's sequence parallelism), for less activation memory
+    at the same communication volume."""
+    pipeline_stages: int = Field(default=1, gt=0, le=1024)
+    """Stages the model is split into, one device and process each, fed grad_accum
+    micro-batches per optimizer step by torch.distributed.pipelining (the PEARC '22 study's IPUs per
+    replica); split where the forward FLOPs balance."""
+    pipeline_schedule: Literal["gpipe", "1f1b"] = "gpipe"
+    """Order of the micro-batches' forward and backward passes over the stages."""
+    nodes: int = Field(default=1, gt=0, le=100_000)
+    """Hosts the replicas are spread over, evenly; more than one needs a Slurm allocation."""
+    bn_span: int = Field(default=1, gt=0)
+    """Replicas whose batch-norm statistics are computed together (SyncBatchNorm in groups of
+    this many; 1: each replica its own), Graphcore's BN_span."""
+    numa_binding: NumaBinding | None = None
+    """Bind each rank and its loader workers to the CPUs near its accelerator (torchrun's
+    --numa-binding mode); None: leave placement to the OS."""
+    epochs: int = Field(default=2, gt=0, le=100_000)
+    """Epochs; the first holds compilation and warm-up and is reported apart (time-to-train:
+    as many as reaching the target takes)."""
+    steps_per_epoch: int = Field(default=20, gt=0, le=10**9)
+    """Optimizer steps in each epoch; time-to-train evaluates the held-out split after each."""
+    precision: Precision = "fp32"
+    """Numeric precision: fp32, tf32, amp-fp16, amp-bf16, bf16, fp16, int8-dynamic (CPU
+    inference) or fp8 (float8 training, NVIDIA compute capability 8.9 and later)."""
+    compile: bool = False
+    """Run the model through torch.compile."""
+    compile_mode: Literal["default", "reduce-overhead", "max-autotune"] = "default"
+    """torch.compile's mode, with compile: reduce-overhead replays CUDA graphs, max-autotune also
+    searches kernels (its compilation is in the first epoch, apart from the steady state)."""
+    cudnn_benchmark: Literal["auto", "on", "off"] = "auto"
+    """cuDNN autotuning (torch.backends.cudnn.benchmark): auto is on for workloads whose shapes
+    are fixed and off for those whose shapes vary, where it would tune at every new shape."""
+    channels_last: bool = False
+    """Channels-last memory format for the model and its image inputs."""
+    inputs_on_device: bool = False
+    """Device-resident input: a few synthetic batches made on the device once and cycled (infer:
+    the queries), as NVIDIA's DeepLearningExamples and timm's benchmark do, to show the compute
+    ceiling; off: each batch made on the host and copied through the DataLoader in its time."""
+    prompt_tokens: int = Field(default=128, gt=0, le=2**20)
+    """generate: tokens in each prompt of the batch."""
+    new_tokens: int = Field(default=32, gt=1, le=2**20)
+    """generate: tokens made for each prompt, greedy, end-of-sequence ignored."""
+    rate_per_s: float | None = Field(default=None, gt=0)
+    """server and serve: the queries' mean arrival rate (Poisson); None: search for the highest
+    rate whose p99 latency stays within latency_bound_ms (serve: that meets the SLO)."""
+    latency_bound_ms: float | None = Field(default=None, gt=0)
+    """server: the p99 latency a rate must keep to count as sustained."""
+    batch_timeout_ms: float = Field(default=2.0, ge=0)
+    """server: the longest the oldest waiting query waits for its batch to fill."""
+    num_queries: int = Field(default=500, gt=0)
+    """server and serve: queries (requests) sent at each rate tried."""
+    endpoint: str | None = None
+    """serve: the base URL of an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp,
+    `transformers serve`), such as http://gpu01:8000."""
+    platform: str | None = Field(default=None, min_length=1, max_length=200)
+    """The platform's name as the centre calls it, a cluster or partition ("jureca-dc",
+    "booster"; the command line's default: $ACCELBENCH_PLATFORM, else Slurm's
+    $SLURM_CLUSTER_NAME), kept beside the device model so that two clusters with the same
+    devices stay apart; serve: what the server runs on, in the user's words ("8x H100 SXM,
+    vLLM 0.11"), which the client's own host is not."""
+    lengths: str | None = None
+    """serve: a CSV file of request lengths, columns prompt_tokens,new_tokens, a row drawn at
+    random for each request; None: every request has prompt_tokens and new_tokens."""
+    slo_ttft_ms: float = Field(default=2000.0, gt=0)
+    """serve: the time-to-first-token target of a request; the default is MLPerf Inference's
+    server bound for Llama 2 70B (2 s, at the 99th percentile)."""
+    slo_tpot_ms: float = Field(default=200.0, gt=0)
+    """serve: the time-per-output-token target of a request; the default is MLPerf Inference's
+    server bound for Llama 2 70B (200 ms, at the 99th percentile)."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """serve: the environment variable holding the server's API key (vLLM's --api-key, a
+    hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""
+    chat: bool = False
+    """serve: send each prompt as one user message to /v1/chat/completions (the server applies
+    its chat template), not as a prompt to /v1/completions."""
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    """serve: the longest a request may take, first byte to last, before it counts as an
+    error; a server that stops answering never hangs the cell."""
+    target: str | None = None
+    """time-to-train: the held-out metric to reach, such as "val_loss<=0.02" or
+    "val_accuracy>=0.95" (accuracy for classifiers)."""
+    max_steps: int | None = Field(default=None, gt=0)
+    """time-to-train: stop as not-converged after this many optimizer steps (and, as always,
+    after max_measure_s of training)."""
+    lr_scaling: Literal["fixed", "linear"] = "fixed"
+    """fixed: lr as given; linear: lr x global batch / lr_base_batch (Goyal et al. 2017), so
+    the learning rate follows the global batch when it changes."""
+    lr_base_batch: int = Field(default=256, gt=0)
+    """The global batch that lr is meant for, under linear scaling."""
+    warmup_steps: int = Field(default=0, ge=0)
+    """Optimizer steps over which the learning rate ramps linearly up to its value."""
+    diverge_factor: float = Field(default=10.0, gt=1)
+    """time-to-train: stop as diverged when the median training loss between two evaluations
+    exceeds this multiple of the first step's loss (NaN or infinity stops it at once)."""
+    recompute: bool = False
+    """Activation checkpointing (timm and transformers models): recompute activations in the
+    backward pass instead of keeping them, trading compute for memory."""
+    optimizer: Optimizer = "sgd"
+    """sgd (momentum 0.9) or adamw."""
+    lr: float = Field(default=0.01, gt=0)
+    """Learning rate."""
+    threads: int | None = Field(default=None, gt=0)
+    """torch's CPU threads in each process (torch.set_num_threads); None: torch's default, all
+    cores for one process but one per process under torchrun with several. Give the same number
+    at every replica count to compare them like with like."""
+    workers: int = Field(default=0, ge=0, le=256)
+    """DataLoader worker processes generating the host data (0: in the training process)."""
+    window_steps: int = Field(default=2, gt=0)
+    """Optimizer steps per throughput window, for the spread of the windows (a secondary
+    statistic; the headline's interval is from batch means over the steady steps)."""
+    ci_pct: float | None = Field(default=None, gt=0)
+    """Measure more epochs, past `epochs`, until the 95% confidence interval of the delivered
+    throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
+    max_measure_s: float = Field(default=600.0, gt=0)
+    """Time budget of the epochs run to reach ci_pct, an upper bound: no epoch starts that would
+    end past it (the first `epochs` always run)."""
+    repeat: int = Field(default=0, ge=0)
+    """Index of a repeat of the same cell, each in a fresh process (--repeats N runs 0..N-1)."""
+    seed: int = Field(default=0, ge=-(2**63), lt=2**64)
+    """Seed of weights and synthetic data."""
+    model_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    """Overrides of the workload's shape or model (image_size, seq_len, num_layers, ...); for
+    timm/ and hf/ workloads, any model or config argument."""
+    code_digest: str | None = None
+    """A user's model file as it was when the cell was planned (workloads.file_digest, set by
+    the sweep, not given): part of the key, so an edited file is measured again, its old
+    results kept; None for every other workload."""
+    data: str | None = None
+    """Real local data instead of synthetic: an ImageFolder directory, webdataset .tar shards (a
+    file, a directory of them or a {000..009} pattern), an MNIST IDX images file, a .npy file
+    of token ids, or sklearn:digits (scikit-learn's 1,797 handwritten digits)."""
+
+    @field_validator("workload")
+    @classmethod
+    def _known_workload(cls, name: str) -> str:
+        return workloads.check_name(name)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_form(cls, url: str | None) -> str | None:
+        """The base URL, without a trailing / or /v1, which requests add."""
+        if url is None:
+            return None
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+            raise ValueError(f"endpoint {url!r} is not a URL: give http://HOST:PORT")
+        return url.rstrip("/").removesuffix("/v1").rstrip("/")
+
+    @field_validator("target")
+    @classmethod
+    def _target_form(cls, target: str | None) -> str | None:
+        if target is not None:
+            parse_target(target)
+        return target
+
+    @model_validator(mode="after")
+    def _settings_agree(self) -> RunSpec:
+        if self.num_processes % self.nodes:
+            raise ValueError(
+                f"{self.num_processes} devices do not spread evenly over {self.nodes} nodes: "
+                "give --replicas (x --tensor-parallel x --pipeline-stages) as a multiple of --nodes"
+            )
+        if self.sequence_parallel and self.tensor_parallel == 1:
+            raise ValueError(
+                "--sequence-parallel splits tensor-parallel work: add --tensor-parallel 2 or more"
+            )
+        if self.fsdp_offload and not self.fsdp:
+            raise ValueError("--fsdp-offload offloads FSDP's shards: add --fsdp")
+        if self.pipeline_stages > 1 and (self.fsdp or self.tensor_parallel > 1):
+            raise ValueError(
+                "pipeline stages are not combined with --fsdp or --tensor-parallel yet: "
+                "give one of them"
+            )
+        if (self.fsdp or self.tensor_parallel > 1) and PRECISIONS[self.precision].grad_scaler:
+            raise ValueError(
+                f"{self.precision} scales the loss, which sharded weights do not support yet: "
+                "give --fsdp and --tensor-parallel amp-bf16, bf16 or fp32"
+            )
+        if self.fsdp and self.bn_span > 1:
+            raise ValueError("--bn-span syncs batch norm across copies of a model: not with --fsdp")
+        if self.pipeline_stages > 1 and self.replicas > 1:
+            raise ValueError(
+                "pipeline stages run one replica so far: give --replicas 1 with --pipeline-stages"
+            )
+        scenario = scenarios.get(self.scenario)
+        precision = PRECISIONS[self.precision]
+        if precision.training_only and (
+            not scenario.trains or self.pipeline_stages > 1 or self.tensor_parallel > 1
+        ):
+            raise ValueError(
+                f"precision {self.precision} trains on one device, with replicas or --fsdp: "
+                "leave out --pipeline-stages and --tensor-parallel, and give --scenario train"
+            )
+        if scenario.trains and precision.inference_only:
+            raise ValueError(
+                f"precision {self.precision} is for inference: add --scenario infer or server"
+            )
+        for other in scenarios.all_scenarios():
+            given = [f for f in other.own_fields if self._given(f)]
+            if other is not scenario and given:
+                options = " and ".join(f"--{f.replace('_', '-')}" for f in given)
+                verb = "go" if len(given) > 1 else "goes"
+                raise ValueError(f"{options} {verb} with --scenario {other.name}")
+        if workloads.is_served(self.workload) and not scenario.client:
+            clients = " or ".join(s.name for s in scenarios.all_scenarios() if s.client)
+            raise ValueError(
+                "a served/NAME workload is measured through its server: give it with "
+                f"--scenario {clients}"
+            )
+        if not scenario.trains and (self.grad_accum > 1 or self.recompute):
+            raise ValueError(
+                f"{self.scenario} takes no optimizer steps: leave out --grad-accum and --recompute"
+            )
+        if not scenario.distributes and self.distributed:
+            raise ValueError(
+                f"{self.scenario} runs one process: leave out --replicas, --pipeline-stages, "
+                "--tensor-parallel and --fsdp"
+            )
+        scenario.rules(self)
+        if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
+            raise ValueError(
+                f"1F1B needs at least one micro-batch per stage: give --grad-accum "
+                f"{self.pipeline_stages} or more"
+            )
+        if self.compile_mode != "default" and not self.compile:
+            raise ValueError(f"--compile-mode {self.compile_mode} goes with --compile")
+        if self.inputs_on_device and self.data is not None:
+            raise ValueError(
+                "--inputs-on-device cycles a few synthetic batches: leave it out with --data, "
+                "which reads real data"
+            )
+        if self.replicas % self.bn_span:
+            raise ValueError(
+                f"--bn-span {self.bn_span} does not divide {self.replicas} replicas into groups"
+            )
+        return self
+
+    @field_validator("scenario")
+    @classmethod
+    def _known_scenario(cls, name: str) -> str:
+        scenarios.get(name)
+        return name
+
+    def _given(self, name: str) -> bool:
+        """Whether a field holds other than its default."""
+        default = RunSpec.model_fields[name].get_default(call_default_factory=True)
+        return bool(getattr(self, name) != default)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that identify the cell, as JSON: all of them, except fields added after the
+        first release while they hold their default, so that stored results keep their keys."""
+        fields = self.model_dump(mode="json")
+        for name in _ADDED_LATER:
+            if fields[name] == RunSpec.model_fields[name].get_default(call_default_factory=True):
+                del fields[name]
+        return fields
+
+    @property
+    def num_processes(self) -> int:
+        """Processes, one device each: replicas x tensor parallel x pipeline stages."""
+        return self.replicas * self.tensor_parallel * self.pipeline_stages
+
+    @property
+    def distributed(self) -> bool:
+        """Whether the cell runs under torchrun in a process group: several processes, or FSDP
+        (which shards over a device mesh, of one device too)."""
+        return self.num_processes > 1 or self.fsdp
+
+    @property
+    def processes_per_node(self) -> int:
+        return self.num_processes // self.nodes
+
+    @property
+    def global_batch(self) -> int:
+        """Items per optimizer step over all replicas."""
+        return self.batch_size * self.grad_accum * self.replicas
+
+    @property
+    def scaled_lr(self) -> float:
+        """The learning rate after lr_scaling."""
+        if self.lr_scaling == "linear":
+            return self.lr * self.global_batch / self.lr_base_batch
+        return self.lr
+
+
+def stable_hash(*parts: object) -> str:
+    """A short hash of JSON-able parts that is the same on every machine and Python version."""
+    text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]

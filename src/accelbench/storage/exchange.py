@@ -1,0 +1,275 @@
+"""Every machine format of results: `accelbench export` writes them as JSON, `accelbench
+import` reads such a file, or another accelbench SQLite database, into the store; and the flat
+CSV schema of `results --format csv` and `report --format csv`.
+
+A file to import is read whole and every record validated (the same model the store uses) before
+anything is written, and then written in one transaction: a malformed or hostile file changes
+nothing. A record whose key is stored already is the same cell on the same platform and is
+skipped, never overwritten.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shlex
+import sqlite3
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from accelbench import scenarios
+from accelbench.analysis import scaling, validity
+from accelbench.errors import AccelbenchError, one_line
+from accelbench.records import contention
+from accelbench.records.result import Result, result_key
+from accelbench.report import inert
+from accelbench.report.cells import differing
+
+FORMAT = "accelbench-results"
+VERSION = 1
+SQLITE_HEADER = b"SQLite format 3\x00"
+HINT = "give a file made by `accelbench export`, or an accelbench .sqlite database"
+MAX_IMPORT_BYTES = 1 << 30
+TOP_LEVEL = frozenset({"format", "version", "exported_at", "results"})
+
+
+def dumps(results: Sequence[Result]) -> str:
+    """The export file: standard JSON, NaN and infinity written as strings as the store does
+    (model_dump would keep them as floats, which json.dumps writes as bare NaN)."""
+    doc = {
+        "format": FORMAT,
+        "version": VERSION,
+        "exported_at": datetime.now(UTC).isoformat(),
+        "results": [json.loads(r.model_dump_json()) for r in results],
+    }
+    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+
+
+def load(path: Path) -> list[Result]:
+    """The results in an export file or an SQLite database, all validated."""
+    try:
+        if not path.exists():
+            raise AccelbenchError(f"cannot read {path} (no such file): {HINT}")
+        if not path.is_file():
+            raise AccelbenchError(f"{path} is not a file: {HINT}")
+        if path.stat().st_size > MAX_IMPORT_BYTES:
+            raise AccelbenchError(
+                f"{path} is over {MAX_IMPORT_BYTES >> 20} MiB: export fewer results at a time "
+                "(--workload, --platform)"
+            )
+        with path.open("rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+            if head == SQLITE_HEADER:
+                return _from_sqlite(path)
+            data = head + f.read()
+    except OSError as exc:
+        raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
+    return parse(data, str(path))
+
+
+def parse(data: bytes, name: str) -> list[Result]:
+    """The results of an export file's bytes; AccelbenchError for anything else."""
+    try:
+        doc = json.loads(data, object_pairs_hook=_unique)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise AccelbenchError(f"{name} is not JSON ({one_line(exc)}): {HINT}") from None
+    except ValueError as exc:  # a key given twice
+        raise AccelbenchError(f"{name}: {exc}: {HINT}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
+        raise AccelbenchError(
+            f'{name} is not an accelbench export (no "format": "{FORMAT}"): {HINT}'
+        )
+    unknown = sorted(set(doc) - TOP_LEVEL)
+    if unknown:
+        raise AccelbenchError(f"{name}: unknown field {unknown[0]!r} in the export: {HINT}")
+    version = doc.get("version")
+    if type(version) is not int or version < 1:
+        raise AccelbenchError(f'{name}: "version" must be a positive whole number: {HINT}')
+    if version > VERSION:
+        raise AccelbenchError(
+            f"{name} was exported by a newer accelbench (format version {version}, this one reads "
+            f"{VERSION}): upgrade accelbench"
+        )
+    records = doc.get("results")
+    if not isinstance(records, list):
+        raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
+    results = []
+    for i, record in enumerate(records):
+        try:
+            results.append(Result.model_validate(record))
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(map(str, error["loc"])) or "the record"
+            raise AccelbenchError(
+                f"{name}: result {i}: {where}: {error['msg']}; nothing was imported"
+            ) from None
+        except (AccelbenchError, RecursionError) as exc:  # a validator's own message, or depth
+            why = str(exc) if isinstance(exc, AccelbenchError) else one_line(exc)
+            raise AccelbenchError(f"{name}: result {i}: {why}; nothing was imported") from None
+        if results[-1].key != result_key(results[-1].spec, results[-1].env):
+            raise AccelbenchError(
+                f"{name}: result {i}: its key does not match its spec and platform (edited?); "
+                "nothing was imported"
+            )
+    return results
+
+
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys are each given once (json keeps the last of a repeated one)."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} is given twice in one object")
+        out[key] = value
+    return out
+
+
+def _from_sqlite(path: Path) -> list[Result]:
+    """The results of another database, read from a consistent copy (SQLite's backup, safe
+    while another process writes to it) opened read-only: the file itself is never written,
+    an older schema is read as it is, and a database with no results is refused."""
+    from accelbench.storage.store import ResultStore
+
+    with tempfile.TemporaryDirectory(prefix="accelbench-import-") as tmp:
+        copy = Path(tmp) / "copy.sqlite"
+        try:
+            with (
+                sqlite3.connect(f"file:{path}?mode=ro", uri=True) as source,
+                sqlite3.connect(copy) as dest,
+            ):
+                source.backup(dest)  # consistent even while another process writes to it
+            source.close()
+            dest.close()
+        except sqlite3.DatabaseError as exc:
+            raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
+        try:
+            with ResultStore(copy, writable=False) as store:  # no results table: refused
+                return store.query()
+        except AccelbenchError as exc:
+            raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
+
+
+def flat(result: Result) -> dict[str, object]:
+    """One row of plain values: the spec, the platform and the headline metrics."""
+    spec, m = result.spec, result.metrics
+    row: dict[str, object] = {
+        "key": result.key,
+        "created_at": result.created_at.isoformat(),
+        "workload": spec.workload,
+        "model_args": json.dumps(spec.model_args) if spec.model_args else None,
+        "data": spec.data,
+        "scenario": spec.scenario,
+        "platform": result.platform,
+        "device_model": result.device_model,
+        "device_type": result.env.device_type,
+        "hostname": result.env.hostname,
+        "replicas": spec.replicas,
+        "nodes": spec.nodes,
+        "micro_batch": spec.batch_size,
+        "grad_accum": spec.grad_accum,
+        "global_batch": spec.global_batch,
+        "precision": spec.precision,
+        "compile": spec.compile,
+        "channels_last": spec.channels_last,
+        "workers": spec.workers,
+        "repeat": spec.repeat,
+        "status": result.status,
+        "reason": result.reason,
+        "wall_s": result.wall_s,
+        "overhead_s": result.overhead_s,
+        "tags": json.dumps(result.tags) if result.tags else None,
+        "command": shlex.join(result.argv) if result.argv else None,
+    }
+    if m is not None:
+        w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci
+        headline = result.headline
+        row |= {
+            "item_unit": m.item_unit,
+            "items_per_s": result.items_per_s,
+            "headline_unit": headline.unit if headline else None,
+            "items_per_s_ci_low": ci[0] if ci else None,
+            "items_per_s_ci_high": ci[1] if ci else None,
+            "steady_items": m.delivered.num_items,
+            "steady_s": m.delivered.time_s,
+            "window_items_per_s_median": w.median,
+            "window_items_per_s_p25": w.p25,
+            "window_items_per_s_p75": w.p75,
+            "num_windows": w.n,
+            # No CPU figure from a window shorter than CPU times can resolve.
+            "others_cpus": m.host.others_cpus
+            if m.host and m.host.window_s >= contention.MIN_WINDOW_S
+            else None,
+            "load_avg_start": m.host.load_avg_start if m.host else None,
+            "ci_met": m.ci_met,
+            "verdict": validity.verdict_text(result),
+            "flops_per_item": m.flops.per_item if m.flops else None,
+            "mfu": m.mfu,
+            "mfu_peak_source": m.flops.peak_source if m.flops else None,
+            "energy_method": m.energy.method if m.energy else None,
+            "joules_per_item": m.joules_per_item,
+            "avg_power_w": m.energy.avg_power_w if m.energy else None,
+            "compute_items_per_s": m.compute_items_per_s,
+            "input_wait_frac": m.input_wait_frac,
+            "step_ms_median": s.median,
+            "step_ms_p90": s.p90,
+            "step_ms_p99": s.p99,
+            "num_steady_steps": s.n,
+            "first_step_ms": m.first_step_ms,
+            "first_epoch_s": m.epochs[0].time_s,
+            "last_epoch_s": m.epochs[-1].time_s,
+            "loss_last": m.epochs[-1].loss_last,
+            "diverged_at_step": m.diverged_at_step,
+            "peak_mem_allocated_gib": m.peak_mem_allocated_gib,
+            "host_peak_rss_gib": m.host_peak_rss_gib,
+            "timer": m.timer,
+        }
+        row |= scenarios.get(spec.scenario).columns(result)
+    return row
+
+
+def to_csv(results: Sequence[Result]) -> str:
+    """flat() rows with the speed-ups, and a column for every other spec field whose value
+    differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
+    differently never read the same."""
+    speedups = scaling.speedups(results)
+    knobs = differing((r.spec for r in results), shown=RENAMED)
+    rows = []
+    for r in results:
+        found = speedups.get(id(r))
+        spec = r.spec.model_dump(mode="json")
+        row = flat(r) | {
+            "speedup": found.speedup if found else None,
+            "scaling_efficiency": found.efficiency if found else None,
+        }
+        rows.append(row | {k: _cell(spec[k]) for k in knobs if k not in row})
+    return rows_csv(rows)
+
+
+RENAMED = ("batch_size", "device", "platform")
+"""Spec fields flat() gives under other names (micro_batch, device_type, platform)."""
+
+
+def _cell(value: object) -> object:
+    return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+def rows_csv(rows: Sequence[dict[str, object]]) -> str:
+    """CSV of plain rows, with every column any row has; no cell can run as a formula in a
+    spreadsheet (report.inert.csv_cell)."""
+    columns = list(dict.fromkeys(c for row in rows for c in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: inert.csv_cell(v) for k, v in row.items()} for row in rows)
+    return buffer.getvalue()
+
+
+def to_json(results: Sequence[Result]) -> str:
+    """The full stored records, as a JSON list (NaN and infinity written as strings)."""
+    return "[\n" + ",\n".join(r.model_dump_json(indent=2) for r in results) + "\n]\n"

@@ -1,0 +1,151 @@
+"""The results table's schema: its columns, the row a result is stored as, how a stored record
+is read back, and the migrations that brought older databases here, in each back end's SQL."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from accelbench.errors import AccelbenchError
+from accelbench.records.result import Result
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.time_to_train import TimeToTrain
+
+REWRITE = "rewrite"
+
+
+MIGRATIONS = [
+    """
+    CREATE TABLE results (
+        key TEXT PRIMARY KEY,
+        workload TEXT NOT NULL,
+        scenario TEXT NOT NULL,
+        platform TEXT NOT NULL,
+        device_type TEXT NOT NULL,
+        num_devices INTEGER NOT NULL,
+        micro_batch INTEGER NOT NULL,
+        global_batch INTEGER NOT NULL,
+        precision TEXT NOT NULL,
+        status TEXT NOT NULL,
+        items_per_s {real},
+        last_epoch_s {real},
+        hostname TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        record TEXT NOT NULL
+    );
+    CREATE INDEX results_workload ON results (workload, scenario);
+    CREATE INDEX results_platform ON results (platform);
+    CREATE INDEX results_status ON results (status);
+    CREATE INDEX results_created_at ON results (created_at);
+    """,
+    """
+    ALTER TABLE results ADD COLUMN time_to_target_s {real};
+    UPDATE results SET time_to_target_s = {time_to_target_s};
+    """,
+    # Every record written again through Result: items_per_s becomes the delivered rate (the
+    # median window before; a server's sustained rate, not its capacity), num_devices counts
+    # pipeline stages, and CPU records lose their per-cell measured peak.
+    REWRITE,
+    # Every record written again: a scenario's own part (the server's rates, serve's trials,
+    # generate's token timings, time to train's outcome) moves from a field named after its
+    # scenario to metrics.record, which names its kind.
+    REWRITE,
+]
+"""The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
+REWRITE, which stores every record again as this accelbench reads it."""
+
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What differs between the back ends' SQL."""
+
+    real: str
+    """The type of float columns (8 bytes)."""
+    time_to_target_s: str
+    """The time to target out of the JSON record."""
+    param: str
+    """Placeholder of a query parameter."""
+
+
+SQLITE = Dialect("REAL", "json_extract(record, '$.metrics.time_to_train.time_to_target_s')", "?")
+
+
+POSTGRES = Dialect(
+    "DOUBLE PRECISION",
+    "(record::jsonb #>> '{metrics,time_to_train,time_to_target_s}')::double precision",
+    "%s",
+)
+
+
+def statements(migration: int, dialect: Dialect) -> list[str]:
+    """The SQL statements of one migration, in the back end's words (none for REWRITE)."""
+    if MIGRATIONS[migration] is REWRITE:
+        return []
+    sql = MIGRATIONS[migration].format(real=dialect.real, time_to_target_s=dialect.time_to_target_s)
+    return [s for s in sql.split(";") if s.strip()]
+
+
+COLUMNS = (
+    "key",
+    "workload",
+    "scenario",
+    "platform",
+    "device_type",
+    "num_devices",
+    "micro_batch",
+    "global_batch",
+    "precision",
+    "status",
+    "items_per_s",
+    "last_epoch_s",
+    "time_to_target_s",
+    "hostname",
+    "created_at",
+    "record",
+)
+
+
+INSERT = (
+    f"INSERT INTO results ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))}) "
+    "ON CONFLICT(key) "
+)
+
+
+def row(result: Result) -> tuple[object, ...]:
+    spec, metrics = result.spec, result.metrics
+    return (
+        result.key,
+        spec.workload,
+        spec.scenario,
+        result.platform,
+        result.env.device_type,
+        result.num_devices,
+        spec.batch_size,
+        spec.global_batch,
+        spec.precision,
+        result.status,
+        result.items_per_s,
+        metrics.epochs[-1].time_s if metrics else None,
+        ttt.time_to_target_s if (ttt := record_of(result, TimeToTrain)) else None,
+        result.env.hostname,
+        result.created_at.isoformat(),
+        result.model_dump_json(),
+    )
+
+
+def record(text: str) -> Result:
+    try:
+        return Result.model_validate_json(text)
+    except ValidationError as exc:
+        try:
+            key = json.loads(text).get("key", "?")
+        except (json.JSONDecodeError, AttributeError):  # not even a JSON object
+            key = "?"
+        raise AccelbenchError(
+            f"stored result {key} does not match this accelbench's record format; upgrade accelbench"
+        ) from exc

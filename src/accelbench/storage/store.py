@@ -1,0 +1,308 @@
+"""The results database: storing and querying results (schema.py holds the table's columns
+and migrations, connect.py finds and opens the database; no other module knows SQL).
+
+One wide table: indexed query columns for filtering, plus the full JSON record. Rows are keyed by
+the result key (spec + platform), so storing a cell again replaces it instead of duplicating it.
+Open it with sqlite3, pandas or Datasette: `SELECT workload, items_per_s FROM results`.
+
+Two back ends, one schema: an SQLite file (the default), or a PostgreSQL server given by URL
+(`postgresql://user@host/db`), where a site collects the results of all its clusters. The
+schema version lives in PRAGMA user_version (SQLite) or the accelbench_schema table
+(PostgreSQL); migrations run in order inside one transaction, after a copy of the results is
+kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Any, TypeVar
+
+from accelbench.errors import AccelbenchError, one_line
+from accelbench.records.result import Result
+from accelbench.storage import connect, schema
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+RETRY_WAITS_S = (1.0, 4.0, 15.0)
+"""Back-off between the tries of a write the database refused for a while (a lock held past
+SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
+
+
+_MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
+
+
+class ResultStore:
+    """Stored results, in an SQLite file or a PostgreSQL database."""
+
+    def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
+        """Open the database; `writable=False` never writes to it: no schema, no migration,
+        no journal mode, no backup (an older schema is read as it is)."""
+        where = where if where is not None else connect.default_path()
+        self.path: Path | None = None
+        self._url: str | None = None
+        if connect.is_url(where):
+            self._url = str(where)
+            self.where = connect.redacted(self._url)
+            self.dialect = schema.POSTGRES
+            self._db: Any = connect.postgres(self._url, self.where)
+        else:
+            self.path = Path(where)
+            self.where = str(self.path)
+            self.dialect = schema.SQLITE
+            self._db = connect.sqlite(self.path, writable)
+        try:
+            self._check_ours(writable)
+            if writable:
+                self._migrate()
+                if self.dialect is schema.SQLITE:
+                    self._execute("PRAGMA journal_mode = WAL")  # readers never block the writer
+        except self._errors() as exc:
+            self._db.close()
+            raise AccelbenchError(
+                f"{self.where} is not a usable accelbench database ({self._message(exc)}); pass "
+                "--db with another one"
+            ) from exc
+        except AccelbenchError:
+            self._db.close()
+            raise
+
+    def _errors(self) -> tuple[type[Exception], ...]:
+        return (
+            (sqlite3.Error,) if self.dialect is schema.SQLITE else (connect.psycopg_module().Error,)
+        )
+
+    def _message(self, exc: Exception) -> str:
+        return connect.without_secrets(one_line(exc), self._url) if self._url else one_line(exc)
+
+    def _check_ours(self, writable: bool) -> None:
+        """Refuse another application's database before anything is written to it; a
+        read-only open of one with no results says so."""
+        version = self._version()
+        if self.dialect is schema.SQLITE:
+            rows = self._execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+            ).fetchall()
+            tables = sorted(name for (name,) in rows)
+        else:
+            found = self._execute("SELECT to_regclass('results')").fetchone()[0] is not None
+            tables = ["results"] if found else []
+        # Version 0 with only a results table is another accelbench creating it right now.
+        if (version == 0 and set(tables) - {"results"}) or (
+            version > 0 and "results" not in tables
+        ):
+            shown = ", ".join(tables[:5]) or "no results table"
+            raise AccelbenchError(
+                f"{self.where} is not an accelbench database ({shown}): pass --db with an "
+                "accelbench database, or a new path"
+            )
+        if version == 0 and not writable:
+            raise AccelbenchError(
+                f"no results in {self.where} yet: run a benchmark first or pass --db"
+            )
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def put(self, result: Result) -> None:
+        """Store `result`, replacing any earlier result with the same key."""
+        updates = ", ".join(f"{c} = excluded.{c}" for c in schema.COLUMNS[1:])
+
+        def write() -> None:
+            with self._transaction():
+                self._execute(schema.INSERT + f"DO UPDATE SET {updates}", schema.row(result))
+
+        self._retrying(write)
+
+    def add(self, results: Sequence[Result]) -> int:
+        """Store those of `results` whose key is not stored yet, all in one transaction (none
+        if any fails); returns how many were new."""
+
+        def write() -> int:
+            with self._transaction():
+                rows = (schema.row(r) for r in results)
+                return sum(
+                    self._execute(schema.INSERT + "DO NOTHING", row).rowcount for row in rows
+                )
+
+        return self._retrying(write)
+
+    def has(self, key: str) -> bool:
+        sql = "SELECT 1 FROM results WHERE key = ?"
+        return self._retrying(lambda: self._execute(sql, (key,)).fetchone()) is not None
+
+    def get(self, key: str) -> Result | None:
+        def read() -> Any:
+            return self._execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
+
+        row = self._retrying(read)
+        return schema.record(row[0]) if row else None
+
+    def _retrying(self, attempt: Callable[[], T]) -> T:
+        """`attempt`, tried again after a bounded back-off when the database is locked or a
+        PostgreSQL connection was lost (reconnecting first); any other database error, or the
+        last try's, becomes one line naming the database."""
+        for wait_s in (*RETRY_WAITS_S, None):
+            try:
+                return attempt()
+            except self._errors() as exc:
+                if wait_s is None or not self._transient(exc):
+                    raise AccelbenchError(f"{self.where}: {self._message(exc)}") from exc
+                log.warning("%s: %s; trying again in %g s", self.where, self._message(exc), wait_s)
+                time.sleep(wait_s)
+                if self._url is not None:
+                    self._reconnect()
+        raise AssertionError("unreachable")
+
+    def _reconnect(self) -> None:
+        """A new PostgreSQL connection in place of the lost one. If the server is not back yet,
+        the closed connection stays, and the next try fails on it and waits again."""
+        with suppress(Exception):
+            self._db.close()
+        with suppress(AccelbenchError):
+            self._db = connect.postgres(self._url or "", self.where)
+
+    def _transient(self, exc: Exception) -> bool:
+        if self.dialect is schema.SQLITE:
+            return isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc)
+        return isinstance(exc, connect.psycopg_module().OperationalError)
+
+    def query(
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[Result]:
+        """Stored results, oldest first; `platform` matches any part of the platform name."""
+        where, args = [], []
+        for column, value in (("workload", workload), ("status", status)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
+        if platform is not None:
+            where.append("platform LIKE ?")
+            args.append(f"%{platform}%")
+        sql = "SELECT record FROM results"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY created_at DESC, key"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._retrying(lambda: self._execute(sql, args).fetchall())
+        return [schema.record(r[0]) for r in reversed(rows)]
+
+    def _execute(self, sql: str, params: Sequence[object] = ()) -> Any:
+        """Run one statement written with ? placeholders; returns its cursor."""
+        return self._db.execute(sql.replace("?", self.dialect.param), params)
+
+    def _version(self) -> int:
+        if self.dialect is schema.SQLITE:
+            return int(self._execute("PRAGMA user_version").fetchone()[0])
+        if self._execute("SELECT to_regclass('accelbench_schema')").fetchone()[0] is None:
+            return 0
+        return int(self._execute("SELECT version FROM accelbench_schema").fetchone()[0])
+
+    def _migrate(self) -> None:
+        version = self._version()
+        if version > schema.SCHEMA_VERSION:
+            raise AccelbenchError(
+                f"{self.where} has schema {version}, newer than this accelbench ({schema.SCHEMA_VERSION}); "
+                "upgrade accelbench or pass --db with another one"
+            )
+        if version == schema.SCHEMA_VERSION:
+            return
+        if version > 0 and self.path is not None:  # results in it: keep the file as it was
+            backup = self.path.with_name(f"{self.path.name}.schema{version}.bak")
+            with sqlite3.connect(backup) as copy:
+                self._db.backup(copy)
+            copy.close()
+            log.warning(
+                "%s: migrating schema %d to %d; the database as it was is kept in %s",
+                self.where,
+                version,
+                schema.SCHEMA_VERSION,
+                backup,
+            )
+        with self._migration_lock(), self._transaction():
+            version = self._version()  # another process may have migrated it meanwhile
+            if version == schema.SCHEMA_VERSION:
+                return
+            if version > 0 and self.dialect is schema.POSTGRES:
+                self._execute(f"CREATE TABLE results_schema{version}_backup AS TABLE results")
+                log.warning(
+                    "%s: migrating schema %d to %d; the results as they were are kept in "
+                    "results_schema%d_backup",
+                    self.where,
+                    version,
+                    schema.SCHEMA_VERSION,
+                    version,
+                )
+            for migration in range(version, schema.SCHEMA_VERSION):
+                for statement in schema.statements(migration, self.dialect):
+                    self._execute(statement)
+                if schema.MIGRATIONS[migration] is schema.REWRITE:
+                    self._rewrite()
+            if self.dialect is schema.SQLITE:
+                self._execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
+            else:
+                self._execute("CREATE TABLE IF NOT EXISTS accelbench_schema (version INTEGER)")
+                self._execute("DELETE FROM accelbench_schema")
+                self._execute("INSERT INTO accelbench_schema VALUES (?)", (schema.SCHEMA_VERSION,))
+
+    def _rewrite(self) -> None:
+        """Every row again from its record as read now; a record this accelbench cannot read
+        is left as it was."""
+        updates = ", ".join(f"{c} = ?" for c in schema.COLUMNS[1:])
+        for key, text in self._execute("SELECT key, record FROM results").fetchall():
+            try:
+                row = schema.row(schema.record(text))
+            except AccelbenchError:
+                log.warning(
+                    "%s: result %s is in a form this accelbench cannot read; left as stored",
+                    self.where,
+                    key,
+                )
+                continue
+            self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
+
+    @contextmanager
+    def _migration_lock(self) -> Iterator[None]:
+        """One migrating process at a time. On PostgreSQL the lock is taken before the
+        transaction begins: a session refreshes its cached catalog when a transaction begins,
+        not when an advisory lock is granted, so one that waited inside its transaction could
+        miss the tables the holder made meanwhile. (On SQLite, BEGIN IMMEDIATE is the lock.)"""
+        if self.dialect is schema.SQLITE:
+            yield
+            return
+        self._execute(f"SELECT pg_advisory_lock({_MIGRATION_LOCK})")
+        try:
+            yield
+        finally:
+            self._execute(f"SELECT pg_advisory_unlock({_MIGRATION_LOCK})")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        if self.dialect is schema.POSTGRES:
+            with self._db.transaction():
+                yield
+            return
+        self._execute("BEGIN IMMEDIATE")  # takes the write lock now: no deadlock on upgrade
+        try:
+            yield
+            self._execute("COMMIT")
+        except BaseException:
+            with suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
+                self._execute("ROLLBACK")
+            raise
