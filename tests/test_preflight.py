@@ -46,7 +46,7 @@ def test_a_broken_user_model_is_named_with_its_fault(tmp_path: Path, case: str) 
     source, message = BROKEN[case]
     (tmp_path / "m.py").write_text(HEADER + source)
     with pytest.raises(AccelbenchError, match=message):
-        preflight.check([{"workload": f"{tmp_path / 'm.py'}:build", "model_args": {}}])
+        preflight.check([preflight.Inputs(workload=f"{tmp_path / 'm.py'}:build")])
 
 
 @pytest.mark.parametrize(
@@ -58,12 +58,12 @@ def test_a_broken_user_model_is_named_with_its_fault(tmp_path: Path, case: str) 
 )
 def test_impossible_model_args_are_named(name: str, args: dict[str, int], message: str) -> None:
     with pytest.raises(AccelbenchError, match=message):
-        preflight.check([{"workload": name, "model_args": args}])
+        preflight.check([preflight.Inputs(workload=name, model_args=args)])
 
 
 def test_every_registered_workload_passes() -> None:
     """No false refusal: each seed workload is made, built and (where meta allows) run."""
-    preflight.check([{"workload": name, "model_args": {}} for name in workloads.WORKLOADS])
+    preflight.check([preflight.Inputs(workload=name) for name in workloads.WORKLOADS])
 
 
 def test_a_bad_model_exits_2_before_any_cell(tmp_path: Path) -> None:
@@ -137,4 +137,4 @@ def test_a_missing_extra_is_named(
     with pytest.raises(
         AccelbenchError, match=rf"needs {module}: pip install 'accelbench\[{extra}\]'"
     ):
-        preflight.check([{"workload": name, "model_args": {}}])
+        preflight.check([preflight.Inputs(workload=name)])

@@ -8,6 +8,8 @@ from typer.testing import CliRunner
 
 from accelbench.analysis import tuning
 from accelbench.cli import app
+from accelbench.errors import AccelbenchError
+from accelbench.orchestration import searches
 from accelbench.records.result import Result
 from accelbench.report import advice as advice_text
 from accelbench.storage.store import ResultStore
@@ -133,3 +135,33 @@ def test_tune_repeats_each_trial_with_the_threads_given(tmp_path: Path) -> None:
     with ResultStore(db) as store:
         runs = sorted((r.spec.batch_size, r.spec.repeat, r.spec.threads) for r in store.query())
     assert runs == [(16, 0, 1), (16, 1, 1)]  # two fresh-process runs of the one trial
+
+
+def test_the_searches_run_from_python_as_from_the_command_line(
+    two_platforms: list[Result],
+) -> None:
+    """orchestration.searches holds what `tune` does: a trial is the base spec with fields
+    changed; with FSDP each replica count gets a search of its own."""
+    (asked,), measure = fake_device(two_platforms[0], 64, 32)
+
+    def trial(**changes: object) -> Result:
+        return measure(int(changes["batch_size"]), int(changes["replicas"]))  # type: ignore[call-overload]
+
+    base = two_platforms[0].spec.model_copy(update={"batch_size": 8})
+    [(held, found)] = searches.batches(
+        base, trial, budget_s=60, max_batch=256, resolution=0.25, replica_counts=[1, 2]
+    )
+    assert held is None and found.largest_fit == 64 and sorted(found.scaling) == [2]
+    assert asked[0] == 8  # from the base's batch up
+    sharded = base.model_copy(update={"fsdp": True})
+    assert [
+        n
+        for n, _ in searches.batches(
+            sharded, trial, budget_s=60, max_batch=256, resolution=0.25, replica_counts=[1, 2]
+        )
+    ] == [1, 2]
+    inferring = base.model_copy(update={"scenario": "infer"})
+    with pytest.raises(AccelbenchError, match="device-count curve is for training"):
+        searches.batches(
+            inferring, trial, budget_s=60, max_batch=8, resolution=0.25, replica_counts=[1, 2]
+        )

@@ -29,7 +29,8 @@ def child_main(argv: list[str]) -> int:
     try:
         if what in ("env", "check"):
             text = environment.capture(arg).model_dump_json() if what == "env" else "{}"
-            preflight.check(json.loads(Path(inputs[0]).read_text()) if inputs else [])
+            todo = json.loads(Path(inputs[0]).read_text()) if inputs else []
+            preflight.check([preflight.Inputs.model_validate(i) for i in todo])
         else:
             result = runner.run(RunSpec.model_validate_json(Path(arg).read_text()))
             failed = result.status not in MEASURED

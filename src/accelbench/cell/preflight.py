@@ -15,32 +15,45 @@ from __future__ import annotations
 
 import re
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic import Field
+
 from accelbench import workloads
 from accelbench.errors import AccelbenchError, missing_extra, one_line
+from accelbench.records.frozen import Frozen
 from accelbench.workload import Tokens, Workload
 
-Inputs = Mapping[str, Any]
-"""{"workload": name, "model_args": {...}, "data": path or None, "tensor_parallel": devices,
-"sequence_parallel": bool, "generates": bool, "batch_size": items}: what a cell is built from,
-how many devices split its layers (and whether along the sequence too), whether it must generate
-text, and the smallest batch the sweep asks for (a model may need a multiple of 4)."""
+
+class Inputs(Frozen):
+    """What a cell is built from, as the probe's child reads it from a file."""
+
+    workload: str
+    model_args: dict[str, int | float | bool | str] = Field(default_factory=dict)
+    data: str | None = None
+    tensor_parallel: int = 1
+    """Devices its layers are split over."""
+    sequence_parallel: bool = False
+    """Whether along the sequence too."""
+    generates: bool = False
+    """Whether it must generate text."""
+    batch_size: int = 2
+    """The smallest batch the sweep asks for (a model may need a multiple of 4)."""
 
 
 def check(inputs: Sequence[Inputs]) -> None:
     """Raise an AccelbenchError on the first input that cannot work, naming it and why."""
     for item in inputs:
         _check_one(
-            item["workload"],
-            item["model_args"],
-            item.get("data"),
-            item.get("tensor_parallel", 1),
-            item.get("generates", False),
-            item.get("sequence_parallel", False),
-            item.get("batch_size", 2),
+            item.workload,
+            item.model_args,
+            item.data,
+            item.tensor_parallel,
+            item.generates,
+            item.sequence_parallel,
+            item.batch_size,
         )
 
 

@@ -102,7 +102,7 @@ def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -
     in it ends with it, and holds no pipe of ours open."""
     with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
         out, todo, log_path = Path(tmp, "out.json"), Path(tmp, "inputs.json"), Path(tmp, "log")
-        todo.write_text(json.dumps(list(inputs)))
+        todo.write_text(json.dumps([i.model_dump(mode="json") for i in inputs]))
         with log_path.open("w") as log:
             child = subprocess.Popen(
                 [sys.executable, "-m", "accelbench.cell.child", *args, str(out), str(todo)],

@@ -162,15 +162,15 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     for s in distinct.values():
         check_inputs(s.workload, s.model_args, s.data)
     return [
-        {
-            "workload": s.workload,
-            "model_args": s.model_args,
-            "data": s.data,
-            "tensor_parallel": s.tensor_parallel,
-            "sequence_parallel": s.sequence_parallel,
-            "generates": scenarios.get(s.scenario).generates,
-            "batch_size": s.batch_size,
-        }
+        preflight.Inputs(
+            workload=s.workload,
+            model_args=s.model_args,
+            data=s.data,
+            tensor_parallel=s.tensor_parallel,
+            sequence_parallel=s.sequence_parallel,
+            generates=scenarios.get(s.scenario).generates,
+            batch_size=s.batch_size,
+        )
         for s in distinct.values()
     ]
 
@@ -218,8 +218,8 @@ its workload once, not once per trial; an edited model file is tried again."""
 
 def _tried_key(inputs: preflight.Inputs) -> str:
     """The inputs without their batch, which later trials of a search change."""
-    tried = {k: v for k, v in inputs.items() if k != "batch_size"}
-    return json.dumps([tried, workloads.edited_at(inputs["workload"])], sort_keys=True)
+    tried = inputs.model_dump(mode="json", exclude={"batch_size"})
+    return json.dumps([tried, workloads.edited_at(inputs.workload)], sort_keys=True)
 
 
 Cell = tuple[RunSpec, Environment]
