@@ -53,11 +53,6 @@ def scaling(results: Sequence[Result]) -> list[Scaling]:
     return found
 
 
-def speedups(results: Sequence[Result]) -> dict[int, Scaling]:
-    """The like-with-like scaling of each multi-replica result that has one, by id()."""
-    return {id(s.result): s for s in scaling(results) if s.speedup is not None}
-
-
 @dataclass(frozen=True)
 class CompilePayoff:
     """torch.compile against eager mode in the same cell on the same platform."""

@@ -25,7 +25,7 @@ from accelbench.records.result import Result, Status
 from accelbench.report import inert
 from accelbench.report.results import notes, table
 from accelbench.report.time_to_train import time_to_train_table
-from accelbench.storage.store import ResultStore
+from accelbench.storage.store import query_all
 
 
 class _Console(Console):
@@ -190,18 +190,9 @@ def check_filters(workload: str | None, platform: str | None, status: str | None
 def load(
     dbs: list[str] | None, workload: str | None, platform: str | None, status: str | None = None
 ) -> tuple[list[Result], list[str]]:
-    """Results from each database, oldest first, a result in several counted once (by key);
-    and where they came from."""
+    """store.query_all after the filters are checked."""
     check_filters(workload, platform, status)
-    found: dict[str, Result] = {}
-    sources = []
-    wheres: list[str | None] = list(dbs) if dbs else [None]
-    for where in wheres:
-        with ResultStore(where, writable=False) as store:
-            sources.append(store.where)
-            for r in store.query(workload=workload, platform=platform, status=status):
-                found.setdefault(r.key, r)
-    return sorted(found.values(), key=lambda r: r.created_at), sources
+    return query_all(dbs, workload=workload, platform=platform, status=status)
 
 
 def emit(text: str, out: Path | None, wrote: str) -> None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from accelbench.analysis.findings import Findings
 from accelbench.records.result import Result
 from accelbench.report import figures, inert, tables
 from accelbench.report import results as results_text
@@ -33,7 +34,7 @@ li { margin: 0.2em 0; } .meta { color: #555; }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def grids(results: Sequence[Result]) -> list[tables.Grid]:
+def grids(results: Sequence[Result], findings: Findings | None = None) -> list[tables.Grid]:
     """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3 and
     time to train where the results have their axes."""
     optional = [
@@ -41,7 +42,8 @@ def grids(results: Sequence[Result]) -> list[tables.Grid]:
         tables.seed_table_3(results),
         time_to_train_grid(results),
     ]
-    main = results_text.results_grid(results, "Results (in the layout of PEARC '22, Table 4)")
+    title = "Results (in the layout of PEARC '22, Table 4)"
+    main = results_text.results_grid(results, title, findings)
     return [main, *(g for g in optional if g is not None)]
 
 
@@ -82,8 +84,9 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
 
 def markdown(results: Sequence[Result], extra: Sequence[str] = ()) -> str:
     """The tables and notes in Markdown; `extra` lines (projections) join the notes."""
-    parts = [tables.markdown(g) for g in [*grids(results), platforms_grid(results)]]
-    notes = [*results_text.notes(results), *extra]
+    found = Findings(results)
+    parts = [tables.markdown(g) for g in [*grids(results, found), platforms_grid(results)]]
+    notes = [*results_text.notes(results, findings=found), *extra]
     if notes:
         items = (f"- {inert.markdown(line)}" for line in notes)
         parts.append("**Notes**\n\n" + "\n".join(items) + "\n")
@@ -117,9 +120,10 @@ def page(
             f"{e(plot.caption)}</figcaption></figure>"
         )
     body.append("<h2>Tables</h2>")
-    body += [tables.to_html(g) for g in grids(results)]
+    found = Findings(results)
+    body += [tables.to_html(g) for g in grids(results, found)]
     body.append(tables.to_html(platforms_grid(results)))
-    notes = [*results_text.notes(results), *extra]
+    notes = [*results_text.notes(results, findings=found), *extra]
     if notes:
         body.append("<h2>Verdicts and notes</h2><ul>")
         body += [f"<li>{e(line)}</li>" for line in notes]

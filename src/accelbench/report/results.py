@@ -9,6 +9,7 @@ from rich.table import Table
 
 from accelbench import scenarios
 from accelbench.analysis import convergence, scaling, validity
+from accelbench.analysis.findings import Findings
 from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import inference, tables
@@ -36,12 +37,13 @@ def table(results: Sequence[Result], title: str | None = None) -> Table:
     return tables.rich(results_grid(results, title or ""))
 
 
-def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
+def results_grid(
+    results: Sequence[Result], title: str = "", findings: Findings | None = None
+) -> tables.Grid:
     """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
     epoch and throughput, with how precisely it is known, MFU, input wait and the verdict; and
     the scenario, which tells a training row from an inference or server row."""
-    groups = validity.repeat_groups(results)
-    speedups = scaling.speedups(results)
+    found = findings or Findings(results)
     knobs = differing(r.spec for r in results)
     rows = []
     for r in results:
@@ -59,10 +61,10 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
                 last_epoch_text(r),
                 throughput,
                 ci_text(r),
-                _speedup_text(speedups.get(id(r))),
+                _speedup_text(found.speedup(r)),
                 mfu_text(r),
                 wait_text(r),
-                _verdict_cell(r, validity.siblings(r, groups)),
+                found.verdict_text(r),
             )
         )
     headers = (
@@ -83,7 +85,11 @@ def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
     return tables.Grid(title, headers, rows, frozenset({0, 1, 2, 5, 12}))
 
 
-def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> list[str]:
+def notes(
+    results: Sequence[Result],
+    latency_bound_ms: float | None = None,
+    findings: Findings | None = None,
+) -> list[str]:
     """Lines printed under the table: why each result is not ok or not valid, the spread of
     repeats, and how MFU's peaks were obtained. Results from several platforms get their lines
     platform by platform, each line led by the platform's name."""
@@ -96,7 +102,8 @@ def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> l
             if line != NOT_VALID_NOTE
         ]
         return lines + ([NOT_VALID_NOTE] if any(shown_invalid(r) for r in results) else [])
-    groups, name = validity.repeat_groups(results), describer(r.spec for r in results)
+    groups = (findings or Findings(results)).groups
+    name = describer(r.spec for r in results)
     lines = []
     for r in results:
         if r.status not in MEASURED:
@@ -216,10 +223,6 @@ def compile_payoff(payoff: scaling.CompilePayoff, name: Callable[[RunSpec], str]
     if payoff.break_even_steps is None:
         return text + ": it never pays off here"
     return text + f": it pays off after {payoff.break_even_steps:,.0f} steps"
-
-
-def _verdict_cell(r: Result, repeats: Sequence[Result]) -> str:
-    return validity.verdict_text(r, repeats) if r.status in MEASURED else r.status
 
 
 def token_projection_lines(results: Sequence[Result], tokens: float) -> list[str]:

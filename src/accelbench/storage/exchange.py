@@ -24,7 +24,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from accelbench import scenarios
-from accelbench.analysis import scaling, validity
+from accelbench.analysis import validity
+from accelbench.analysis.findings import Findings
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.records import contention
 from accelbench.records.result import Result, result_key
@@ -237,11 +238,11 @@ def to_csv(results: Sequence[Result]) -> str:
     """flat() rows with the speed-ups, and a column for every other spec field whose value
     differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
     differently never read the same."""
-    speedups = scaling.speedups(results)
+    findings = Findings(results)
     knobs = differing((r.spec for r in results), shown=RENAMED)
     rows = []
     for r in results:
-        found = speedups.get(id(r))
+        found = findings.speedup(r)
         spec = r.spec.model_dump(mode="json")
         row = flat(r) | {
             "speedup": found.speedup if found else None,

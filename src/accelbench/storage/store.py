@@ -306,3 +306,22 @@ class ResultStore:
             with suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
                 self._execute("ROLLBACK")
             raise
+
+
+def query_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> tuple[list[Result], list[str]]:
+    """Results from several databases (None: the default one), oldest first, a result in
+    several counted once (by key); and where they came from. Each is opened read-only."""
+    found: dict[str, Result] = {}
+    sources = []
+    for where in list(wheres) if wheres else [None]:
+        with ResultStore(where, writable=False) as store:
+            sources.append(store.where)
+            for r in store.query(workload=workload, platform=platform, status=status):
+                found.setdefault(r.key, r)
+    return sorted(found.values(), key=lambda r: r.created_at), sources
