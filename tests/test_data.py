@@ -200,3 +200,8 @@ def test_arrays_are_read_row_by_row_and_misshapen_ones_refused(tmp_path: Path) -
         check_readable(str(tmp_path / "text"), workload, "rows")
     with pytest.raises(AccelbenchError, match=r"rows reads arrays, but .* holds images"):
         check_fits(DIGITS, reads, "rows")
+
+
+def test_a_data_path_the_file_system_cannot_hold_is_one_line() -> None:
+    with pytest.raises(AccelbenchError, match="--data: File name too long: give an existing"):
+        data_format("x" * 300)

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from accelbench import scenarios
 from accelbench.cli import app
-from accelbench.scenarios.base import Record, record_of, resolve
+from accelbench.scenarios.base import Record, Scenario, record_of, resolve
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.serve import ServeMetrics
 from accelbench.scenarios.server import ServerMetrics
@@ -115,3 +115,10 @@ def test_records_stored_before_the_plugins_read_and_are_rewritten(tmp_path: Path
             "SELECT time_to_target_s FROM results WHERE scenario = 'time-to-train'"
         ).fetchone()
     assert time_to_target == ttt.time_to_target_s
+
+
+def test_a_plugin_naming_a_view_the_report_lacks_is_refused() -> None:
+    typo = Scenario(name="typo", summary="s", measure="m:f", views=frozenset({"scalling"}))
+    with pytest.raises(ValueError, match=r"typo: no such view \['scalling'\]"):
+        scenarios.register(typo)
+    assert "typo" not in scenarios.names()

@@ -50,7 +50,13 @@ def data_format(path: str) -> DataFormat:
     if "{" in path and path.endswith(".tar"):
         return "webdataset"
     p = Path(path)
-    if not p.exists():
+    try:
+        found = p.exists()
+    except OSError as exc:  # a name longer than the file system allows, for one
+        raise AccelbenchError(
+            f"--data: {exc.strerror}: give an existing file or directory"
+        ) from None
+    if not found:
         raise AccelbenchError(f"no data at {path}: give an existing file or directory")
     if not (p.is_file() or p.is_dir()):
         raise AccelbenchError(f"{path} is neither a file nor a directory: give a data set")

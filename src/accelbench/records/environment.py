@@ -35,7 +35,8 @@ def accelbench_commit() -> str | None:
     runs from a checkout (an editable install); None for an installed wheel."""
     import subprocess
 
-    root = Path(__file__).resolve().parents[2]
+    package = Path(__file__).resolve().parents[1]  # .../src/accelbench
+    root = package.parents[1]  # the checkout, above src/
     if not (root / ".git").exists():
         return None
     try:

@@ -18,7 +18,7 @@ from types import ModuleType
 
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.scenarios import generate, infer, serve, server, time_to_train, train
-from accelbench.scenarios.base import Headline, Record, Scenario
+from accelbench.scenarios.base import VIEWS, Headline, Record, Scenario
 
 __all__ = ["Headline", "Record", "Scenario", "get", "names", "record_type", "register"]
 
@@ -30,6 +30,10 @@ def register(scenario: Scenario) -> Scenario:
     """Add a scenario; its name must be new and its record's kind its name."""
     if scenario.name in _REGISTRY and _REGISTRY[scenario.name] is not scenario:
         raise ValueError(f"a scenario named {scenario.name!r} is already registered")
+    if unknown := scenario.views - VIEWS:
+        raise ValueError(
+            f"{scenario.name}: no such view {sorted(unknown)}: give some of {sorted(VIEWS)}"
+        )
     record = scenario.record
     if record is not None and record.model_fields["kind"].default != scenario.name:
         raise ValueError(f"{record.__name__}.kind must default to {scenario.name!r}")
@@ -63,6 +67,7 @@ def with_objective(objective: str) -> tuple[str, ...]:
 
 def in_view(view: str) -> tuple[str, ...]:
     """The scenarios whose results appear in a table or figure of the report."""
+    assert view in VIEWS, view
     return tuple(s.name for s in all_scenarios() if view in s.views)
 
 

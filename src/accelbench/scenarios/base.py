@@ -18,6 +18,25 @@ if TYPE_CHECKING:
     from accelbench.records.result import Result, Status
     from accelbench.records.spec import RunSpec
 
+VIEWS = frozenset(
+    {
+        "batch",
+        "scaling",
+        "first-epoch",
+        "efficiency",
+        "latency",
+        "tokens",
+        "serving",
+        "table-1",
+        "table-3",
+        "projection",
+    }
+)
+"""The report's tables, figures and projections a scenario's results can appear in: throughput
+against batch, scaling with devices, first against steady epoch, energy and MFU, latency against
+throughput, generation's tokens, serving's curves, PEARC '22 Tables 1 and 3, and projected
+training time."""
+
 Namer = Callable[["RunSpec"], str]
 """Names a cell in a line of text (report.cells.describe, or a describer)."""
 
@@ -107,7 +126,7 @@ class Scenario:
     objectives: tuple[str, ...] = ()
     """The objectives of `accelbench recommend` its results answer."""
     views: frozenset[str] = frozenset()
-    """The report's tables and figures its results appear in (report.VIEWS)."""
+    """The report's tables and figures its results appear in (VIEWS)."""
     notes: str | Callable[[Result, Namer], list[str]] | None = None
     """Its lines under the results table, or "module:function" naming the function."""
     cell_text: str | Callable[[Result], str] | None = None

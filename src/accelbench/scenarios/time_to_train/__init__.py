@@ -111,7 +111,6 @@ SCENARIO = Scenario(
     rules=_rules,
     record=TimeToTrain,
     objectives=("time-to-train",),
-    views=frozenset({"time-to-train"}),
     notes="accelbench.report.time_to_train:lines",
     columns=_columns,
 )
