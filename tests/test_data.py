@@ -203,5 +203,5 @@ def test_arrays_are_read_row_by_row_and_misshapen_ones_refused(tmp_path: Path) -
 
 
 def test_a_data_path_the_file_system_cannot_hold_is_one_line() -> None:
-    with pytest.raises(AccelbenchError, match="--data: File name too long: give an existing"):
+    with pytest.raises(AccelbenchError, match="--data: File name too long: give an existing one"):
         data_format("x" * 300)

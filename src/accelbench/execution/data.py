@@ -4,12 +4,10 @@ Real data is read as records of the kind a workload reads (workload.Images or wo
 then `Workload.prepare` makes its samples, in the loader's worker processes as a training input
 pipeline would. Formats:
 - imagefolder: a directory of class directories of images (torchvision ImageFolder);
-- webdataset: .tar shards of image + class files (a .tar, a directory of them, or a
-  brace pattern such as shards-{000..015}.tar);
+- webdataset: .tar shards of image + class files (a .tar, a directory, or shards-{000..015}.tar);
 - mnist: an IDX images file (train-images-idx3-ubyte), with its labels file beside it if present;
 - tokens: a .npy file of token ids, read in windows of the workload's sequence length;
-- arrays: a directory of features.npy and targets.npy, row i of each one record (time series
-  windows, tabular data), for a workload that reads Arrays;
+- arrays: a directory of features.npy and targets.npy, row i of each a record (for Arrays);
 - digits: `sklearn:digits`, the 1,797 8x8 handwritten digits that scikit-learn ships (UCI), as
   greyscale images: real data at hand on any machine, for time-to-train.
 
@@ -51,13 +49,10 @@ def data_format(path: str) -> DataFormat:
         return "webdataset"
     p = Path(path)
     try:
-        found = p.exists()
+        if not p.exists():
+            raise AccelbenchError(f"no data at {path}: give an existing file or directory")
     except OSError as exc:  # a name longer than the file system allows, for one
-        raise AccelbenchError(
-            f"--data: {exc.strerror}: give an existing file or directory"
-        ) from None
-    if not found:
-        raise AccelbenchError(f"no data at {path}: give an existing file or directory")
+        raise AccelbenchError(f"--data: {exc.strerror}: give an existing one") from None
     if not (p.is_file() or p.is_dir()):
         raise AccelbenchError(f"{path} is neither a file nor a directory: give a data set")
     if p.is_file():

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
+from accelbench import scenarios
 from accelbench.errors import one_line
 from accelbench.execution import device as dev
 from accelbench.execution import distributed, efficiency, interruption, sharding
@@ -229,7 +230,7 @@ def count_flops(
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
         found = efficiency.datasheet_peak(name, spec.precision) if name else None
         peak = found or efficiency.measured_peak(device, spec.precision)
-    training = spec.scenario in ("train", "time-to-train")
+    training = scenarios.get(spec.scenario).trains
     analytic = workload.analytic_flops(training) if workload.analytic_flops else None
     return Flops(
         per_item=per_micro_batch / spec.batch_size,
