@@ -176,3 +176,73 @@ def test_another_applications_database_is_refused_not_imported_as_nothing(tmp_pa
     db.close()
     done = runner.invoke(app, ["import", str(other), "--db", str(tmp_path / "r.sqlite")])
     assert done.exit_code == 2 and "is not an accelbench database (users)" in done.output
+
+
+def test_json_lines_round_trip_a_result_at_a_time(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    there, here = tmp_path / "there.sqlite", tmp_path / "here.sqlite"
+    with ResultStore(there) as store:
+        for r in two_platforms:
+            store.put(r)
+    out = tmp_path / "there.jsonl"
+    args = ["export", "--format", "jsonl", "--db", str(there)]
+    written = runner.invoke(app, [*args, "--out", str(out)])
+    assert written.exit_code == 0 and f"wrote {len(two_platforms)} results" in written.output
+    lines = out.read_text().splitlines()
+    header = json.loads(lines[0])
+    assert header["format"] == exchange.FORMAT and header["layout"] == exchange.LINES
+    assert len(lines) == 1 + len(two_platforms)  # a result a line
+    with ResultStore(there) as store:
+        listed = [r.key for r in store.query()]
+    assert [json.loads(line)["key"] for line in lines[1:]] == listed  # in `results`' order
+    printed = runner.invoke(app, args).stdout.splitlines()
+    assert printed[1:] == lines[1:] and json.loads(printed[0])["layout"] == exchange.LINES
+    done = runner.invoke(app, ["import", str(out), "--db", str(here)])
+    assert done.exit_code == 0, done.output
+    assert f"imported {len(two_platforms)} new results" in done.output
+    with ResultStore(here) as store:
+        assert sorted(store.query(), key=lambda r: r.key) == sorted(
+            two_platforms, key=lambda r: r.key
+        )
+
+
+def test_a_bad_line_of_a_json_lines_import_changes_nothing(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    there, here = tmp_path / "there.sqlite", tmp_path / "here.sqlite"
+    with ResultStore(there) as store:
+        for r in two_platforms:
+            store.put(r)
+    with ResultStore(here) as store:
+        store.put(two_platforms[0])
+    out = tmp_path / "there.jsonl"
+    runner.invoke(app, ["export", "--format", "jsonl", "--db", str(there), "--out", str(out)])
+    lines = out.read_text().splitlines()
+    edited = json.loads(lines[2]) | {"status": "fine"}
+    out.write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
+    before = keys(here)
+    done = runner.invoke(app, ["import", str(out), "--db", str(here)])
+    assert done.exit_code == 2
+    assert f"{out}: line 3: status: Input should be" in done.output
+    assert "nothing was imported" in done.output
+    assert keys(here) == before  # the first line's result was written, then undone
+    out.write_text("\n".join([*lines[:2], "{not json", *lines[3:]]) + "\n")
+    done = runner.invoke(app, ["import", str(out), "--db", str(here)])
+    assert done.exit_code == 2 and "line 3 is not a JSON record" in done.output
+    assert keys(here) == before
+
+
+def test_json_lines_export_of_several_databases_counts_a_result_once(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    with ResultStore(a) as store:
+        for r in two_platforms:
+            store.put(r)
+    with ResultStore(b) as store:
+        store.put(two_platforms[0])
+    done = runner.invoke(app, ["export", "--format", "jsonl", "--db", str(a), "--db", str(b)])
+    assert done.exit_code == 0, done.output
+    found = [json.loads(line)["key"] for line in done.stdout.splitlines()[1:]]
+    assert sorted(found) == sorted(r.key for r in two_platforms)

@@ -103,6 +103,29 @@ def test_import_into_the_site_database_skips_what_it_has(
         assert {r.key for r in store.query()} == {r.key for r in two_platforms}
 
 
+def test_json_lines_from_and_into_the_site_database(
+    fresh_postgres: str, two_platforms: list[Result], tmp_path: Path
+) -> None:
+    with ResultStore(fresh_postgres) as store:
+        store.add(two_platforms)
+    out, back = tmp_path / "site.jsonl", tmp_path / "back.sqlite"
+    args = ["export", "--format", "jsonl", "--db", fresh_postgres, "--out", str(out)]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    done = CliRunner().invoke(app, ["import", str(out), "--db", str(back)])
+    assert done.exit_code == 0, done.output
+    with ResultStore(back) as store:
+        assert {r.key for r in store.query()} == {r.key for r in two_platforms}
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(out.read_text() + "{not json\n")
+    with ResultStore(fresh_postgres) as store:
+        store.put(two_platforms[0].model_copy(update={"tags": {"kept": "yes"}}))
+    done = CliRunner().invoke(app, ["import", str(broken), "--db", fresh_postgres])
+    assert done.exit_code == 2 and "is not a JSON record" in done.output
+    with ResultStore(fresh_postgres) as store:  # rolled back: nothing written, nothing lost
+        assert {r.key for r in store.query()} == {r.key for r in two_platforms}
+        assert store.get(two_platforms[0].key).tags == {"kept": "yes"}  # type: ignore[union-attr]
+
+
 def test_a_lost_connection_is_reconnected_and_the_write_kept(
     fresh_postgres: str, measured: Result, monkeypatch: pytest.MonkeyPatch
 ) -> None:

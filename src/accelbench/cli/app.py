@@ -126,6 +126,11 @@ class Format(StrEnum):
     csv = "csv"
 
 
+class ExportFormat(StrEnum):
+    json = "json"
+    jsonl = "jsonl"
+
+
 def validation_message(exc: ValidationError) -> str:
     error = exc.errors()[0]
     if not error["loc"]:  # a rule over several settings, which names them itself

@@ -3,7 +3,9 @@ import, recommend."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, get_args
@@ -15,6 +17,7 @@ from accelbench.analysis import comparison, references
 from accelbench.cli.app import (
     DbOption,
     DbsOption,
+    ExportFormat,
     Format,
     LatencyBoundOption,
     PlatformFilter,
@@ -35,7 +38,7 @@ from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import projection_lines, token_projection_lines
 from accelbench.storage import exchange
-from accelbench.storage.store import ResultStore
+from accelbench.storage.store import ResultStore, stream_all
 
 TokensOption = Annotated[
     float | None,
@@ -301,13 +304,39 @@ def export(
     platform: PlatformFilter = None,
     status: StatusFilter = None,
     out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
+    format: Annotated[
+        ExportFormat,
+        typer.Option(
+            help="json: one document; jsonl: a header line, then one result a line, written "
+            "and imported a result at a time (for large sets)."
+        ),
+    ] = ExportFormat.json,
     db: DbsOption = None,
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine."""
     if out is not None:
         check_out(out)
-    found, _ = load(db, workload, platform, status)
-    emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
+    if format == ExportFormat.json:
+        found, _ = load(db, workload, platform, status)
+        emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
+        return
+    check_filters(workload, platform, status)
+    each = stream_all(db, workload=workload, platform=platform, status=status)
+    if out is None:
+        exchange.write_lines(each, sys.stdout)
+        return
+    partial = out.with_name(f".{out.name}.partial")  # whole or not at all, as write_file
+    try:
+        with partial.open("w", encoding="utf-8") as f:
+            count = exchange.write_lines(each, f)
+        partial.replace(out)
+    except OSError as exc:
+        raise AccelbenchError(
+            f"cannot write {out} ({exc.strerror}): give --out another path"
+        ) from None
+    finally:
+        partial.unlink(missing_ok=True)
+    console.print(f"wrote {count} results to {out}")
 
 
 @app.command("import")
@@ -318,14 +347,17 @@ def import_results(
     ],
     db: DbOption = None,
 ) -> None:
-    """Merge results from other machines into the database. Every file is checked whole first:
-    a malformed one changes nothing. Results stored already (same key) are kept as they are."""
-
-    found = [r for path in files for r in exchange.load(path)]
+    """Merge results from other machines into the database. A malformed file changes nothing:
+    JSON exports and databases are checked whole first; JSON Lines exports are read a result at
+    a time into one transaction, undone at the first bad line. Results stored already (same
+    key) are kept as they are."""
+    lines = [path for path in files if exchange.is_lines(path)]
+    checked = [r for path in files if path not in lines for r in exchange.load(path)]
+    streamed = (r for path in lines for r in exchange.read_lines(path))
     with ResultStore(db) as store:
-        new = store.add(found)
+        new, read = store.add_stream(itertools.chain(checked, streamed))
         where = store.where
     console.print(
-        f"imported {new} new results into {where}; {len(found) - new} were stored already "
+        f"imported {new} new results into {where}; {read - new} were stored already "
         "(same cell, same platform)"
     )

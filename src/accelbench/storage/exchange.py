@@ -16,10 +16,10 @@ import json
 import shlex
 import sqlite3
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from pydantic import ValidationError
 
@@ -38,6 +38,10 @@ SQLITE_HEADER = b"SQLite format 3\x00"
 HINT = "give a file made by `accelbench export`, or an accelbench .sqlite database"
 MAX_IMPORT_BYTES = 1 << 30
 TOP_LEVEL = frozenset({"format", "version", "exported_at", "results"})
+LINES = "lines"
+"""The header's layout of a JSON Lines export (`export --format jsonl`)."""
+MAX_LINE_BYTES = 256 << 20
+"""The longest result a JSON Lines import reads (a serve record of many requests is a few MB)."""
 
 
 def dumps(results: Sequence[Result]) -> str:
@@ -100,25 +104,88 @@ def parse(data: bytes, name: str) -> list[Result]:
     records = doc.get("results")
     if not isinstance(records, list):
         raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
-    results = []
-    for i, record in enumerate(records):
-        try:
-            results.append(Result.model_validate(record))
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            where = ".".join(map(str, error["loc"])) or "the record"
-            raise AccelbenchError(
-                f"{name}: result {i}: {where}: {error['msg']}; nothing was imported"
-            ) from None
-        except (AccelbenchError, RecursionError) as exc:  # a validator's own message, or depth
-            why = str(exc) if isinstance(exc, AccelbenchError) else one_line(exc)
-            raise AccelbenchError(f"{name}: result {i}: {why}; nothing was imported") from None
-        if results[-1].key != result_key(results[-1].spec, results[-1].env):
-            raise AccelbenchError(
-                f"{name}: result {i}: its key does not match its spec and platform (edited?); "
-                "nothing was imported"
-            )
-    return results
+    return [_validated(record, f"result {i}", name) for i, record in enumerate(records)]
+
+
+def _validated(record: object, which: str, name: str) -> Result:
+    """One record of an export as a Result, its key checked against its spec and platform."""
+    try:
+        result = Result.model_validate(record)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(map(str, error["loc"])) or "the record"
+        raise AccelbenchError(
+            f"{name}: {which}: {where}: {error['msg']}; nothing was imported"
+        ) from None
+    except (AccelbenchError, RecursionError) as exc:  # a validator's own message, or depth
+        why = str(exc) if isinstance(exc, AccelbenchError) else one_line(exc)
+        raise AccelbenchError(f"{name}: {which}: {why}; nothing was imported") from None
+    if result.key != result_key(result.spec, result.env):
+        raise AccelbenchError(
+            f"{name}: {which}: its key does not match its spec and platform (edited?); "
+            "nothing was imported"
+        )
+    return result
+
+
+def write_lines(results: Iterable[Result], out: TextIO) -> int:
+    """The export as JSON Lines, written as the results come: a header line, then one result a
+    line, so that neither writing nor importing holds more than one result; returns how many."""
+    header = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
+    out.write(json.dumps(header | {"layout": LINES}) + "\n")
+    count = 0
+    for result in results:
+        out.write(result.model_dump_json() + "\n")
+        count += 1
+    return count
+
+
+def is_lines(path: Path) -> bool:
+    """Whether a file is a JSON Lines export (its first line the header)."""
+    try:
+        with path.open("rb") as f:
+            return _is_lines_header(f.readline(MAX_LINE_BYTES))
+    except OSError:
+        return False  # load() says why it cannot be read
+
+
+def read_lines(path: Path) -> Iterator[Result]:
+    """The results of a JSON Lines export, read and validated one line at a time (no size
+    limit); raises AccelbenchError on the first bad line."""
+    with path.open("rb") as f:
+        f.readline(MAX_LINE_BYTES)
+        for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 2):
+            if len(line) > MAX_LINE_BYTES:
+                raise AccelbenchError(
+                    f"{path}: line {number} is over {MAX_LINE_BYTES >> 20} MiB; nothing was imported"
+                )
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line, object_pairs_hook=_unique)
+            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+                raise AccelbenchError(
+                    f"{path}: line {number} is not a JSON record ({one_line(exc)}); nothing was "
+                    "imported"
+                ) from None
+            yield _validated(record, f"line {number}", str(path))
+
+
+def _is_lines_header(line: bytes) -> bool:
+    """Whether a file's first line is a JSON Lines export's header (of a version read here)."""
+    try:
+        head = json.loads(line)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    if not isinstance(head, dict) or head.get("layout") != LINES or head.get("format") != FORMAT:
+        return False
+    version = head.get("version")
+    if type(version) is not int or not 1 <= version <= VERSION:
+        raise AccelbenchError(
+            f"a JSON Lines export of format version {version!r}; this accelbench reads 1 to "
+            f"{VERSION}: upgrade accelbench"
+        )
+    return True
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

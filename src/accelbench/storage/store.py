@@ -14,11 +14,12 @@ kept.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -137,6 +138,17 @@ class ResultStore:
 
         return self._retrying(write)
 
+    def add_stream(self, results: Iterable[Result]) -> tuple[int, int]:
+        """add() for results that come one at a time (a JSON Lines import): written as they
+        come, in one transaction that an error from `results` rolls back, so nothing is stored
+        unless all are; not retried, as the stream cannot be read twice. Returns (new, read)."""
+        new = read = 0
+        with self._transaction():
+            for result in results:
+                read += 1
+                new += self._execute(schema.INSERT + "DO NOTHING", schema.row(result)).rowcount
+        return new, read
+
     def has(self, key: str) -> bool:
         sql = "SELECT 1 FROM results WHERE key = ?"
         return self._retrying(lambda: self._execute(sql, (key,)).fetchone()) is not None
@@ -185,8 +197,37 @@ class ResultStore:
         status: str | None = None,
         limit: int | None = None,
     ) -> list[Result]:
-        """Stored results, oldest first; `platform` matches any part of the platform name."""
-        where, args = [], []
+        """Stored results, oldest first; `platform` matches any part of the platform name;
+        `limit`: the newest that many."""
+        where, args = self._filters(workload, platform, status)
+        sql = f"SELECT record FROM results{where} ORDER BY created_at DESC, key"
+        if limit is not None:
+            sql += f" LIMIT {int(limit)}"
+        rows = self._retrying(lambda: self._execute(sql, args).fetchall())
+        return [schema.record(r[0]) for r in reversed(rows)]
+
+    def stream(
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        batch: int = 256,
+    ) -> Iterator[Result]:
+        """query()'s results one at a time, in its order, read `batch` rows at a time from a
+        cursor: memory holds a batch, not the table."""
+        where, args = self._filters(workload, platform, status)
+        sql = f"SELECT record FROM results{where} ORDER BY created_at, key DESC"
+        cursor = self._retrying(lambda: self._execute(sql, args))
+        while rows := cursor.fetchmany(batch):
+            yield from (schema.record(r[0]) for r in rows)
+
+    @staticmethod
+    def _filters(
+        workload: str | None, platform: str | None, status: str | None
+    ) -> tuple[str, list[object]]:
+        where: list[str] = []
+        args: list[object] = []
         for column, value in (("workload", workload), ("status", status)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -194,14 +235,7 @@ class ResultStore:
         if platform is not None:
             where.append("platform LIKE ?")
             args.append(f"%{platform}%")
-        sql = "SELECT record FROM results"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY created_at DESC, key"
-        if limit is not None:
-            sql += f" LIMIT {int(limit)}"
-        rows = self._retrying(lambda: self._execute(sql, args).fetchall())
-        return [schema.record(r[0]) for r in reversed(rows)]
+        return (" WHERE " + " AND ".join(where) if where else ""), args
 
     def _execute(self, sql: str, params: Sequence[object] = ()) -> Any:
         """Run one statement written with ? placeholders; returns its cursor."""
@@ -308,6 +342,30 @@ class ResultStore:
             raise
 
 
+def stream_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> Iterator[Result]:
+    """Results from several databases (None: the default one), oldest first, a result in
+    several counted once (by key), one at a time: each database read through its cursor and
+    the streams merged by time, so memory holds a batch of each and the keys seen."""
+    with ExitStack() as stack:
+        stores = [
+            stack.enter_context(ResultStore(where, writable=False))
+            for where in (list(wheres) if wheres else [None])
+        ]
+        seen: set[str] = set()
+        streams = (s.stream(workload=workload, platform=platform, status=status) for s in stores)
+        merged = heapq.merge(*streams, key=lambda r: r.created_at)
+        for result in merged:
+            if result.key not in seen:
+                seen.add(result.key)
+                yield result
+
+
 def query_all(
     wheres: Sequence[Path | str] | None,
     *,
@@ -315,13 +373,10 @@ def query_all(
     platform: str | None = None,
     status: str | None = None,
 ) -> tuple[list[Result], list[str]]:
-    """Results from several databases (None: the default one), oldest first, a result in
-    several counted once (by key); and where they came from. Each is opened read-only."""
-    found: dict[str, Result] = {}
+    """stream_all's results in a list, and where they came from."""
     sources = []
     for where in list(wheres) if wheres else [None]:
         with ResultStore(where, writable=False) as store:
             sources.append(store.where)
-            for r in store.query(workload=workload, platform=platform, status=status):
-                found.setdefault(r.key, r)
-    return sorted(found.values(), key=lambda r: r.created_at), sources
+    found = stream_all(wheres, workload=workload, platform=platform, status=status)
+    return list(found), sources
