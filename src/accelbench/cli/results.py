@@ -124,9 +124,14 @@ def results(
             "--project-epochs 90 --epoch-items 1281167 for ImageNet-1k"
         )
     with ResultStore(db, writable=False) as store:
+        if fmt is Format.json and limit is None:  # a record at a time: memory holds a batch
+            exchange.write_json(
+                store.stream(workload=workload, platform=platform, status=status), sys.stdout
+            )
+            return
         found = store.query(workload=workload, platform=platform, status=status, limit=limit)
     if fmt is Format.json:
-        print(exchange.to_json(found), end="")
+        exchange.write_json(found, sys.stdout)
     elif fmt is Format.csv:
         print(exchange.to_csv(found), end="")
     elif found:

@@ -340,4 +340,14 @@ def rows_csv(rows: Sequence[dict[str, object]]) -> str:
 
 def to_json(results: Sequence[Result]) -> str:
     """The full stored records, as a JSON list (NaN and infinity written as strings)."""
-    return "[\n" + ",\n".join(r.model_dump_json(indent=2) for r in results) + "\n]\n"
+    buffer = io.StringIO()
+    write_json(results, buffer)
+    return buffer.getvalue()
+
+
+def write_json(results: Iterable[Result], out: TextIO) -> None:
+    """to_json written as the results come, a record at a time."""
+    out.write("[")
+    for i, r in enumerate(results):
+        out.write(("\n" if i == 0 else ",\n") + r.model_dump_json(indent=2))
+    out.write("\n]\n")

@@ -1,0 +1,115 @@
+"""How the read commands grow with a site database: time and peak memory of each at two sizes.
+
+Two SQLite databases of N and 3N records (copies of one measured result, each a cell of its
+own) are built, and each read command runs on both in a fresh process, as a user runs it; the
+growth exponent between the sizes is log(time ratio) / log(3): 1.0 is linear, 2.0 quadratic
+(each time includes the process's start, so small sizes understate it). Peak memory is the
+process's own peak resident set (Linux's VmHWM), interpreter and imports included. The last line
+printed is the JSON Lines export's time ratio.
+
+    python benchmarks/store_scale.py             # 10,000 and 30,000 records
+    python benchmarks/store_scale.py --quick     # 1,000 and 3,000: what the test suite runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from accelbench.cell.runner import run
+from accelbench.records.result import Result, result_key
+from accelbench.records.spec import RunSpec
+from accelbench.storage.store import ResultStore
+
+COMMANDS = {
+    "results (table)": ["results"],
+    "results --format json": ["results", "--format", "json"],
+    "results --format csv": ["results", "--format", "csv"],
+    "export (json)": ["export"],
+    "export --format jsonl": ["export", "--format", "jsonl"],
+    "report --format csv": ["report", "--format", "csv"],
+}
+RUN = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from accelbench.cli import main\n"
+    "sys.argv = ['accelbench', *sys.argv[1:]]\n"
+    "try:\n    main()\nexcept SystemExit:\n    pass\n"
+    "peak = [l for l in Path('/proc/self/status').read_text().splitlines() if 'VmHWM' in l]\n"
+    "print(peak[0].split()[1], file=sys.stderr)\n"
+)
+"""A command in a fresh process that reports its own peak resident set (KiB, VmHWM: unlike
+ru_maxrss, which exec keeps from the parent, it is this program's own) last on stderr."""
+
+
+def build(path: Path, base: Result, count: int) -> None:
+    """A database of `count` copies of `base`, each another cell (seed and batch), a second
+    apart so that they sort as a history does."""
+    with ResultStore(path) as store:
+        batch = []
+        for i in range(count):
+            spec = base.spec.model_copy(update={"seed": i, "batch_size": 1 + i % 64})
+            when = base.created_at.replace(microsecond=0).timestamp() + i
+            batch.append(
+                base.model_copy(
+                    update={
+                        "spec": spec,
+                        "key": result_key(spec, base.env),
+                        "created_at": base.created_at.fromtimestamp(when, base.created_at.tzinfo),
+                    }
+                )
+            )
+            if len(batch) == 1000:
+                store.add(batch)
+                batch = []
+        store.add(batch)
+
+
+def measure(command: list[str], db: Path) -> tuple[float, float]:
+    """Wall seconds and peak MB of one command on one database."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, *command, "--db", str(db)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        check=True,
+    )
+    seconds = time.perf_counter() - start
+    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options.add_argument("--records", type=int, default=10_000)
+    options.add_argument("--device", default="cpu", help="where the one measured cell runs")
+    options.add_argument("--quick", action="store_true", help="1,000 and 3,000 records")
+    args = options.parse_args()
+    if args.quick:
+        args.records = 1000
+    base = run(
+        RunSpec(workload="tiny_mlp", batch_size=4, epochs=2, steps_per_epoch=8, device=args.device)
+    )
+    sizes = (args.records, 3 * args.records)
+    with tempfile.TemporaryDirectory() as tmp:
+        dbs = [Path(tmp, f"{n}.sqlite") for n in sizes]
+        for db, n in zip(dbs, sizes, strict=True):
+            build(db, base, n)
+        print(f"{'command':24} {sizes[0]:>8,} rec  {sizes[1]:>8,} rec  exponent  peak MB")
+        ratios = {}
+        for name, command in COMMANDS.items():
+            (t1, m1), (t2, m2) = (measure(command, db) for db in dbs)
+            ratios[name] = t2 / t1
+            exponent = math.log(t2 / t1) / math.log(3)
+            print(f"{name:24} {t1:10.2f} s  {t2:10.2f} s  {exponent:8.2f}  {m1:5.0f} -> {m2:5.0f}")
+    print("(exponent 1.0 is linear, 2.0 quadratic; each time includes the process's start)")
+    print(f"ratio jsonl export time 3N/N: {ratios['export --format jsonl']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
