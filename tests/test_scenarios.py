@@ -122,3 +122,11 @@ def test_a_plugin_naming_a_view_the_report_lacks_is_refused() -> None:
     with pytest.raises(ValueError, match=r"typo: no such view \['scalling'\]"):
         scenarios.register(typo)
     assert "typo" not in scenarios.names()
+
+
+def test_a_scenario_whose_code_cannot_be_imported_is_a_failed_cell() -> None:
+    from accelbench.cell.runner import run
+
+    scenarios.register(Scenario(name="broken", summary="s", measure="no_such_module:measure"))
+    result = run(tiny(scenario="broken", device="cpu"))
+    assert result.status == "error" and "No module named 'no_such_module'" in (result.reason or "")

@@ -24,7 +24,6 @@ def run(spec: RunSpec) -> Result:
     the workload become the result's status; a spec this platform cannot run at all (no such
     device, unsupported precision) raises instead."""
     scenario = scenarios.get(spec.scenario)
-    measure = scenario.measure_fn()
     if spec.threads is not None and not scenario.client:
         import torch
 
@@ -32,14 +31,15 @@ def run(spec: RunSpec) -> Result:
     env = environment.capture(spec.device)
     spec = spec.model_copy(update={"device": env.device_type})
     if scenario.client:  # it measures a server: nothing to build, place or set here
-        return _result(spec, env, lambda: measure(spec))
+        return _result(spec, env, lambda: scenario.measure_fn()(spec))
     check_supported(spec.precision, env.device_type, env.cuda_capability)
     rank = distributed.join(spec, env.device_type)
 
     def on_device() -> Metrics:
         workload = workloads.get(spec.workload, spec.model_args)
         set_cudnn_benchmark(spec.cudnn_benchmark, workload.fixed_shapes)
-        metrics = measure(spec, workload, distributed.device_of(rank, env.device_type))
+        device = distributed.device_of(rank, env.device_type)
+        metrics = scenario.measure_fn()(spec, workload, device)
         distributed.leave()
         return metrics.model_copy(update={"torch_settings": global_settings()})
 
@@ -47,7 +47,8 @@ def run(spec: RunSpec) -> Result:
 
 
 def _result(spec: RunSpec, env: Environment, measure: Callable[[], Metrics]) -> Result:
-    """The result of a measurement, whatever happens in it."""
+    """The result of a measurement, whatever happens in it (a scenario's code that cannot be
+    imported included)."""
     status: Status = "ok"
     reason = detail = None
     metrics = None
