@@ -160,3 +160,10 @@ def test_no_module_is_long() -> None:
         if (n := len(p.read_text().splitlines())) > MAX_LINES
     }
     assert long == {}
+
+
+def test_the_tests_mirror_the_folders() -> None:
+    """A folder of tests names the package folder it tests (the rest are whole-tool tests)."""
+    tests = Path(__file__).parent
+    folders = {p.parent.name for p in tests.glob("*/__init__.py")}
+    assert folders and folders <= {p.name for p in PACKAGE.iterdir() if p.is_dir()}

@@ -100,7 +100,7 @@ def warmup_end(series: Sequence[float]) -> int:
         return 0
     # On short noisy series MSER also cuts plain noise (over 40% of 10-sample normal series);
     # keep the cut only when what it cuts is slower than the lower quartile of what is left,
-    # as warm-up is (about 16% of such series are still cut; see tests/test_stats.py).
+    # as warm-up is (about 16% of such series are still cut; see tests/records/test_stats.py).
     head = sum(series[:best_d]) / best_d
     return best_d if head < percentile(sorted(series[best_d:]), 25) else 0
 

@@ -1,0 +1,203 @@
+"""LLM training: Llama shapes, tokens/s and both MFUs, FSDP and tensor parallel through the CLI,
+the fewest-devices search and the N-token projection."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from accelbench import workloads
+from accelbench.analysis import advice, references, tuning
+from accelbench.analysis.objectives import Constraints
+from accelbench.cli import app
+from accelbench.errors import AccelbenchError
+from accelbench.execution import sharding
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
+from accelbench.report.results import notes, token_projection_lines
+from accelbench.storage.store import ResultStore
+
+from ..conftest import _with_peak, on_platform
+
+runner = CliRunner()
+SHARDED = ["--fsdp", "--replicas", "2", "--tensor-parallel", "2", "--batch-size", "2"]
+SHARDED += ["--sequence-parallel"]  # every axis of the layout at once
+QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
+
+
+@pytest.fixture(scope="module")
+def sharded(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    """The tiny Llama trained on 4 processes, FSDP over 2 x tensor parallel 2, via the CLI."""
+    db = tmp_path_factory.mktemp("llm") / "r.sqlite"
+    out = runner.invoke(app, ["run", "llama3_tiny", *SHARDED, *QUICK, "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    with ResultStore(db) as store:
+        (result,) = store.query()
+    return result
+
+
+@pytest.mark.slow
+def test_fsdp_and_tensor_parallel_train_together_through_the_cli(sharded: Result) -> None:
+    m = sharded.metrics
+    assert sharded.status == "ok" and m is not None, sharded.reason
+    assert m.layout == "fsdp over 2 x tp+sp 2"
+    assert len(m.ranks) == 4 and sharded.num_devices == 4
+    assert m.items_per_step == 4  # 2 replicas x micro batch 2: tensor parallel adds no data
+    assert m.tokens_per_item == 64
+    assert m.tokens_per_s == pytest.approx(m.items_per_s * 64)
+    # Each rank holds a quarter of the blocks and half of the embeddings and head.
+    assert m.state_gib is not None and all(r.state_gib for r in m.ranks)
+    one_copy = sum(p.numel() for p in workloads.get("llama3_tiny").build_model().parameters())
+    assert m.state_gib < 0.5 * one_copy * 4 * 2 / 2**30  # weights and sgd momentum, fp32
+    assert "tokens/s" in "\n".join(notes([sharded]))
+
+
+def test_analytic_flops_follow_the_palm_formula() -> None:
+    """6 per weight but the embeddings' (the untied head counted), plus 12 L H Q T."""
+    w = workloads.get("llama3_1_8b", {"seq_len": 8192})
+    hidden, mlp, layers, heads, kv, vocab = 4096, 14336, 32, 32, 8, 128256
+    head_dim = hidden // heads
+    per_layer = hidden * (hidden + 2 * kv * head_dim + hidden) + 3 * hidden * mlp + 2 * hidden
+    weights = layers * per_layer + hidden + vocab * hidden  # + final norm, output head
+    per_token = 6 * weights + 12 * layers * heads * head_dim * 8192
+    assert w.analytic_flops is not None and w.tokens_per_item == 8192
+    assert w.analytic_flops(True) == per_token * 8192
+    assert w.analytic_flops(False) == pytest.approx(per_token * 8192 / 3)
+
+
+def test_both_mfus_and_tflops_per_device(sharded: Result) -> None:
+    peaked = _with_peak(sharded)  # 1 TFLOP/s per device
+    m = peaked.metrics
+    assert m is not None and m.flops is not None and m.flops.analytic_per_item is not None
+    analytic = m.flops.analytic_per_item
+    assert m.mfu_analytic == pytest.approx(analytic * m.items_per_s / (1e12 * 4))
+    assert m.mfu == pytest.approx(m.flops.per_item * m.items_per_s / (1e12 * 4))
+    assert m.tflops_per_device == pytest.approx(analytic * m.items_per_s / 4 / 1e12)
+    line = next(line for line in notes([peaked]) if "tokens/s" in line)
+    assert "by 6N + attention" in line and "per rank (fsdp over 2 x tp+sp 2)" in line
+
+
+def test_days_to_train_n_tokens_are_projected_from_throughput(sharded: Result) -> None:
+    m = sharded.metrics
+    assert m is not None and m.tokens_per_s is not None
+    (line,) = token_projection_lines([sharded], 1e12)
+    days = math.ceil(1e12 / 64) / m.items_per_s / 86400
+    assert f"= {days:.3g} days" in line
+    assert f"{days * 24 * 4:,.0f} device-hours on 4 device(s)" in line
+    assert "projected from throughput, not measured" in line
+    # As if on 4 GPUs: 4 CPU processes on this host's 2 threads are flagged contended, and
+    # advice leaves contended runs out.
+    gpus = on_platform(sharded, "Sim GPU", 1.0)
+    (answer,) = advice.recommend([gpus], "llama3_tiny", "time-to-train", Constraints(tokens=1e12))
+    assert answer.options[0].value == pytest.approx(1e12 / 64 / m.items_per_s / 86400)
+    with pytest.raises(AccelbenchError, match="--objective time-to-train"):
+        advice.recommend([sharded], "llama3_tiny", "throughput", Constraints(tokens=1e12))
+
+
+def test_a_run_is_set_beside_torchtitans_tokens_per_gpu(sharded: Result) -> None:
+    assert sharded.metrics is not None
+    h100 = on_platform(
+        sharded,
+        "NVIDIA H100 80GB HBM3",
+        1.0,
+        workload="llama3_1_8b",
+        model_args={"seq_len": 8192},
+        tensor_parallel=1,
+        sequence_parallel=False,
+        replicas=8,
+    )
+    assert h100.metrics is not None
+    h100 = h100.model_copy(
+        update={"metrics": h100.metrics.model_copy(update={"tokens_per_item": 8192})}
+    )
+    found = references.match(h100)
+    assert found is not None and found.reference.variant == "FSDP"  # not the compiled row
+    assert found.published == 5762  # tokens/s per GPU as published, not divided again
+    assert found.measured == pytest.approx(sharded.metrics.items_per_s * 8192 / 8)
+    assert "torchtitan" in found.reference.source and "llama3_h100" in found.reference.source
+    # A compiled fp8 run is set beside torchtitan's Float8 row.
+    fp8 = h100.model_copy(
+        update={"spec": h100.spec.model_copy(update={"precision": "fp8", "compile": True})}
+    )
+    found = references.match(fp8)
+    assert found is not None and found.reference.variant == "FSDP + torch.compile + Float8"
+    assert found.published == 8532
+
+
+def test_fewest_devices_doubles_then_bisects(sharded: Result) -> None:
+    asked: list[int] = []
+
+    def measure(n: int) -> Result:  # fits on 5 devices or more
+        asked.append(n)
+        spec = sharded.spec.model_copy(update={"replicas": n})
+        return Result.new(spec, sharded.env, "oom") if n < 5 else sharded
+
+    found = tuning.fewest_devices(measure, start=1, most=16, budget=tuning.Budget(60))
+    assert found.fewest == 5 and asked == [1, 2, 4, 8, 6, 5]
+    found = tuning.fewest_devices(measure, start=1, most=3, budget=tuning.Budget(60))
+    assert found.fewest is None and asked[-2:] == [2, 3]
+
+
+def test_weights_and_optimizer_state_bound_the_device_count() -> None:
+    spec = RunSpec(workload="llama3_1_70b", batch_size=1, fsdp=True, optimizer="adamw")
+    fewest, text = sharding.fewest_for_state(spec, 80.0)
+    with torch.device("meta"):
+        weights = sum(p.numel() for p in workloads.get("llama3_1_70b").build_model().parameters())
+    assert fewest == math.ceil(weights * 16 / 2**30 / 80)  # fp32 weights, grads, two moments
+    assert "at least" in text and "16 bytes" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--fsdp-offload"], "--fsdp-offload offloads FSDP's shards: add --fsdp"),
+        (["--fsdp", "--precision", "amp-fp16"], "amp-fp16 scales the loss"),
+        (["--tensor-parallel", "3"], "num_attention_heads 4, which 3 devices cannot split"),
+        (["--tensor-parallel", "2", "--pipeline-stages", "2"], "not combined with --fsdp"),
+        (["--fsdp", "--scenario", "infer"], "infer runs one process"),
+        (["--sequence-parallel"], "--sequence-parallel splits tensor-parallel work"),
+    ],
+)
+def test_sharding_knobs_that_cannot_work_are_refused(
+    args: list[str], message: str, tmp_path: Path
+) -> None:
+    db = tmp_path / "r.sqlite"
+    out = runner.invoke(app, ["run", "llama3_tiny", *args, *QUICK, "--db", str(db)])
+    assert out.exit_code == 2 and message in out.output, out.output
+    assert not db.exists()
+
+
+def test_a_model_without_a_tensor_parallel_plan_is_refused_before_any_cell(tmp_path: Path) -> None:
+    out = runner.invoke(app, ["run", "tiny_mlp", "--tensor-parallel", "2", *QUICK])
+    assert out.exit_code == 2 and "publishes no tensor-parallel plan" in out.output
+
+
+def test_fewest_devices_needs_fsdp() -> None:
+    out = runner.invoke(app, ["tune", "llama3_tiny", "--fewest-devices", "--device", "cpu"])
+    assert out.exit_code == 2 and "add --fsdp" in out.output
+
+
+def test_fewest_devices_through_the_cli(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["tune", "llama3_tiny", "--fewest-devices", "--fsdp", "--min-batch", "2", *QUICK]
+    out = runner.invoke(app, [*args, "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    assert "fewest devices: 1 (bs=2 fsdp fp32)" in out.output
+    with ResultStore(db) as store:
+        assert [r.spec.fsdp for r in store.query()] == [True]
+
+
+def test_tune_searches_the_micro_batch_at_each_device_count_when_sharded(tmp_path: Path) -> None:
+    """What fits under FSDP depends on the device count: the batch search runs at each."""
+    db = tmp_path / "r.sqlite"
+    args = ["tune", "llama3_tiny", "--fsdp", "--replicas", "1,2", "--max-batch", "1", *QUICK]
+    out = runner.invoke(app, [*args, "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    assert "x1 replicas, fsdp: largest micro batch tried: 1" in out.output
+    assert "x2 replicas, fsdp: largest micro batch tried: 1" in out.output
+    with ResultStore(db) as store:
+        assert sorted(r.spec.replicas for r in store.query()) == [1, 2]

@@ -1,0 +1,99 @@
+"""FSDP and tensor parallelism are real: the same losses as one process with the same global
+batch, and each rank holding a share of the weights and optimizer state. On the CPU (gloo)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from accelbench import workloads
+from accelbench.errors import AccelbenchError
+from accelbench.execution import sharding
+from accelbench.records.spec import RunSpec
+
+GLOBAL_BATCH = 4
+STEPS = 3
+LAYOUTS = {
+    "fsdp over 2": {"fsdp": True, "replicas": 2},
+    "fsdp over 2, 2 micro-batches": {"fsdp": True, "replicas": 2, "grad_accum": 2},
+    "fsdp over 2, compiled": {"fsdp": True, "replicas": 2, "compile": True},
+    "tp 2": {"tensor_parallel": 2},
+    "tp 2, sequence parallel": {"tensor_parallel": 2, "sequence_parallel": True},
+    "fsdp over 2 x tp 2": {"fsdp": True, "replicas": 2, "tensor_parallel": 2},
+}
+
+
+def steps(tmp_path: Path, **layout: Any) -> dict[str, Any]:
+    """Losses of STEPS adamw steps of the tiny Llama, and what each rank held."""
+    micro_batches = layout.get("replicas", 1) * layout.get("grad_accum", 1)
+    spec = RunSpec(
+        workload="llama3_tiny",
+        batch_size=GLOBAL_BATCH // micro_batches,
+        optimizer="adamw",
+        lr=1e-2,
+        device="cpu",
+        **layout,
+    )
+    out = tmp_path / "steps.json"
+    script = str(Path(__file__).parents[1].joinpath("sharded_steps.py"))
+    launcher = ["-m", "torch.distributed.run", "--standalone"] if spec.distributed else []
+    nproc = ["--nproc-per-node", str(spec.num_processes)] if spec.distributed else []
+    subprocess.run(
+        [sys.executable, *launcher, *nproc, script, spec.model_dump_json(), str(out), str(STEPS)],
+        check=True,
+        env=os.environ | {"OMP_NUM_THREADS": "1"},
+        timeout=600,
+    )
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+@pytest.fixture(scope="module")
+def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return steps(tmp_path_factory.mktemp("one"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_sharded_training_matches_one_process(
+    name: str, one_process: dict[str, Any], tmp_path: Path
+) -> None:
+    sharded = steps(tmp_path, **LAYOUTS[name])
+    # The weights moved (adamw at lr 1e-2), so steps 2 and 3 check the gradients' exchange too.
+    assert one_process["losses"][0] - one_process["losses"][-1] > 0.01
+    assert sharded["losses"] == pytest.approx(one_process["losses"], rel=1e-4)
+    whole = one_process["held_gib"][0]
+    held = sharded["held_gib"]
+    layout = RunSpec(workload="llama3_tiny", batch_size=1, **LAYOUTS[name])
+    assert len(held) == layout.num_processes
+    # torchtitan's order: each block compiled on its own, FSDP's gathers outside the graphs.
+    assert sharded["compiled_blocks"] == (2 if layout.compile else 0)
+    if layout.tensor_parallel == 1:  # every weight and its optimizer state split over the ranks
+        assert max(held) == pytest.approx(whole / layout.replicas, rel=0.05)
+    else:  # attention and MLP split further; embeddings, norms and head only by FSDP if at all
+        assert whole / len(held) < max(held) < 0.8 * whole / layout.replicas
+
+
+def test_sequence_parallelism_needs_a_llama_shaped_model() -> None:
+    with torch.device("meta"):
+        model = workloads.get("llama3_tiny").build_model()
+    base = sharding.base_of(model)
+    plan = sharding.tensor_plan(model, "llama3_tiny", 2)
+    styles = sharding.sequence_plan(base, plan, "llama3_tiny")
+    # The embedding's output cut, both norms of every block on their part, the final norm whole.
+    assert set(styles) == {
+        "embed_tokens",
+        "layers.*.input_layernorm",
+        "layers.*.post_attention_layernorm",
+        "norm",
+    }
+    base.norm = torch.nn.Identity()  # no final norm to gather the sequence for the head
+    with pytest.raises(AccelbenchError, match="not shaped for sequence parallelism"):
+        sharding.sequence_plan(base, plan, "llama3_tiny")

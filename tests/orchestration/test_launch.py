@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from accelbench.errors import AccelbenchError
+from accelbench.orchestration import launch
+from accelbench.records.environment import Environment, capture
+
+from ..conftest import ctrl_c_reaches, tiny
+
+
+@pytest.fixture(scope="module")
+def env() -> Environment:
+    return capture("cpu")
+
+
+def test_probe_matches_capture_in_process(env: Environment) -> None:
+    assert launch.probe_environment("cpu").fingerprint() == env.fingerprint()
+
+
+def test_probe_of_a_missing_device_is_a_clear_error() -> None:
+    with pytest.raises(AccelbenchError, match="no cuda device is available"):
+        launch.probe_environment("cuda")
+
+
+def test_cell_runs_in_a_child_and_reports_overhead(env: Environment) -> None:
+    result = launch.run_in_child(tiny(), env, timeout_s=120)
+    assert result.status == "ok"
+    assert result.metrics is not None and result.wall_s is not None
+    assert result.overhead_s is not None and 0 < result.overhead_s < result.wall_s
+
+
+def test_cell_past_its_limit_is_a_timeout(
+    env: Environment, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(launch, "_GRACE_S", 2.0)  # its polite stop would wait for the epoch end
+    spec = tiny(workload="autoencoder", batch_size=64, steps_per_epoch=1000)
+    result = launch.run_in_child(spec, env, timeout_s=1.0)
+    assert result.status == "timeout"
+    assert result.reason == "no result within the 1 s limit"
+
+
+def test_cell_that_dies_without_a_result_is_an_error(env: Environment) -> None:
+    # The child cannot open a CUDA device here, so it exits without writing a result.
+    result = launch.run_in_child(tiny(device="cuda"), env, timeout_s=120)
+    assert result.status == "error"
+    assert result.reason == "no cuda device is available here; use --device cpu or auto"
+
+
+def test_how_a_cell_without_a_result_ended() -> None:
+    status = launch._exit_status
+    assert status(-9, "", oom_killed=True)[0] == "oom"
+    killed = status(-9, "", oom_killed=False)
+    assert killed[0] == "interrupted" and "run the sweep again" in killed[1]  # retried next run
+    assert status(-11, "", oom_killed=False) == ("error", "cell process killed by SIGSEGV")
+    assert status(1, "line\nValueError: boom\n", False) == ("error", "ValueError: boom")
+    assert status(1, "exitcode  : -9 (pid: 7)\n======\n", False)[1] == "exitcode  : -9 (pid: 7)"
+    assert status(0, "", False)[1] == "cell process exited with code 0 and no result"
+
+
+def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
+    spec = tiny(workload="autoencoder", batch_size=64, steps_per_epoch=1000)
+    spec_file = tmp_path / "spec.json"
+    spec_file.write_text(spec.model_dump_json())
+    code = (
+        "import pathlib; from accelbench.orchestration import launch; from accelbench.records.environment import capture;"
+        "launch._GRACE_S = 2.0;"  # the cell is past it: a kill, not its polite stop, ends it
+        "from accelbench.records.spec import RunSpec;"
+        f"spec = RunSpec.model_validate_json(pathlib.Path({str(spec_file)!r}).read_text());"
+        "launch.run_in_child(spec, capture('cpu'), timeout_s=600)"
+    )
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", code], stderr=subprocess.DEVNULL, preexec_fn=ctrl_c_reaches
+    )
+    deadline = time.monotonic() + 60
+    cells: list[psutil.Process] = []
+    while not cells and time.monotonic() < deadline:
+        time.sleep(0.2)
+        cells = psutil.Process(launcher.pid).children(recursive=True)
+    assert cells, "the launcher never started its cell"
+    time.sleep(5)  # let the cell get past reading its spec, so only a kill can stop it
+    launcher.send_signal(signal.SIGINT)  # what Ctrl-C sends
+    launcher.wait(timeout=120)  # a loaded host is slow to stop, not wrong
+    assert launcher.returncode != 0
+    assert not [c for c in cells if c.is_running() and c.status() != psutil.STATUS_ZOMBIE]
+
+
+def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
+    cell = ["/cells/abc/spec.json", "/cells/abc/result.json"]
+    one = launch.command(tiny(), cell)
+    assert one == [sys.executable, "-m", "accelbench.cell.child", "cell", *cell]
+    local = launch.command(tiny(replicas=4, numa_binding="node"), cell)
+    assert local[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert local[3:] == [
+        "--nproc-per-node",
+        "4",
+        "--numa-binding",
+        "node",
+        "--standalone",
+        "-m",
+        "accelbench.cell.child",
+        "cell",
+        *cell,
+    ]
+    monkeypatch.setattr(launch.socket, "gethostname", lambda: "node001")
+    multi = launch.command(tiny(replicas=8, nodes=2), cell)
+    assert multi[:6] == ["srun", "--nodes", "2", "--ntasks-per-node", "1", "--kill-on-bad-exit=1"]
+    assert multi[multi.index("--nproc-per-node") + 1] == "4"
+    assert multi[multi.index("--nnodes") + 1] == "2"
+    assert multi[multi.index("--rdzv-endpoint") + 1].startswith("node001:")
+    assert multi[multi.index("--rdzv-id") + 1] == "abc"
+
+
+def test_a_failing_rank_is_the_result_and_stops_the_others(
+    env: Environment, tmp_path: Path
+) -> None:
+    model = tmp_path / "rank_one_fails.py"
+    model.write_text(
+        "import os\n"
+        "from accelbench.workloads.toy import tiny_mlp\n"
+        "def build():\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        raise RuntimeError('rank 1 cannot build its model')\n"
+        "    return tiny_mlp()\n"
+    )
+    # Rank 0 would wait for rank 1 at its first gradient exchange until the cell's time limit,
+    # were it not stopped: the status would then be "timeout".
+    result = launch.run_in_child(tiny(workload=f"{model}:build", replicas=2), env, timeout_s=120)
+    assert result.status == "error"
+    assert result.reason == "RuntimeError: rank 1 cannot build its model"
+    assert result.detail and "rank_one_fails.py" in result.detail

@@ -1,0 +1,132 @@
+"""Scenarios as plug-ins: the registry, a new scenario in one file through every command, and
+records stored before the plug-ins read as they are now."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import scenarios
+from accelbench.cli import app
+from accelbench.scenarios.base import Record, Scenario, record_of, resolve
+from accelbench.scenarios.generate import GenerateMetrics
+from accelbench.scenarios.serve import ServeMetrics
+from accelbench.scenarios.server import ServerMetrics
+from accelbench.scenarios.time_to_train import TimeToTrain
+from accelbench.storage.store import ResultStore
+
+from ..conftest import tiny
+
+TOY = Path(__file__).parents[1].joinpath("toy_scenario.py")
+BEFORE = Path(__file__).parents[1] / "data" / "records_before_scenario_plugins.sqlite"
+"""Five results (train, server, generate, time-to-train, serve), written by accelbench at
+commit bfa7c7f, before a scenario's record was one field of the metrics."""
+runner = CliRunner()
+
+
+def test_every_builtin_plugin_names_code_that_exists() -> None:
+    for s in scenarios.all_scenarios():
+        for target in (s.measure, s.notes, s.verdict_rules, s.cell_text):
+            assert target is None or callable(resolve(target)), (s.name, target)
+        if s.record is not None:
+            assert scenarios.record_type(s.name) is s.record
+
+
+def test_an_unknown_scenario_is_refused_naming_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown scenario 'trian': give one of train, infer"):
+        tiny(scenario="trian")
+    out = runner.invoke(app, ["run", "tiny_mlp", "--scenario", "trian", "--device", "cpu"])
+    assert out.exit_code != 0 and "unknown scenario 'trian'" in out.output
+
+
+def test_a_plugin_that_cannot_be_imported_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(scenarios.PLUGINS_ENV, "/nowhere/toy.py")
+    out = runner.invoke(app, ["run", "tiny_mlp", "--scenario", "toy", "--device", "cpu"])
+    assert out.exit_code == 2
+    assert "ACCELBENCH_SCENARIOS: no Python file at /nowhere/toy.py: give a module" in out.output
+
+
+def test_a_new_scenario_in_one_file_runs_through_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(scenarios.PLUGINS_ENV, str(TOY))
+    db = str(tmp_path / "toy.sqlite")
+    args = ["run", "tiny_mlp", "--scenario", "toy", "--batch-size", "2,4", "--device", "cpu"]
+    args += ["--epochs", "2", "--steps-per-epoch", "4", "--threads", "1", "--db", db]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert re.search(r"tiny_mlp toy bs=4 fp32: toy: \d+ parameters, mean loss", out.output)
+
+    with ResultStore(db) as store:
+        stored = store.query()
+    assert [r.spec.scenario for r in stored] == ["toy", "toy"]
+    record = stored[0].metrics.record if stored[0].metrics else None
+    assert record is not None and record.kind == "toy" and record.parameters > 0  # type: ignore[attr-defined]
+    assert stored[0].headline and stored[0].headline.unit == "toy items/s"
+
+    table = runner.invoke(app, ["results", "--db", db])
+    assert table.exit_code == 0 and "toy" in table.output and "mean loss" in table.output
+    exported = runner.invoke(app, ["results", "--format", "csv", "--db", db])
+    rows = list(csv.DictReader(io.StringIO(exported.stdout)))
+    assert [row["scenario"] for row in rows] == ["toy", "toy"]
+    assert {row["headline_unit"] for row in rows} == {"toy items/s"}
+    assert all(int(row["toy_parameters"]) == record.parameters for row in rows)  # type: ignore[attr-defined]
+
+    page = tmp_path / "report.html"
+    report = runner.invoke(app, ["report", "--db", db, "--format", "html", "--out", str(page)])
+    assert report.exit_code == 0, report.output
+    html = page.read_text()
+    assert "tiny_mlp: toy throughput against batch size" in html and "mean loss" in html
+
+
+def test_records_stored_before_the_plugins_read_and_are_rewritten(tmp_path: Path) -> None:
+    db = tmp_path / "before.sqlite"
+    shutil.copy(BEFORE, db)
+    with sqlite3.connect(db) as conn:
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
+        old = dict(conn.execute("SELECT scenario, items_per_s FROM results").fetchall())
+    assert version == 3
+    with ResultStore(db) as store:  # migrates
+        found = {r.spec.scenario: r for r in store.query()}
+    kinds: dict[str, type[Record]] = {
+        "server": ServerMetrics,
+        "generate": GenerateMetrics,
+        "time-to-train": TimeToTrain,
+        "serve": ServeMetrics,
+    }
+    for scenario, kind in kinds.items():
+        assert record_of(found[scenario], kind) is not None, scenario
+    assert found["train"].metrics and found["train"].metrics.record is None
+    ttt = record_of(found["time-to-train"], TimeToTrain)
+    assert ttt and ttt.outcome == "reached"
+    for scenario, r in found.items():  # the headline each was stored with
+        assert r.items_per_s == pytest.approx(old[scenario]), scenario
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute("SELECT json_extract(record, '$.metrics.record.kind') FROM results")
+        assert sorted(filter(None, (k for (k,) in rows))) == sorted(kinds)
+        (time_to_target,) = conn.execute(
+            "SELECT time_to_target_s FROM results WHERE scenario = 'time-to-train'"
+        ).fetchone()
+    assert time_to_target == ttt.time_to_target_s
+
+
+def test_a_plugin_naming_a_view_the_report_lacks_is_refused() -> None:
+    typo = Scenario(name="typo", summary="s", measure="m:f", views=frozenset({"scalling"}))
+    with pytest.raises(ValueError, match=r"typo: no such view \['scalling'\]"):
+        scenarios.register(typo)
+    assert "typo" not in scenarios.names()
+
+
+def test_a_scenario_whose_code_cannot_be_imported_is_a_failed_cell() -> None:
+    from accelbench.cell.runner import run
+
+    scenarios.register(Scenario(name="broken", summary="s", measure="no_such_module:measure"))
+    result = run(tiny(scenario="broken", device="cpu"))
+    assert result.status == "error" and "No module named 'no_such_module'" in (result.reason or "")
