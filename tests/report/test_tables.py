@@ -1,7 +1,14 @@
 from __future__ import annotations
 
-from accelbench.records.result import Result
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from accelbench.cli import app
+from accelbench.cli.app import PLAIN_ABOVE
+from accelbench.records.result import Result, result_key
 from accelbench.report import tables
+from accelbench.storage.store import ResultStore
 
 from ..conftest import SIM_PLATFORM, on_platform
 
@@ -59,3 +66,36 @@ def test_a_narrow_terminal_folds_long_names_instead_of_cutting_them() -> None:
     assert "…" not in text
     column = [line.split("│")[1].strip() for line in text.splitlines() if line.startswith("│")]
     assert "".join(column) == name
+
+
+def test_plain_text_aligns_columns_and_keeps_every_cell_inert() -> None:
+    grid = tables.Grid(
+        "T", ("Name", "Rate"), [("a\x1b[2Jb", "1"), ("long name", "1,234")], frozenset({0})
+    )
+    lines = tables.text(grid).splitlines()
+    assert lines[:3] == ["T", "Name        Rate", "---------  -----"]
+    assert lines[3] == "a\\x1b[2Jb      1"  # escaped: no sequence reaches the terminal
+    assert lines[4] == "long name  1,234" and "\x1b" not in tables.text(grid)
+
+
+def test_a_listing_too_long_for_rich_is_printed_as_plain_text(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    base = two_platforms[0]
+    db = tmp_path / "many.sqlite"
+    with ResultStore(db) as store:
+        copies = []
+        for i in range(PLAIN_ABOVE + 1):
+            spec = base.spec.model_copy(update={"seed": i})
+            copies.append(base.model_copy(update={"spec": spec, "key": result_key(spec, base.env)}))
+        store.add(copies)
+    done = CliRunner().invoke(app, ["results", "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("Workload"))
+    assert "Throughput (items/s)" in lines[at] and "┃" not in done.stdout  # no rich box
+    rows = lines[at + 2 : at + 3 + PLAIN_ABOVE]
+    assert all(row.startswith(base.spec.workload) for row in rows)
+    assert len({len(row) for row in rows[:-1]}) <= 2  # aligned (the last column may be short)
+    few = CliRunner().invoke(app, ["results", "--db", str(db), "--limit", "3"])
+    assert "┃" in few.stdout  # a short table is still laid out by rich

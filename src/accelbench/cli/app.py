@@ -18,12 +18,13 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from accelbench import workloads
+from accelbench.analysis.findings import Findings
 from accelbench.cli.options import OPTION_NAMES
 from accelbench.errors import AccelbenchError, missing_extra
 from accelbench.orchestration import launch
 from accelbench.records.result import Result, Status
-from accelbench.report import inert
-from accelbench.report.results import notes, table
+from accelbench.report import inert, tables
+from accelbench.report.results import notes, results_grid
 from accelbench.report.time_to_train import time_to_train_table
 from accelbench.storage.store import query_all
 
@@ -305,12 +306,22 @@ def key_values(
     return out
 
 
+PLAIN_ABOVE = 1000
+"""Results above which the table is printed as plain fixed-width text (tables.text), not laid
+out by rich: a site database's listing then takes seconds, not minutes."""
+
+
 def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
-    console.print(table(results))
+    findings = Findings(results)
+    grid = results_grid(results, "", findings)
+    if len(results) > PLAIN_ABOVE:
+        typer.echo(tables.text(grid), nl=False)
+    else:
+        console.print(tables.rich(grid))
     time_to_train = time_to_train_table(results)
     if time_to_train is not None:
         console.print(time_to_train)
-    for line in notes(results, latency_bound_ms):
+    for line in notes(results, latency_bound_ms, findings):
         console.print(line)
 
 

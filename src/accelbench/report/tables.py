@@ -37,6 +37,23 @@ def rich(grid: Grid) -> Table:
     return out
 
 
+def text(grid: Grid) -> str:
+    """The grid as fixed-width lines, every cell inert on one line: for a table too long for
+    rich(), which takes about a millisecond a row to lay out (11 s for 10,000 results)."""
+    rows = [[inert.line(c) for c in row] for row in [grid.headers, *grid.rows]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(grid.headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in grid.text_columns else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ).rstrip()
+
+    title = [inert.line(grid.title)] if grid.title else []
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([*title, line(rows[0]), rule, *map(line, rows[1:])]) + "\n"
+
+
 def markdown(grid: Grid) -> str:
     def line(cells: Sequence[str]) -> str:
         return "| " + " | ".join(map(inert.markdown, cells)) + " |"
