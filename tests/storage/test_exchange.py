@@ -183,8 +183,7 @@ def test_json_lines_round_trip_a_result_at_a_time(
 ) -> None:
     there, here = tmp_path / "there.sqlite", tmp_path / "here.sqlite"
     with ResultStore(there) as store:
-        for r in two_platforms:
-            store.put(r)
+        store.add(two_platforms)
     out = tmp_path / "there.jsonl"
     args = ["export", "--format", "jsonl", "--db", str(there)]
     written = runner.invoke(app, [*args, "--out", str(out)])
@@ -207,15 +206,20 @@ def test_json_lines_round_trip_a_result_at_a_time(
         )
 
 
+def every_and_first(results: list[Result], tmp_path: Path) -> tuple[Path, Path]:
+    """A database of every result, and one of the first alone."""
+    every, first = tmp_path / "every.sqlite", tmp_path / "first.sqlite"
+    with ResultStore(every) as store:
+        store.add(results)
+    with ResultStore(first) as store:
+        store.put(results[0])
+    return every, first
+
+
 def test_a_bad_line_of_a_json_lines_import_changes_nothing(
     two_platforms: list[Result], tmp_path: Path
 ) -> None:
-    there, here = tmp_path / "there.sqlite", tmp_path / "here.sqlite"
-    with ResultStore(there) as store:
-        for r in two_platforms:
-            store.put(r)
-    with ResultStore(here) as store:
-        store.put(two_platforms[0])
+    there, here = every_and_first(two_platforms, tmp_path)
     out = tmp_path / "there.jsonl"
     runner.invoke(app, ["export", "--format", "jsonl", "--db", str(there), "--out", str(out)])
     lines = out.read_text().splitlines()
@@ -236,12 +240,7 @@ def test_a_bad_line_of_a_json_lines_import_changes_nothing(
 def test_json_lines_export_of_several_databases_counts_a_result_once(
     two_platforms: list[Result], tmp_path: Path
 ) -> None:
-    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
-    with ResultStore(a) as store:
-        for r in two_platforms:
-            store.put(r)
-    with ResultStore(b) as store:
-        store.put(two_platforms[0])
+    a, b = every_and_first(two_platforms, tmp_path)
     done = runner.invoke(app, ["export", "--format", "jsonl", "--db", str(a), "--db", str(b)])
     assert done.exit_code == 0, done.output
     found = [json.loads(line)["key"] for line in done.stdout.splitlines()[1:]]
