@@ -9,7 +9,7 @@ from accelbench.analysis import scaling
 from accelbench.cell.runner import run
 from accelbench.records.result import Result
 from accelbench.records.stats import summarize
-from accelbench.report import cells
+from accelbench.report import cells, tables
 from accelbench.report import results as results_text
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
 from accelbench.storage import exchange
@@ -19,7 +19,7 @@ from ..conftest import tiny, with_rate
 
 def render(results: list[Result]) -> str:
     console = Console(file=io.StringIO(), width=200)
-    console.print(results_text.table(results))
+    console.print(tables.rich(results_text.results_grid(results)))
     return console.file.getvalue()  # type: ignore[attr-defined]
 
 

@@ -8,9 +8,10 @@ import json
 import logging
 import math
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, TextIO, TypeVar, get_args
 
 import typer
 from pydantic import ValidationError
@@ -228,20 +229,32 @@ def check_out(out: Path, what: str = "a file", option: str = "--out") -> None:
 
 
 def write_file(out: Path, text: str, mode: int | None = None) -> None:
-    """Write `text` to `out` whole or not at all (a reader never sees half a file): a
-    temporary file beside it, renamed over it, and removed if anything fails."""
+    """Write `text` to `out` whole or not at all (write_stream)."""
+    write_stream(out, lambda f: f.write(text), mode)
+
+
+W = TypeVar("W")
+
+
+def write_stream(out: Path, write: Callable[[TextIO], W], mode: int | None = None) -> W:
+    """Let `write` fill `out` whole or not at all (a reader never sees half a file): a
+    temporary file beside it, renamed over it, and removed if anything fails (an error
+    `write` raises included). Returns what `write` returns."""
     check_out(out)
     partial = out.with_name(f".{out.name}.partial")
     try:
-        partial.write_text(text, encoding="utf-8")
+        with partial.open("w", encoding="utf-8") as f:
+            written = write(f)
         if mode is not None:
             partial.chmod(mode)
         partial.replace(out)
+        return written
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise AccelbenchError(
             f"cannot write {out} ({exc.strerror}): give --out another path"
         ) from None
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 LatencyBoundOption = Annotated[

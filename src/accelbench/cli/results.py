@@ -30,6 +30,7 @@ from accelbench.cli.app import (
     emit,
     load,
     show,
+    write_stream,
 )
 from accelbench.cli.options import spec_help
 from accelbench.errors import AccelbenchError
@@ -330,17 +331,7 @@ def export(
     if out is None:
         exchange.write_lines(each, sys.stdout)
         return
-    partial = out.with_name(f".{out.name}.partial")  # whole or not at all, as write_file
-    try:
-        with partial.open("w", encoding="utf-8") as f:
-            count = exchange.write_lines(each, f)
-        partial.replace(out)
-    except OSError as exc:
-        raise AccelbenchError(
-            f"cannot write {out} ({exc.strerror}): give --out another path"
-        ) from None
-    finally:
-        partial.unlink(missing_ok=True)
+    count = write_stream(out, lambda f: exchange.write_lines(each, f))
     console.print(f"wrote {count} results to {out}")
 
 

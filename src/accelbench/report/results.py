@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from rich.table import Table
-
 from accelbench import scenarios
 from accelbench.analysis import convergence, scaling, validity
 from accelbench.analysis.findings import Findings
@@ -31,10 +29,6 @@ from accelbench.report.cells import (
 from accelbench.report.time_to_train import time_to_train_headlines
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
-
-
-def table(results: Sequence[Result], title: str | None = None) -> Table:
-    return tables.rich(results_grid(results, title or ""))
 
 
 def results_grid(
