@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from accelbench.analysis import scaling, validity
-from accelbench.records.result import MEASURED, Result, cell_key
+from accelbench.records.result import MEASURED, Result
 
 
 @dataclass
@@ -34,7 +34,7 @@ class Findings:
 
     def siblings(self, result: Result) -> list[Result]:
         """The other repeats of the result's cell."""
-        return [m for m in self.groups.get(cell_key(result), []) if m is not result]
+        return validity.siblings(result, self.groups)
 
     def verdict_text(self, result: Result) -> str:
         """ "valid", the flags that apply (its repeats' spread included), or the status of a
