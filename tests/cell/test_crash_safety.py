@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from accelbench.cell.server import NAME
 from accelbench.records.environment import capture
 from accelbench.records.result import Result
 from accelbench.storage.store import ResultStore
@@ -54,12 +55,12 @@ def wait_for_rows(db: Path, n: int, proc: subprocess.Popen[str], limit_s: float 
         time.sleep(0.1)
 
 
-def command_line(process: psutil.Process) -> list[str]:
-    """Its command line, or nothing for one that has just ended (a zombie until it is reaped)."""
+def is_cell(process: psutil.Process) -> bool:
+    """A cell's process: started as accelbench.cell.child, or forked by the cell server."""
     try:
-        return process.cmdline()
+        return "cell" in process.cmdline() or process.name() == NAME
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return []
+        return False
 
 
 CELL_STARTED_CPU_S = 4.0
@@ -75,7 +76,7 @@ def wait_for_cpu_work(proc: subprocess.Popen[str], cpu_s: float, limit_s: float 
         assert time.monotonic() < deadline, f"no cell used {cpu_s} s of CPU within {limit_s} s"
         for child in psutil.Process(proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.NoSuchProcess, psutil.ZombieProcess):
-                if "cell" in command_line(child) and sum(child.cpu_times()[:2]) >= cpu_s:
+                if is_cell(child) and sum(child.cpu_times()[:2]) >= cpu_s:
                     return
         time.sleep(0.1)
 
@@ -212,7 +213,7 @@ def test_a_cell_dies_with_its_sweep_even_by_kill_9(tmp_path: Path) -> None:
     cells: list[psutil.Process] = []
     while not cells:
         assert proc.poll() is None and time.monotonic() < deadline, "no cell started"
-        cells = [c for c in psutil.Process(proc.pid).children() if "cell" in command_line(c)]
+        cells = [c for c in psutil.Process(proc.pid).children(recursive=True) if is_cell(c)]
         time.sleep(0.1)
     proc.kill()  # kill -9: nothing in the sweep runs to stop its cell
     proc.wait()
@@ -242,7 +243,7 @@ def test_ctrl_c_in_the_python_api_stores_the_cell_in_flight(tmp_path: Path) -> N
     )
     wait_for_rows(db, 1, proc)
     deadline = time.monotonic() + 300
-    while not psutil.Process(proc.pid).children():  # the second cell's process
+    while not [c for c in psutil.Process(proc.pid).children(recursive=True) if is_cell(c)]:
         assert time.monotonic() < deadline, "the second cell never started"
         time.sleep(0.1)
     time.sleep(1.0)

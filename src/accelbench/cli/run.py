@@ -27,7 +27,7 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.options import OPTION_NAMES, spec_help, with_fields
 from accelbench.errors import AccelbenchError
-from accelbench.orchestration import launch
+from accelbench.orchestration import forks, launch
 from accelbench.orchestration.sweep import (
     DEFAULT_TIMEOUT_S,
     Cell,
@@ -208,15 +208,19 @@ def run(
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     tags: dict[str, str] = key_values(tag or [], "--tag", typed=False)
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
-    cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
-    if dry_run:
-        _list(cells, db, force)
-        return
-    with ResultStore(db) as store:
-        _warn_if_busy(cells)
-        if not quiet:
-            stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
-        results = _sweep(cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags)
+    busy = contention.BusySince()  # sampled while the plan is made, not in a sleep of its own
+    with forks.serving():  # imports torch once, while the cells are planned
+        cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
+        if dry_run:
+            _list(cells, db, force)
+            return
+        with ResultStore(db) as store:
+            _warn_if_busy(cells, busy)
+            if not quiet:
+                stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
+            results = _sweep(
+                cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags
+            )
     show(results, latency_bound_ms)
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
@@ -354,10 +358,10 @@ def _slo(text: str | None) -> dict[str, float]:
     return targets
 
 
-def _warn_if_busy(cells: list[Cell]) -> None:
+def _warn_if_busy(cells: list[Cell], busy: contention.BusySince) -> None:
     """Say before the first cell when other work keeps the CPUs a cell needs busy, and how to
     leave them free."""
-    others, cpus, load = contention.busy_now(0.5)
+    others, cpus, load = busy.others()
     needed = max(contention.cpus_needed(spec, env.device_type, cpus) for spec, env in cells)
     warning = contention.busy_warning(others, cpus, load, needed)
     if warning:

@@ -10,7 +10,7 @@ import typer
 from accelbench.cli.app import DbOption, app, console, counts, key_values
 from accelbench.cli.options import spec_help, with_fields
 from accelbench.errors import AccelbenchError
-from accelbench.orchestration import searches
+from accelbench.orchestration import forks, searches
 from accelbench.orchestration.sweep import check_timeout
 from accelbench.records.result import Result
 from accelbench.records.spec import MAX_REPEATS, RunSpec
@@ -106,38 +106,39 @@ def tune(
     def printed(r: Result, skipped: bool) -> None:
         console.print(cell_line(r, skipped))
 
-    if fewest_devices:
-        env, most, start, why = searches.fewest_devices_start(base, max_devices)
-        console.print(why)
+    with forks.serving():  # one cell server for every trial
+        if fewest_devices:
+            env, most, start, why = searches.fewest_devices_start(base, max_devices)
+            console.print(why)
+            with ResultStore(db) as store:
+                trial = searches.trials(
+                    base,
+                    store,
+                    timeout_s=timeout_s,
+                    repeats=repeats,
+                    envs={base.device: env},
+                    on_result=printed,
+                )
+                fewest = searches.fewest_devices(trial, start=start, most=most, budget_s=budget_s)
+            for line in fewest_lines(fewest, base, most):
+                console.print(line)
+            return
+        replica_counts = counts(replicas, "--replicas")
         with ResultStore(db) as store:
+            console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
             trial = searches.trials(
-                base,
-                store,
-                timeout_s=timeout_s,
-                repeats=repeats,
-                envs={base.device: env},
-                on_result=printed,
+                base, store, timeout_s=timeout_s, repeats=repeats, on_result=printed
             )
-            fewest = searches.fewest_devices(trial, start=start, most=most, budget_s=budget_s)
-        for line in fewest_lines(fewest, base, most):
-            console.print(line)
-        return
-    replica_counts = counts(replicas, "--replicas")
-    with ResultStore(db) as store:
-        console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
-        trial = searches.trials(
-            base, store, timeout_s=timeout_s, repeats=repeats, on_result=printed
+            for held, found in searches.batches(
+                base,
+                trial,
+                budget_s=budget_s,
+                max_batch=max_batch,
+                resolution=resolution,
+                replica_counts=replica_counts,
+            ):
+                for line in tune_lines(found, max_batch):
+                    console.print(line if held is None else f"x{held} replicas, fsdp: {line}")
+        console.print(
+            f"next: `accelbench recommend {workload}` answers from these and every stored run"
         )
-        for held, found in searches.batches(
-            base,
-            trial,
-            budget_s=budget_s,
-            max_batch=max_batch,
-            resolution=resolution,
-            replica_counts=replica_counts,
-        ):
-            for line in tune_lines(found, max_batch):
-                console.print(line if held is None else f"x{held} replicas, fsdp: {line}")
-    console.print(
-        f"next: `accelbench recommend {workload}` answers from these and every stored run"
-    )

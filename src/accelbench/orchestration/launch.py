@@ -22,15 +22,15 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from functools import partial
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TextIO
 
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
+from accelbench.orchestration import forks
 from accelbench.records.environment import Environment
 from accelbench.records.result import Result, Status
 from accelbench.records.spec import RunSpec
@@ -103,24 +103,20 @@ def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -
     with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
         out, todo, log_path = Path(tmp, "out.json"), Path(tmp, "inputs.json"), Path(tmp, "log")
         todo.write_text(json.dumps([i.model_dump(mode="json") for i in inputs]))
-        with log_path.open("w") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.cell.child", *args, str(out), str(todo)],
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,
-                preexec_fn=_on_parent_death(),
-            )
-            try:
-                child.wait(timeout=PROBE_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                raise AccelbenchError(
-                    f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} "
-                    "s: does a model file wait for something when imported?"
-                ) from None
-            finally:
-                _signal_group(child.pid, signal.SIGKILL)
-                child.wait()
+        log_path.touch()
+        child = forks.fork_or_exec(
+            [*args, str(out), str(todo)], log_path, preexec_fn=forks.on_parent_death()
+        )
+        try:
+            child.wait(timeout=PROBE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise AccelbenchError(
+                f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} "
+                "s: does a model file wait for something when imported?"
+            ) from None
+        finally:
+            _signal_group(child.pid, signal.SIGKILL)
+            child.wait()
         if child.returncode != 0 or not out.exists():
             raise AccelbenchError(
                 _last_line(log_path.read_text(errors="replace"))
@@ -145,40 +141,32 @@ def run_in_child(
         )
         spec_path.write_text(spec.model_dump_json())
         start, oom_kills = time.perf_counter(), _oom_kills()
-        with log_path.open("w") as log:
-            # A session of its own, so a timeout kills the cell's loader workers with it.
-            child = subprocess.Popen(
-                command(spec, [str(spec_path), str(out)]),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=_on_parent_death(),
-            )
-            done, follower = threading.Event(), None
-            if stream is not None:
-                follower = threading.Thread(
-                    target=_follow, args=(log_path, stream, done), daemon=True
-                )
-                follower.start()
-            try:
-                child.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill(child)
-                reason = f"no result within the {timeout_s:g} s limit"
-                return _kept(Result.new(spec, env, "timeout", reason=reason), log_path)
-            except (KeyboardInterrupt, Interrupted) as exc:
-                _kill(child)  # asks it to stop and report; its own session would outlive us
-                name = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
-                stopped = _stopped(spec, env, out, name, start)
-                raise Interrupted(name, _kept(stopped, log_path)) from None
-            except BaseException:
-                _kill(child)
-                raise
-            finally:
-                done.set()
-                if follower is not None:
-                    follower.join(timeout=5)
-            _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
+        log_path.touch()
+        # A session of its own, so a timeout kills the cell's loader workers with it.
+        child = _start(spec, [str(spec_path), str(out)], log_path)
+        done, follower = threading.Event(), None
+        if stream is not None:
+            follower = threading.Thread(target=_follow, args=(log_path, stream, done), daemon=True)
+            follower.start()
+        try:
+            child.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill(child)
+            reason = f"no result within the {timeout_s:g} s limit"
+            return _kept(Result.new(spec, env, "timeout", reason=reason), log_path)
+        except (KeyboardInterrupt, Interrupted) as exc:
+            _kill(child)  # asks it to stop and report; its own session would outlive us
+            name = exc.signal_name if isinstance(exc, Interrupted) else "Ctrl-C"
+            stopped = _stopped(spec, env, out, name, start)
+            raise Interrupted(name, _kept(stopped, log_path)) from None
+        except BaseException:
+            _kill(child)
+            raise
+        finally:
+            done.set()
+            if follower is not None:
+                follower.join(timeout=5)
+        _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
         ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
@@ -186,7 +174,7 @@ def run_in_child(
         if written:
             result = Result.model_validate_json(written[0].read_text())
             return _kept(result.model_copy(update={"wall_s": wall_s}), log_path)
-        status, reason = _exit_status(child.returncode, tail, _oom_kills() != oom_kills)
+        status, reason = _exit_status(child.wait(), tail, _oom_kills() != oom_kills)
         return _kept(Result.new(spec, env, status, reason=reason, detail=tail or None), log_path)
 
 
@@ -231,6 +219,24 @@ def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float
         return result  # it finished within the grace period: a whole result
     reason = f"stopped by {name} after {wall_s:.1f} s, {result.reason}; {again}"
     return result.model_copy(update={"reason": reason})
+
+
+def _start(
+    spec: RunSpec, cell_args: list[str], log_path: Path
+) -> forks.Forked | subprocess.Popen[bytes]:
+    """The cell's process, started: forked by the cell server where it is one process."""
+    if not spec.distributed and spec.numa_binding is None:
+        return forks.fork_or_exec(
+            ["cell", *cell_args], log_path, preexec_fn=forks.on_parent_death()
+        )
+    with log_path.open("a") as log:
+        return subprocess.Popen(
+            command(spec, cell_args),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=forks.on_parent_death(),
+        )
 
 
 def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
@@ -298,7 +304,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _kill(child: subprocess.Popen[bytes]) -> None:
+def _kill(child: forks.Forked | subprocess.Popen[bytes]) -> None:
     """SIGTERM first, which torchrun and srun pass on to their ranks, then SIGKILL. The cell
     may have ended on its own meanwhile (Ctrl-C at its very end): then nothing is left to stop."""
     _signal_group(child.pid, signal.SIGTERM)
@@ -313,23 +319,6 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     """Signal every process of the cell's session, if any is left."""
     with suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-
-
-def _die_with_parent(prctl: Any, parent: int) -> None:  # in the child, between fork and exec
-    """Linux: the cell gets SIGTERM when the sweep dies, even by kill -9, so it stops (and
-    stores nothing) instead of running on as an orphan beside the next sweep's cells. Nothing
-    is imported here: another thread may have held the import lock at the fork."""
-    prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:  # the sweep died before prctl took effect
-        os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _on_parent_death() -> Callable[[], None] | None:
-    if sys.platform != "linux":
-        return None
-    import ctypes
-
-    return partial(_die_with_parent, ctypes.CDLL(None).prctl, os.getpid())
 
 
 def _exit_status(returncode: int, tail: str, oom_killed: bool) -> tuple[Status, str]:

@@ -31,7 +31,7 @@ from pydantic import Field, ValidationError, field_validator
 from accelbench import scenarios, workloads
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
-from accelbench.orchestration import launch
+from accelbench.orchestration import forks, launch
 from accelbench.records.environment import Environment
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import check_supported
@@ -297,11 +297,13 @@ def run_sweep(
     on_result: Callable[[Result, bool], None] | None = None,
     envs: dict[str, Environment] | None = None,
 ) -> list[Result]:
-    """plan, then run_cells: a spec that cannot run raises before any cell starts."""
-    cells = plan(specs, timeout_s, envs)
-    return run_cells(
-        cells, store, force=force, timeout_s=timeout_s, on_start=on_start, on_result=on_result
-    )
+    """plan, then run_cells: a spec that cannot run raises before any cell starts. Its cells
+    are forked by one cell server (forks.serving)."""
+    with forks.serving():
+        cells = plan(specs, timeout_s, envs)
+        return run_cells(
+            cells, store, force=force, timeout_s=timeout_s, on_start=on_start, on_result=on_result
+        )
 
 
 def _run_cell(

@@ -187,8 +187,9 @@ def _busy(before: Any, after: Any) -> tuple[float, float | None]:
 
 
 def _own_cpu_s(subject: Iterable[int] = ()) -> float:
-    """CPU seconds used so far by this process and its live children (loader workers), and by
-    the `subject` processes (a server under test) and theirs."""
+    """CPU seconds used so far by this process and its children (loader workers), and by the
+    `subject` processes (a server under test) and theirs: a live process's own, and an ended
+    one's through its parent, which waited for it."""
     import psutil
 
     processes: dict[int, Any] = {}  # by pid: a server that is the cell's child counts once
@@ -201,7 +202,7 @@ def _own_cpu_s(subject: Iterable[int] = ()) -> float:
     seconds = 0.0
     for process in processes.values():
         try:
-            seconds += sum(process.cpu_times()[:2])
+            seconds += sum(process.cpu_times()[:4])  # user, system and the children's
         except psutil.Error:
             continue
     return seconds
@@ -288,12 +289,24 @@ def _known(values: Iterable[float | None]) -> list[float]:
     return [v for v in values if v is not None]
 
 
-def busy_now(seconds: float = 1.0) -> tuple[float, int, float]:
-    """(CPUs other processes keep busy, the host's CPUs, 1-min load average), sampled over
-    `seconds` before anything of ours runs: for a warning before a sweep starts."""
-    import psutil
+class BusySince:
+    """What other processes keep busy from now on, this process and its children (a cell
+    server, probes) left out: the warning before a sweep samples the seconds its plan took
+    instead of sleeping for a sample of its own."""
 
-    before = psutil.cpu_times()
-    time.sleep(seconds)
-    busy_cpus, _ = _busy(before, psutil.cpu_times())
-    return busy_cpus, os.cpu_count() or 1, os.getloadavg()[0]
+    def __init__(self) -> None:
+        import psutil
+
+        self._start = (time.perf_counter(), psutil.cpu_times(), _own_cpu_s())
+
+    def others(self, least_s: float = 0.5) -> tuple[float, int, float]:
+        """(CPUs other processes kept busy, the host's CPUs, 1-min load average) since the
+        start, waiting until the sample spans `least_s`."""
+        import psutil
+
+        start_s, start_cpu, start_own = self._start
+        time.sleep(max(0.0, least_s - (time.perf_counter() - start_s)))
+        window_s = time.perf_counter() - start_s
+        busy_cpus, _ = _busy(start_cpu, psutil.cpu_times())
+        own_cpus = (_own_cpu_s() - start_own) / window_s
+        return max(0.0, busy_cpus - own_cpus), os.cpu_count() or 1, os.getloadavg()[0]

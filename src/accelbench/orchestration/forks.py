@@ -1,0 +1,201 @@
+"""The sweep's side of the cell server (cell/server.py): a process that has imported torch once
+and forks each cell, instead of a fresh interpreter per cell that imports it again (about 3 s
+a cell here, most of a small cell's time).
+
+A cell started here is what launch.py's Popen gives, as far as launch.py can tell: a pid that
+leads its own session, wait(timeout) and a returncode. `serving()` starts a server for the
+block; outside one, or with ACCELBENCH_FORK_SERVER=0, or if the server will not start, cells
+start in fresh interpreters as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SWITCH = "ACCELBENCH_FORK_SERVER"
+"""Environment variable: 0 starts every cell in a fresh interpreter instead."""
+START_TIMEOUT_S = 120.0
+"""How long the server may take to import torch and the cell code."""
+
+_active: list[CellServer] = []
+
+
+def _die_with_parent(prctl: Any, parent: int, sig: int) -> None:  # between fork and exec
+    """Linux: the cell gets SIGTERM when the sweep dies, even by kill -9, so it stops (and
+    stores nothing) instead of running on as an orphan beside the next sweep's cells. Nothing
+    is imported here: another thread may have held the import lock at the fork."""
+    prctl(1, sig)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the sweep died before prctl took effect
+        os.kill(os.getpid(), sig)
+
+
+def on_parent_death(sig: int = signal.SIGTERM) -> Callable[[], None] | None:
+    if sys.platform != "linux":
+        return None
+    import ctypes
+
+    return partial(_die_with_parent, ctypes.CDLL(None).prctl, os.getpid(), sig)
+
+
+class ServerGone(RuntimeError):
+    """The server ended (killed from outside): its cell is lost with it."""
+
+
+class CellServer:
+    """One server process and its pipes; one cell at a time."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.TemporaryDirectory(prefix="accelbench-server-")
+        self.log_path = Path(self._dir.name, "log")
+        with self.log_path.open("w") as server_log:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", "accelbench.cell.server"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=server_log,
+                start_new_session=True,  # Ctrl-C goes to the sweep, which stops the cell
+                # It ignores SIGTERM, so that a cell it forked stops and reports as one
+                # started by the sweep would; it dies with the sweep, and its cells with it.
+                preexec_fn=on_parent_death(signal.SIGKILL),
+            )
+        self._buffer = b""
+        self._ready = False
+        self.broken = False
+
+    def start(self, argv: list[str], log_path: Path) -> Forked:
+        """Fork a cell running `python -m accelbench.cell.child *argv`, its output to log_path."""
+        if not self._ready:
+            if self._line(START_TIMEOUT_S) != "ready":
+                raise ServerGone(f"the cell server did not start: {self._tail()}")
+            self._ready = True
+        request = {"argv": argv, "log": str(log_path), "cwd": os.getcwd(), "env": dict(os.environ)}
+        assert self._process.stdin is not None
+        try:
+            self._process.stdin.write((json.dumps(request) + "\n").encode())
+            self._process.stdin.flush()
+        except OSError as exc:
+            raise ServerGone(f"the cell server is gone: {exc}") from None
+        started = self._line(None)
+        assert started is not None  # no timeout: a line or ServerGone
+        return Forked(self, int(json.loads(started)["pid"]))
+
+    def _line(self, timeout: float | None) -> str | None:
+        """The server's next line, None if none came within `timeout`; ServerGone at its end."""
+        assert self._process.stdout is not None
+        fd = self._process.stdout.fileno()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                self.broken = True
+                raise ServerGone(f"the cell server ended: {self._tail()}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode()
+
+    def _tail(self) -> str:
+        lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        return lines[-1] if lines else f"exit code {self._process.poll()}"
+
+    def close(self) -> None:
+        """End the server: its input closes and it leaves its loop."""
+        with suppress(OSError):
+            assert self._process.stdin is not None
+            self._process.stdin.close()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+        self._dir.cleanup()
+
+
+class Forked:
+    """A cell the server forked, as subprocess.Popen shows a process."""
+
+    def __init__(self, server: CellServer, pid: int) -> None:
+        self.server, self.pid = server, pid
+        self.returncode: int | None = None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            try:
+                line = self.server._line(timeout)
+            except ServerGone:  # its cells were killed with it: wait until this one is gone
+                log.warning("the cell server ended while cell %d ran", self.pid)
+                self._vanish(timeout)
+                self.returncode = -signal.SIGKILL  # its exit code is lost with the server
+                return self.returncode
+            if line is None:
+                raise subprocess.TimeoutExpired(f"cell {self.pid}", timeout or 0)
+            self.returncode = int(json.loads(line)["returncode"])
+        return self.returncode
+
+    def _vanish(self, timeout: float | None) -> None:
+        deadline = time.monotonic() + (timeout if timeout is not None else 3600.0)
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+
+
+def active() -> CellServer | None:
+    """The server of the enclosing `serving()` block, if it has one that works."""
+    return _active[-1] if _active and not _active[-1].broken else None
+
+
+@contextmanager
+def serving() -> Iterator[None]:
+    """Cells started in the block are forked by one cell server (a block inside another shares
+    its server)."""
+    if _active or os.environ.get(SWITCH, "1") == "0":
+        yield
+        return
+    server = CellServer()
+    _active.append(server)
+    try:
+        yield
+    finally:
+        _active.remove(server)
+        server.close()
+
+
+def fork_or_exec(argv: list[str], log_path: Path, **popen: Any) -> Forked | subprocess.Popen[bytes]:
+    """Start `python -m accelbench.cell.child *argv`: forked by the active server, else in a
+    fresh interpreter with subprocess.Popen(**popen), output to log_path either way."""
+    server = active()
+    if server is not None:
+        try:
+            return server.start(argv, log_path)
+        except ServerGone as exc:
+            server.broken = True
+            log.warning("%s; cells start in fresh interpreters from now on", exc)
+    with log_path.open("a") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "accelbench.cell.child", *argv],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            **popen,
+        )
