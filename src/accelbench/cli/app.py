@@ -327,15 +327,20 @@ out by rich: a site database's listing then takes seconds, not minutes."""
 def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
     findings = Findings(results)
     grid = results_grid(results, "", findings)
-    if len(results) > PLAIN_ABOVE:
+    plain = len(results) > PLAIN_ABOVE
+    if plain:
         typer.echo(tables.text(grid), nl=False)
     else:
         console.print(tables.rich(grid))
     time_to_train = time_to_train_table(results)
     if time_to_train is not None:
         console.print(time_to_train)
-    for line in notes(results, latency_bound_ms, findings):
-        console.print(line)
+    lines = notes(results, latency_bound_ms, findings)
+    if plain:  # a line through rich takes half a millisecond: seconds at site scale
+        typer.echo("".join(inert.plain(line) + "\n" for line in lines), nl=False)
+    else:
+        for line in lines:
+            console.print(line)
 
 
 def main() -> None:

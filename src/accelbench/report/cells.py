@@ -67,17 +67,25 @@ def differing(specs: Iterable[RunSpec], shown: Iterable[str] = SHOWN) -> list[st
     """The spec fields, other than those `shown`, whose values differ among `specs`, in the
     spec's order: the knobs (threads, epochs, steps, ...) that tell otherwise alike rows apart.
     Derived from the spec, so a new knob is shown without a report edit."""
-    dumps, skip = [spec.model_dump(mode="json") for spec in specs], set(shown)
+    dumps, skip = [spec.as_json for spec in specs], set(shown)
     return [
         name
         for name in RunSpec.model_fields
-        if name not in skip and len({json.dumps(d[name], sort_keys=True) for d in dumps}) > 1
+        if name not in skip and len({_comparable(d[name]) for d in dumps}) > 1
     ]
+
+
+def _comparable(value: object) -> object:
+    """A value as a set member: a scalar as itself with its type (1 and True differ), a list
+    or table as its JSON."""
+    if isinstance(value, list | dict):
+        return json.dumps(value, sort_keys=True)
+    return type(value), value
 
 
 def knobs_text(spec: RunSpec, names: Sequence[str]) -> str:
     """The named knobs' values, as name=value ("threads=1 epochs=3"; unset: "threads=default")."""
-    values = spec.model_dump(mode="json")
+    values = spec.as_json
     return " ".join(f"{n}={'default' if values[n] is None else values[n]}" for n in names)
 
 

@@ -43,6 +43,8 @@ def register(scenario: Scenario) -> Scenario:
 
 def get(name: str) -> Scenario:
     """The scenario of this name; ValueError naming the known ones for any other."""
+    if _loaded and name in _REGISTRY:  # a table asks per cell: no environment read each time
+        return _REGISTRY[name]
     _load_plugins()
     try:
         return _REGISTRY[name]

@@ -1,0 +1,82 @@
+"""What a cell costs beyond its own work, and how soon a `run` prints its first result: cells
+forked by the cell server against cells in fresh interpreters (ACCELBENCH_FORK_SERVER=0).
+
+Each round runs `accelbench run` as a user does, in a fresh process on a fresh database, once
+with one cell and once with N cells, on both sides in turn. The time to a first result is the
+one-cell command's wall time, start to exit. A cell's overhead is what each extra cell adds to
+the wall time beyond its own measured epochs: (T(N) - T(1)) / (N - 1) - the mean of the cells'
+epoch seconds. Medians over rounds, and the median of the rounds' paired ratios.
+
+    python benchmarks/cells.py            # 3 rounds, 5 cells
+    python benchmarks/cells.py --quick    # 1 round, 3 cells: what the test suite runs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ACCELBENCH = [sys.executable, "-c", "from accelbench.cli import main; main()"]
+CELL = ["--epochs", "2", "--steps-per-epoch", "20", "--window-steps", "5", "--quiet"]
+SIDES = {"server": "1", "fresh": "0"}
+
+
+def timed_run(batches: list[int], device: str, fork_server: str) -> tuple[float, float]:
+    """Wall seconds of one `accelbench run tiny_mlp` over these micro batches, and the mean of
+    its cells' measured epoch seconds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        db = Path(tmp, "r.sqlite")
+        batch_list = ",".join(map(str, batches))
+        command = [*ACCELBENCH, "run", "tiny_mlp", *CELL]
+        command += ["--batch-size", batch_list, "--device", device, "--db", str(db)]
+        env = os.environ | {"ACCELBENCH_FORK_SERVER": fork_server}
+        start = time.perf_counter()
+        subprocess.run(command, env=env, check=True, capture_output=True)
+        wall_s = time.perf_counter() - start
+        listed = subprocess.run(
+            [*ACCELBENCH, "results", "--format", "json", "--db", str(db)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+    epochs = [sum(e["time_s"] for e in r["metrics"]["epochs"]) for r in json.loads(listed.stdout)]
+    return wall_s, statistics.fmean(epochs)
+
+
+def main() -> None:
+    options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    options.add_argument("--cells", type=int, default=5)
+    options.add_argument("--rounds", type=int, default=3)
+    options.add_argument("--device", default="cpu")
+    options.add_argument("--quick", action="store_true", help="1 round, 3 cells")
+    args = options.parse_args()
+    if args.quick:
+        args.cells, args.rounds = 3, 1
+    first: dict[str, list[float]] = {side: [] for side in SIDES}
+    overhead: dict[str, list[float]] = {side: [] for side in SIDES}
+    for _ in range(args.rounds):
+        for side, switch in SIDES.items():
+            one, _ = timed_run([4], args.device, switch)
+            many, work = timed_run([4 * (i + 1) for i in range(args.cells)], args.device, switch)
+            first[side].append(one)
+            overhead[side].append((many - one) / (args.cells - 1) - work)
+    print(f"{args.rounds} round(s), {args.cells} cells; load average {os.getloadavg()[0]:.1f}")
+    print(f"{'':8} {'first result (s)':>17} {'overhead per cell (s)':>22}")
+    for side in SIDES:
+        print(
+            f"{side:8} {statistics.median(first[side]):17.2f} "
+            f"{statistics.median(overhead[side]):22.2f}"
+        )
+    ratios = [s / f for s, f in zip(first["server"], first["fresh"], strict=True)]
+    print(f"ratio first result server/fresh: {statistics.median(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,115 @@
+"""The cell server forks each cell, and nothing a cell does reaches the next."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.cli import app
+from accelbench.orchestration import forks, launch
+from accelbench.records.environment import capture
+from accelbench.storage.store import ResultStore
+
+from ..conftest import tiny
+
+LEAKY = """\
+import functools, os, signal, sys, types
+import torch
+import accelbench.workloads as registry
+from accelbench import Workload
+
+def step(act, seen, model, batch):
+    if not batch['x'].is_meta:  # in the cell, not in the pre-flight
+        act_out(act, seen)
+    return model(batch['x']).sum()
+
+def act_out(act, seen):
+    if act == 'leak':  # every kind of process-wide state a cell can change
+        torch.set_float32_matmul_precision('medium')
+        torch.backends.cudnn.deterministic = True
+        os.environ['ACCELBENCH_LEAKED'] = '1'
+        registry.LEAKED = True  # a module the cell server has imported
+        sys.modules['leaked_module'] = types.ModuleType('leaked_module')
+        if torch.cuda.is_available():
+            torch.cuda.init()
+    elif act == 'die':  # as the out-of-memory killer ends a cell
+        os.kill(os.getpid(), signal.SIGKILL)
+    else:
+        leaked = {
+            'matmul precision': torch.get_float32_matmul_precision() != 'highest',
+            'cudnn flag': torch.backends.cudnn.deterministic,
+            'environment': 'ACCELBENCH_LEAKED' in os.environ,
+            'module global': hasattr(registry, 'LEAKED'),
+            'module': 'leaked_module' in sys.modules,
+            'CUDA state': torch.cuda.is_initialized(),
+        }
+        if any(leaked.values()):
+            raise RuntimeError('leaked: ' + ', '.join(k for k, v in leaked.items() if v))
+        with open(seen, 'w') as out:  # who started this cell
+            out.write(open(f'/proc/{os.getppid()}/cmdline').read())
+
+def build(act='check', seen=''):
+    return Workload(
+        'items',
+        lambda: torch.nn.Linear(4, 2),
+        lambda g: {'x': torch.randn(4)},
+        functools.partial(step, act, seen),
+    )
+"""
+
+
+def test_nothing_a_cell_does_reaches_the_next(tmp_path: Path) -> None:
+    model, seen, db = tmp_path / "leaky.py", tmp_path / "seen", tmp_path / "r.sqlite"
+    model.write_text(LEAKY)
+    sweep = tmp_path / "sweep.toml"
+    sweep.write_text(
+        f'fixed = {{ workload = "{model}:build", batch_size = 4, epochs = 2, '
+        'steps_per_epoch = 4, window_steps = 1, device = "cpu" }\n'
+        f'axes = {{ model_args = [{{ act = "leak" }}, {{ act = "die" }}, '
+        f'{{ act = "check", seen = "{seen}" }}] }}\n'
+    )
+    result = CliRunner().invoke(app, ["run", "--sweep", str(sweep), "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    with ResultStore(db) as store:
+        by_act = {r.spec.model_args["act"]: r for r in store.query()}
+    assert by_act["leak"].status == "ok"
+    assert by_act["leak"].metrics is not None
+    assert by_act["leak"].metrics.torch_settings["float32_matmul_precision"] == "medium"
+    assert by_act["die"].status == "interrupted"  # killed from outside: run again next time
+    assert by_act["check"].status == "ok", by_act["check"].reason
+    assert by_act["check"].metrics is not None
+    assert by_act["check"].metrics.torch_settings["float32_matmul_precision"] == "highest"
+    assert "accelbench.cell.server" in seen.read_text()  # the server forked it: the test holds
+
+
+def test_cells_start_in_fresh_interpreters_once_the_server_is_gone() -> None:
+    with forks.serving():
+        server = forks.active()
+        assert server is not None
+        os.killpg(server._process.pid, signal.SIGKILL)
+        server._process.wait()
+        result = launch.run_in_child(tiny(steps_per_epoch=2), capture("cpu"), timeout_s=300)
+        assert forks.active() is None
+    assert result.status == "ok", result.reason
+
+
+def test_the_switch_turns_the_server_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(forks.SWITCH, "0")
+    with forks.serving():
+        assert forks.active() is None
+    monkeypatch.setenv(forks.SWITCH, "1")
+    with forks.serving():
+        outer = forks.active()
+        with forks.serving():  # a block inside another shares its server
+            assert forks.active() is outer is not None
+    assert forks.active() is None
+
+
+def test_a_probe_forked_by_the_server_names_the_platform() -> None:
+    with forks.serving():
+        env = launch.probe_environment("cpu")
+    assert env.device_type == "cpu" and "torch" in env.versions
