@@ -39,6 +39,18 @@ def test_records_round_trip_and_upsert(fresh_postgres: str, measured: Result) ->
         assert again.query(workload="tiny_mlp", status="ok") == [measured]
 
 
+def test_a_stream_reads_through_a_server_side_cursor(fresh_postgres: str, measured: Result) -> None:
+    failed = Result.new(tiny(batch_size=8), capture("cpu"), "oom", reason="OutOfMemoryError: x")
+    with ResultStore(fresh_postgres) as store:
+        store.add([measured, failed])
+        stream = store.stream(batch=1)
+        first = next(stream)
+        open_cursors = store._execute("SELECT name FROM pg_cursors").fetchall()
+        assert [name for (name,) in open_cursors if name.startswith("accelbench_stream_")]
+        assert [first, *stream] == store.query() == [measured, failed]
+        assert store._execute("SELECT count(*) FROM pg_cursors").fetchone() == (0,)
+
+
 def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
     fresh_postgres: str, measured: Result
 ) -> None:

@@ -15,6 +15,7 @@ kept.
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import sqlite3
 import time
@@ -28,6 +29,8 @@ from accelbench.records.result import Result
 from accelbench.storage import connect, schema
 
 log = logging.getLogger(__name__)
+_CURSORS = itertools.count()
+"""Numbers that name server-side cursors apart."""
 T = TypeVar("T")
 RETRY_WAITS_S = (1.0, 4.0, 15.0)
 """Back-off between the tries of a write the database refused for a while (a lock held past
@@ -215,12 +218,20 @@ class ResultStore:
         batch: int = 256,
     ) -> Iterator[Result]:
         """query()'s results one at a time, in its order, read `batch` rows at a time from a
-        cursor: memory holds a batch, not the table."""
+        cursor: memory holds a batch, not the table. On PostgreSQL the cursor is the server's
+        (a client's would fetch every row first)."""
         where, args = self._filters(workload, platform, status)
         sql = f"SELECT record FROM results{where} ORDER BY created_at, key DESC"
-        cursor = self._retrying(lambda: self._execute(sql, args))
-        while rows := cursor.fetchmany(batch):
-            yield from (schema.record(r[0]) for r in rows)
+        if self.dialect is schema.SQLITE:
+            cursor = self._retrying(lambda: self._execute(sql, args))
+        else:  # WITH HOLD: it outlives a transaction, as autocommit has one per statement
+            cursor = self._db.cursor(name=f"accelbench_stream_{next(_CURSORS)}", withhold=True)
+            self._retrying(lambda: cursor.execute(sql.replace("?", self.dialect.param), args))
+        try:
+            while rows := cursor.fetchmany(batch):
+                yield from (schema.record(r[0]) for r in rows)
+        finally:
+            cursor.close()
 
     @staticmethod
     def _filters(
