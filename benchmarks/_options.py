@@ -9,13 +9,15 @@ import torch
 from accelbench.records.environment import resolve_device
 
 
-def parser(doc: str, workload: str, batch_size: int) -> argparse.ArgumentParser:
+def parser(
+    doc: str, workload: str, batch_size: int, steps: int = 30, rounds: int = 6
+) -> argparse.ArgumentParser:
     """--workload, --batch-size, --steps, --rounds, --device and --quick, with these defaults."""
     options = argparse.ArgumentParser(description=doc.splitlines()[0])
     options.add_argument("--workload", default=workload)
     options.add_argument("--batch-size", type=int, default=batch_size)
-    options.add_argument("--steps", type=int, default=30, help="optimizer steps per epoch")
-    options.add_argument("--rounds", type=int, default=6)
+    options.add_argument("--steps", type=int, default=steps, help="optimizer steps per epoch")
+    options.add_argument("--rounds", type=int, default=rounds)
     options.add_argument("--device", default="auto")
     options.add_argument("--quick", action="store_true", help="tiny_mlp, 2 rounds of 10 steps")
     return options

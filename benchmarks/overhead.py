@@ -13,7 +13,7 @@ It also prints how the host's peak memory changes when the run is made 4x longer
     python benchmarks/overhead.py --workload tiny_mlp --batch-size 64 --steps 200   # worst case
     python benchmarks/overhead.py --quick    # seconds: what the test suite runs, so it cannot rot
 
-The default (autoencoder, 4 rounds of 30 steps a precision) takes a few minutes on 2 cores.
+The default (autoencoder, 4 rounds of 10 steps a precision) takes a few minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def paired_ratios(spec: RunSpec, device: torch.device, rounds: int) -> list[floa
 
 
 def main() -> None:
-    options = parser(__doc__, "autoencoder", 32)
+    options = parser(__doc__, "autoencoder", 32, steps=10, rounds=4)
     args, device = parse(options)
     spec = RunSpec(
         workload=args.workload,

@@ -196,3 +196,37 @@ def test_rows_that_differ_in_a_knob_say_so_in_the_table_and_the_csv() -> None:
     failed = tp.model_copy(update={"status": "error", "reason": "boom", "metrics": None})
     lines = results_text.notes([base, failed])
     assert any(line.startswith("tiny_mlp bs=4 fp32 threads=1: error: boom") for line in lines)
+
+
+def test_a_listing_groups_its_results_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table and its notes share one analysis: repeats grouped and speed-ups paired once
+    for the whole listing, not per row (a scan per row was quadratic at site scale)."""
+    from accelbench.analysis import findings, validity
+
+    single = run(tiny(steps_per_epoch=8))
+    results = [
+        _replicated(single, replicas, 1, 1.0 + replicas / 10).model_copy(
+            update={"spec": single.spec.model_copy(update={"replicas": replicas, "repeat": k})}
+        )
+        for replicas in (1, 2)
+        for k in range(20)
+    ]
+    calls = {"repeat_groups": 0, "scaling": 0}
+
+    def counted(module: object, name: str) -> None:
+        original = getattr(module, name)
+
+        def wrapper(*args: object) -> object:
+            calls[name] += 1
+            return original(*args)
+
+        monkeypatch.setattr(module, name, wrapper)
+
+    counted(validity, "repeat_groups")
+    counted(scaling, "scaling")
+    found = findings.Findings(results)
+    grid = results_text.results_grid(results, "", found)
+    lines = results_text.notes(results, None, found)
+    assert calls == {"repeat_groups": 1, "scaling": 1}
+    assert len(grid.rows) == 40 and any("20 repeats" in line for line in lines)
+    assert len(found.scalings) == 20  # each two-replica repeat against its one-replica base

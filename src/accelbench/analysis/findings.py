@@ -25,8 +25,13 @@ class Findings:
         return validity.repeat_groups(self.results)
 
     @cached_property
+    def scalings(self) -> list[scaling.Scaling]:
+        """Every multi-replica result with its measured one-replica base."""
+        return scaling.scaling(self.results)
+
+    @cached_property
     def _speedups(self) -> dict[int, scaling.Scaling]:
-        return {id(s.result): s for s in scaling.scaling(self.results) if s.speedup is not None}
+        return {id(s.result): s for s in self.scalings if s.speedup is not None}
 
     def speedup(self, result: Result) -> scaling.Scaling | None:
         """The like-with-like speed-up of a multi-replica result over its one-replica base."""

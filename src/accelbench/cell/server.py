@@ -35,6 +35,11 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _warm()
+    import torch
+
+    if torch.cuda.is_initialized():  # a forked cell could not use CUDA: let the sweep exec
+        print("an import started CUDA in the cell server: cells start afresh", file=sys.stderr)
+        return 3
     replies.write("ready\n")
     server = os.getpid()
     for line in sys.stdin:

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import FrameType
 from typing import TextIO
 
+from accelbench import scenarios
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import forks
@@ -224,8 +225,9 @@ def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float
 def _start(
     spec: RunSpec, cell_args: list[str], log_path: Path
 ) -> forks.Forked | subprocess.Popen[bytes]:
-    """The cell's process, started: forked by the cell server where it is one process."""
-    if not spec.distributed and spec.numa_binding is None:
+    """The cell's process, started: forked by the cell server where it is one process that
+    runs torch (a client of a server imports none: forked, its memory would count torch's)."""
+    if not (spec.distributed or spec.numa_binding or scenarios.get(spec.scenario).client):
         return forks.fork_or_exec(
             ["cell", *cell_args], log_path, preexec_fn=forks.on_parent_death()
         )

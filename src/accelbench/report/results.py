@@ -96,7 +96,8 @@ def notes(
             if line != NOT_VALID_NOTE
         ]
         return lines + ([NOT_VALID_NOTE] if any(shown_invalid(r) for r in results) else [])
-    groups = (findings or Findings(results)).groups
+    findings = findings or Findings(results)
+    groups = findings.groups
     name = describer(r.spec for r in results)
     lines = []
     for r in results:
@@ -129,7 +130,7 @@ def notes(
     ]
     lines += inference.headlines(results, latency_bound_ms, name=name)
     lines += time_to_train_headlines(results, name=name)
-    lines += scaling_notes(results, name=name)
+    lines += scaling_notes(results, name, findings)
     peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
     if any(shown_invalid(r) for r in results):
@@ -138,11 +139,13 @@ def notes(
 
 
 def scaling_notes(
-    results: Sequence[Result], name: Callable[[RunSpec], str] = describe
+    results: Sequence[Result],
+    name: Callable[[RunSpec], str] = describe,
+    findings: Findings | None = None,
 ) -> list[str]:
     """Why an efficiency is not shown, and what an efficiency above 100% likely means."""
     lines = []
-    for found in scaling.scaling(results):
+    for found in (findings or Findings(results)).scalings:
         r, base = found.result, found.base
         if found.efficiency is None:
             lines.append(
