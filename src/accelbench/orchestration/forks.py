@@ -36,9 +36,10 @@ _active: list[CellServer] = []
 
 
 def _die_with_parent(prctl: Any, parent: int, sig: int) -> None:  # between fork and exec
-    """Linux: the cell gets SIGTERM when the sweep dies, even by kill -9, so it stops (and
-    stores nothing) instead of running on as an orphan beside the next sweep's cells. Nothing
-    is imported here: another thread may have held the import lock at the fork."""
+    """Linux: the child (a cell, a probe, the cell server) gets `sig` when the sweep dies, even
+    by kill -9, so it stops (and stores nothing) instead of running on as an orphan beside the
+    next sweep's cells. Nothing is imported here: another thread may have held the import lock
+    at the fork."""
     prctl(1, sig)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # the sweep died before prctl took effect
         os.kill(os.getpid(), sig)
@@ -116,12 +117,13 @@ class CellServer:
         return lines[-1] if lines else f"exit code {self._process.poll()}"
 
     def close(self) -> None:
-        """End the server: its input closes and it leaves its loop."""
+        """End the server: its input closes and it leaves its loop. One that never served (a
+        dry run, input refused) is killed, not waited for while it imports."""
         with suppress(OSError):
             assert self._process.stdin is not None
             self._process.stdin.close()
         try:
-            self._process.wait(timeout=10)
+            self._process.wait(timeout=10 if self._ready else 0)
         except subprocess.TimeoutExpired:
             with suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
