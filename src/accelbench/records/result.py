@@ -177,6 +177,6 @@ def cell_key(
     and the `ignore`d fields, with `fields` replaced, and with `platform`, its environment.
     Repeats of a cell share it; so do a batch sweep's cells with `ignore=("batch_size",)`, and
     a multi-replica cell and its one-replica base with `replicas=1`."""
-    cell = result.spec.as_json | dict.fromkeys(ignore) | fields
+    cell = result.spec.model_dump(mode="json") | dict.fromkeys(ignore) | fields
     del cell["repeat"]
     return json.dumps([cell, result.env.fingerprint() if platform else None], sort_keys=True)

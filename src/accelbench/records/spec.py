@@ -5,9 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Mapping
-from functools import cached_property
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -345,18 +343,6 @@ class RunSpec(Frozen):
         """Whether a field holds other than its default."""
         default = RunSpec.model_fields[name].get_default(call_default_factory=True)
         return bool(getattr(self, name) != default)
-
-    @cached_property
-    def as_json(self) -> dict[str, Any]:
-        """model_dump(mode="json"), made once (the spec is frozen): a table of thousands of
-        results asks for it several times a result. Read it; never change it."""
-        return self.model_dump(mode="json")
-
-    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
-        """A copy, without as_json: pydantic copies it with the fields, stale after `update`."""
-        copy = super().model_copy(update=update, deep=deep)
-        copy.__dict__.pop("as_json", None)
-        return copy
 
     def identity(self) -> dict[str, Any]:
         """The fields that identify the cell, as JSON: all of them, except fields added after the

@@ -67,7 +67,7 @@ def differing(specs: Iterable[RunSpec], shown: Iterable[str] = SHOWN) -> list[st
     """The spec fields, other than those `shown`, whose values differ among `specs`, in the
     spec's order: the knobs (threads, epochs, steps, ...) that tell otherwise alike rows apart.
     Derived from the spec, so a new knob is shown without a report edit."""
-    dumps, skip = [spec.as_json for spec in specs], set(shown)
+    dumps, skip = [spec.model_dump(mode="json") for spec in specs], set(shown)
     return [
         name
         for name in RunSpec.model_fields
@@ -85,7 +85,7 @@ def _comparable(value: object) -> object:
 
 def knobs_text(spec: RunSpec, names: Sequence[str]) -> str:
     """The named knobs' values, as name=value ("threads=1 epochs=3"; unset: "threads=default")."""
-    values = spec.as_json
+    values = spec.model_dump(mode="json")
     return " ".join(f"{n}={'default' if values[n] is None else values[n]}" for n in names)
 
 
