@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 
 import torch
-from _options import parse, parser  # benchmarks/, beside this script
+from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
 
 from accelbench import workloads
 from accelbench.execution import device as dev
@@ -60,12 +61,8 @@ def main() -> None:
     options.add_argument("--new-tokens", type=int, default=32)
     args, device = parse(options)
     if args.quick:
-        args.workload, args.batch_size, args.prompt_tokens, args.new_tokens = (
-            "llama3_tiny",
-            2,
-            16,
-            8,
-        )
+        args.workload, args.batch_size = "llama3_tiny", 2
+        args.prompt_tokens, args.new_tokens = 16, 8
     spec = RunSpec(
         workload=args.workload,
         scenario="generate",
@@ -76,17 +73,12 @@ def main() -> None:
         steps_per_epoch=max(2, args.steps // 10),
         device=device.type,
     )
-    accelbench_rate(spec, device), bare_rate(spec, device)  # each process's first: discarded
-    ratios = []
-    for round_index in range(args.rounds):
-        if round_index % 2:  # ABBA order: neither loop always runs first
-            bare = bare_rate(spec, device)
-            ours = accelbench_rate(spec, device)
-        else:
-            ours = accelbench_rate(spec, device)
-            bare = bare_rate(spec, device)
-        ratios.append(ours / bare)
-        print(f"round {round_index + 1}: accelbench {ours:,.2f}  bare {bare:,.2f} prompts/s")
+    ratios = paired_ratios(
+        partial(accelbench_rate, spec, device),
+        partial(bare_rate, spec, device),
+        args.rounds,
+        "generate",
+    )
     print(
         f"{args.workload} bs={args.batch_size} {args.prompt_tokens}+{args.new_tokens} tokens on "
         f"{device.type}: median of {len(ratios)} paired rounds {statistics.median(ratios):.3f} "

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import statistics
 import time
+from functools import partial
 
 import torch
-from _options import parse, parser  # benchmarks/, beside this script
+from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
 
 from accelbench import workloads
 from accelbench.execution import device as dev
@@ -63,24 +64,6 @@ def bare_rate(spec: RunSpec, device: torch.device) -> float:
     return spec.steps_per_epoch * spec.batch_size / seconds
 
 
-def paired_ratios(spec: RunSpec, device: torch.device, rounds: int) -> list[float]:
-    """accelbench / bare per round, after one unrecorded round of each."""
-    accelbench_rate(spec, device), bare_rate(spec, device)
-    ratios = []
-    for round_index in range(rounds):
-        if round_index % 2:  # ABBA order: neither loop always runs first
-            bare = bare_rate(spec, device)
-            ours = accelbench_rate(spec, device)
-        else:
-            ours = accelbench_rate(spec, device)
-            bare = bare_rate(spec, device)
-        ratios.append(ours / bare)
-        print(
-            f"  {spec.precision} round {round_index + 1}: accelbench {ours:,.1f}  bare {bare:,.1f}"
-        )
-    return ratios
-
-
 def main() -> None:
     options = parser(__doc__, "autoencoder", 32, steps=10, rounds=4)
     args, device = parse(options)
@@ -93,9 +76,9 @@ def main() -> None:
     )  # SGD, no accumulation: the bare loop does exactly this
     medians = {}
     for precision in PRECISIONS:
-        ratios = paired_ratios(
-            spec.model_copy(update={"precision": precision}), device, args.rounds
-        )
+        cell = spec.model_copy(update={"precision": precision})
+        ours, bare = partial(accelbench_rate, cell, device), partial(bare_rate, cell, device)
+        ratios = paired_ratios(ours, bare, args.rounds, precision)
         medians[precision] = statistics.median(ratios)
         print(
             f"{args.workload} bs={args.batch_size} {precision} on {device.type}: accelbench/bare "

@@ -108,6 +108,11 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["run", "tiny_mlp", "--batch-size", "4,x"], "invalid value 'x' for --batch-size"),
         (["run", "tiny_mlp", "--precision", "fp4"], "invalid value 'fp4' for --precision"),
         (
+            ["run", "tiny_mlp", "--workers", "many"],
+            "invalid value 'many' for --workers: Input should be a valid integer, unable to "
+            "parse string as an integer; or Input should be 'auto'",
+        ),
+        (
             ["run", "tiny_mlp", "--precision", "tf32", "--device", "cpu"],
             "precision tf32 cannot run on this cpu",
         ),

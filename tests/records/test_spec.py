@@ -32,7 +32,7 @@ def test_defaults_and_derived_batch() -> None:
 def test_invalid_values_are_rejected(field: str, value: object) -> None:
     with pytest.raises(ValidationError) as info:
         RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 2, field: value})
-    assert info.value.errors()[0]["loc"] == (field,)
+    assert info.value.errors()[0]["loc"][0] == field  # a union's branch follows it
 
 
 def test_unknown_fields_are_rejected() -> None:
@@ -103,3 +103,22 @@ def test_fields_added_later_keep_earlier_keys() -> None:
     assert RunSpec(workload="tiny_mlp", batch_size=4, data="x").identity()["data"] == "x"
     changed = RunSpec(workload="tiny_mlp", batch_size=4, model_args={"seq_len": 8})
     assert stable_hash(changed.identity()) != stable_hash(spec.identity())
+
+
+def test_workers_auto_leaves_the_cpu_to_the_model_and_feeds_an_accelerator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    auto = RunSpec(workload="tiny_mlp", batch_size=8, workers="auto")
+    assert RunSpec(workload="tiny_mlp", batch_size=8, workers=3).loader_workers() == 3
+    assert auto.model_copy(update={"device": "cpu"}).loader_workers() == 0
+    assert auto.model_copy(update={"device": "cuda"}).loader_workers() == 8  # at most 8
+    four = auto.model_copy(update={"device": "cuda", "replicas": 4})
+    assert four.loader_workers() == 3  # 16 CPUs among 4 ranks, one left to each
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert four.loader_workers() == 1  # never none on an accelerator
+    assert RunSpec(workload="tiny_mlp", batch_size=8, workers="4").workers == 4
+    with pytest.raises(ValidationError):
+        RunSpec(workload="tiny_mlp", batch_size=8, workers="many")

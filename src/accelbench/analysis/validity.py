@@ -107,7 +107,7 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
         flags.append(
             (
                 Flag.INPUT_BOUND,
-                f"{100 * m.input_wait_frac:.0f}% of step time waiting for input: add --workers",
+                f"{100 * m.input_wait_frac:.0f}% of step time waiting for input: give --workers auto (or a count)",
             )
         )
     return flags

@@ -137,7 +137,15 @@ def validation_message(exc: ValidationError) -> str:
     error = exc.errors()[0]
     if not error["loc"]:  # a rule over several settings, which names them itself
         return error["msg"].removeprefix("Value error, ")
-    field = "-".join(str(part) for part in error["loc"])
+    field, message = "-".join(str(part) for part in error["loc"]), error["msg"]
+    branches = [
+        e
+        for e in exc.errors()
+        if e["loc"][:1] == error["loc"][:1] and e.get("input") == error.get("input")
+    ]
+    if len(branches) > 1:  # a union (a count or "auto"): the setting, and why each failed
+        field = str(error["loc"][0])
+        message = "; or ".join(dict.fromkeys(e["msg"] for e in branches))
     if error["type"] == "extra_forbidden":
         return f"unknown setting {field!r}: `accelbench run --help` lists them"
     option = "--" + OPTION_NAMES.get(field, field).replace("_", "-")
@@ -145,7 +153,7 @@ def validation_message(exc: ValidationError) -> str:
         option = repr(option)
     if error["type"] == "missing":
         return f"{option} is required: give it on the command line or in the sweep file"
-    return f"invalid value {error.get('input')!r} for {option}: {error['msg']}"
+    return f"invalid value {error.get('input')!r} for {option}: {message}"
 
 
 def split(text: str) -> list[str]:

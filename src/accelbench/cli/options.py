@@ -42,13 +42,15 @@ def _choice(name: str, values: list[str]) -> Any:
 
 def _option_type(name: str, annotation: Any) -> Any:
     """The command-line type of a field's annotation: a Literal becomes a choice of its values,
-    `X | None` an optional X."""
+    `X | None` an optional X, any other union text that the spec validates."""
     args = [a for a in get_args(annotation) if a is not type(None)]
     optional = get_origin(annotation) in (Union, types.UnionType) and len(args) == 1
     inner = args[0] if optional else annotation
     kind: Any = inner
     if get_origin(inner) is Literal:
         kind = _choice(name, [str(v) for v in get_args(inner)])
+    elif get_origin(inner) in (Union, types.UnionType):  # a count or "auto": the spec reads it
+        kind = str
     return kind | None if optional else kind
 
 

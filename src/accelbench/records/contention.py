@@ -105,7 +105,7 @@ def cpus_needed(spec: RunSpec, device_type: str, num_cpus: int) -> float:
     accelerator, and the loader workers."""
     default = num_cpus if spec.num_processes == 1 else 1
     per_process = (spec.threads or default) if device_type == "cpu" else 1
-    return min(num_cpus, per_process * spec.processes_per_node + spec.workers)
+    return min(num_cpus, per_process * spec.processes_per_node + spec.loader_workers())
 
 
 def busy_warning(others: float, num_cpus: int, load: float, needed: float) -> str | None:
@@ -129,7 +129,7 @@ def busy_warning(others: float, num_cpus: int, load: float, needed: float) -> st
 
 def cell_cpus(spec: RunSpec, device_type: str, torch_threads: int) -> float:
     per_process = torch_threads if device_type == "cpu" else 1
-    return min(os.cpu_count() or 1, per_process * spec.num_processes + spec.workers)
+    return min(os.cpu_count() or 1, per_process * spec.num_processes + spec.loader_workers())
 
 
 class HostMonitor:

@@ -129,6 +129,9 @@ class Metrics(Frozen):
     input_wait_frac: float | None = None
     """Share of steady-state step time spent waiting for input (None in records made before it
     was measured). Near 0: the device is the limit; large: the host's input pipeline is."""
+    loader_workers: int | None = None
+    """The DataLoader worker processes each rank had (spec.loader_workers(): what --workers
+    auto chose); None in records made before it was kept."""
     compute_items_per_s: float | None = None
     """The delivered rate with the input wait taken out of its time, an estimate of what the
     device could do with input for free (NVIDIA DeepLearningExamples' compute_ips); never below

@@ -304,6 +304,7 @@ def build_metrics(
         ci_met=None if spec.ci_pct is None else (rate.ci_pct or math.inf) <= spec.ci_pct,
         input_wait_ms=wait_ms,
         input_wait_frac=min(1.0, wait_s / rate.time_s),
+        loader_workers=spec.loader_workers(),
         # None when the host clock says it waited all the time: nothing left to estimate from.
         compute_items_per_s=rate.num_items / (rate.time_s - wait_s)
         if rate.time_s > wait_s
