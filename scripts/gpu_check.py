@@ -4,9 +4,11 @@ It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into 
 own, then `compare --reference` on it (each figure beside its published counterpart, with the
 ratio and a verdict); Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile
 (tokens/s, both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor
-cores; benchmarks/overhead.py (accelbench's loop against a bare one) and
-benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at DeepLearningExamples'
-AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
+cores; benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
+(the generate scenario against a bare `model.generate` loop), benchmarks/cells.py (what a cell
+costs, forked by the cell server and in a fresh interpreter: the quick suite's cells are forked
+too) and benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at
+DeepLearningExamples' AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
 command, exit code and output. A step that fails is reported and the others still run; the exit
 code is the first non-zero one.
 
@@ -70,6 +72,14 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             else []
         ),
         ("harness overhead", [python, "benchmarks/overhead.py", "--device", "cuda"]),
+        (
+            "generation against a bare generate loop",
+            [python, "benchmarks/generate.py", "--device", "cuda"],
+        ),
+        (
+            "cells forked by the cell server, and in fresh interpreters (CUDA starts in the cell)",
+            [python, "benchmarks/cells.py", "--device", "cuda", "--rounds", "1", "--cells", "3"],
+        ),
         (
             "against a peer",
             [python, "benchmarks/peers.py", "--device", "cuda", *peer],

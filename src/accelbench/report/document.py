@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from accelbench.analysis import fleet
 from accelbench.analysis.findings import Findings
 from accelbench.records.result import Result
 from accelbench.report import figures, inert, tables
+from accelbench.report import fleet as fleet_text
 from accelbench.report import results as results_text
 from accelbench.report.time_to_train import time_to_train_grid
 
@@ -87,10 +89,19 @@ def markdown(results: Sequence[Result], extra: Sequence[str] = ()) -> str:
     found = Findings(results)
     parts = [tables.markdown(g) for g in [*grids(results, found), platforms_grid(results)]]
     notes = [*results_text.notes(results, findings=found), *extra]
-    if notes:
-        items = (f"- {inert.markdown(line)}" for line in notes)
-        parts.append("**Notes**\n\n" + "\n".join(items) + "\n")
+    for title, lines in (("Notes", notes), (FLEET, fleet_lines(results))):
+        if lines:
+            items = (f"- {inert.markdown(line.strip())}" for line in lines)
+            parts.append(f"**{title}**\n\n" + "\n".join(items) + "\n")
     return "\n".join(parts)
+
+
+FLEET = "Fleet: each node against the other nodes of its platform"
+
+
+def fleet_lines(results: Sequence[Result]) -> list[str]:
+    """The fleet's lines (analysis.fleet) where a cell ran on several nodes of one platform."""
+    return fleet_text.lines(fleet.cells(results))
 
 
 def page(
@@ -124,10 +135,11 @@ def page(
     body += [tables.to_html(g) for g in grids(results, found)]
     body.append(tables.to_html(platforms_grid(results)))
     notes = [*results_text.notes(results, findings=found), *extra]
-    if notes:
-        body.append("<h2>Verdicts and notes</h2><ul>")
-        body += [f"<li>{e(line)}</li>" for line in notes]
-        body.append("</ul>")
+    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(results))):
+        if lines:
+            body.append(f"<h2>{e(title)}</h2><ul>")
+            body += [f"<li>{e(line.strip())}</li>" for line in lines]
+            body.append("</ul>")
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'

@@ -1,0 +1,93 @@
+"""Fleet outliers: the median and MAD of the nodes' rates find a planted slow node, and none
+among equal nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.analysis import fleet
+from accelbench.cell.runner import run
+from accelbench.cli import app
+from accelbench.records.result import Result, result_key
+from accelbench.storage.store import ResultStore
+
+from ..conftest import tiny, with_rate
+
+
+@pytest.fixture(scope="module")
+def measured() -> Result:
+    return run(tiny(steps_per_epoch=8))
+
+
+def on_node(base: Result, node: int, items_per_s: float, repeat: int = 0) -> Result:
+    """`base` as if measured on host node<NN> at this rate, on a quiet host."""
+    env = base.env.model_copy(update={"hostname": f"node{node:02d}"})
+    spec = base.spec.model_copy(update={"repeat": repeat})
+    found = with_rate(base, items_per_s)
+    return found.model_copy(update={"env": env, "spec": spec, "key": result_key(spec, env)})
+
+
+# Sixteen nodes within +-0.9% of 1,000 items/s: a quiet fleet's spread.
+QUIET = [1000.0 * (1 + 0.0012 * (i - 7.5)) for i in range(16)]
+
+
+def test_no_node_of_an_equal_fleet_is_an_outlier(measured: Result) -> None:
+    for rates in ([1000.0] * 16, QUIET):
+        (cell,) = fleet.cells([on_node(measured, i, r) for i, r in enumerate(rates)])
+        assert cell.judged and cell.outliers == []
+        assert cell.mad == pytest.approx(10.0, rel=0.01)  # the floor: 1% of the median
+
+
+def test_a_planted_slow_node_is_found_with_its_evidence(measured: Result) -> None:
+    rates = [*QUIET[:7], 930.0, *QUIET[8:]]  # node07 7% slow
+    (cell,) = fleet.cells([on_node(measured, i, r) for i, r in enumerate(rates)])
+    (slow,) = cell.outliers
+    assert slow.name == "node07" and slow.rate == 930.0
+    median = sorted(rates)[7:9]
+    assert cell.median == pytest.approx(sum(median) / 2)
+    assert slow.z == pytest.approx(0.6745 * (930.0 - cell.median) / cell.mad)
+    assert slow.z < -fleet.Z_BOUND
+    # A node 3% off stays in: within the floor's reach of the median.
+    near = [*QUIET[:7], 970.0, *QUIET[8:]]
+    (cell,) = fleet.cells([on_node(measured, i, r) for i, r in enumerate(near)])
+    assert cell.outliers == []
+
+
+def test_a_node_is_its_repeats_median_and_few_nodes_are_not_judged(measured: Result) -> None:
+    results = [on_node(measured, i, 1000.0) for i in range(6)]
+    # node00's repeats: one slow run among three does not make the node slow.
+    results += [on_node(measured, 0, 500.0, repeat=1), on_node(measured, 0, 1000.0, repeat=2)]
+    (cell,) = fleet.cells(results)
+    assert cell.outliers == [] and cell.nodes[0].runs == 3
+    (few,) = fleet.cells([on_node(measured, i, 1000.0 if i else 500.0) for i in range(4)])
+    assert not few.judged and few.outliers == []
+    assert fleet.cells([on_node(measured, 0, 1000.0)]) == []  # one node: no fleet
+
+
+def test_the_fleet_command_lists_the_outlier_and_fails_on_request(
+    measured: Result, tmp_path: Path
+) -> None:
+    db = tmp_path / "site.sqlite"
+    rates = [*QUIET[:7], 700.0, *QUIET[8:]]
+    with ResultStore(db) as store:
+        store.add([on_node(measured, i, r) for i, r in enumerate(rates)])
+    done = CliRunner().invoke(app, ["fleet", "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    assert "16 node(s)" in done.stdout and "1 outlier(s)" in done.stdout
+    assert "node07: 700 samples/s, 0.70x the median, modified z -20.2" in done.stdout
+    failed = CliRunner().invoke(app, ["fleet", "--fail-on-outliers", "--db", str(db)])
+    assert failed.exit_code == 1
+    assert "1 outlier(s) in the fleet" in failed.stderr
+
+
+def test_the_report_has_a_fleet_section_only_for_a_fleet(measured: Result, tmp_path: Path) -> None:
+    from accelbench.report import document
+
+    rates = [*QUIET[:7], 700.0, *QUIET[8:]]
+    page = document.page([on_node(measured, i, r) for i, r in enumerate(rates)], [], ["site"])
+    assert f"<h2>{document.FLEET}</h2>" in page and "<li>node07: 700 samples/s" in page
+    alone = document.markdown([measured])
+    assert document.FLEET not in alone and "**Notes**" in alone
