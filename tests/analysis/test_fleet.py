@@ -22,11 +22,13 @@ def measured() -> Result:
     return run(tiny(steps_per_epoch=8))
 
 
-def on_node(base: Result, node: int, items_per_s: float, repeat: int = 0) -> Result:
-    """`base` as if measured on host node<NN> at this rate, on a quiet host."""
+def on_node(
+    base: Result, node: int, items_per_s: float, repeat: int = 0, spread: float = 0.01
+) -> Result:
+    """`base` as if measured on host node<NN> at this rate (+-spread), on a quiet host."""
     env = base.env.model_copy(update={"hostname": f"node{node:02d}"})
     spec = base.spec.model_copy(update={"repeat": repeat})
-    found = with_rate(base, items_per_s)
+    found = with_rate(base, items_per_s, spread)
     return found.model_copy(update={"env": env, "spec": spec, "key": result_key(spec, env)})
 
 

@@ -1,8 +1,8 @@
-"""The command line: list, env, run, results, report, compare, fleet, export, import, references,
-slurm, recommend, tune. app.py holds the frame and what commands share; each other module
+"""The command line: list, env, run, results, report, compare, fleet, accept, export, import,
+references, slurm, recommend, tune. app.py holds the frame and what commands share; each other module
 registers its commands on import."""
 
-from accelbench.cli import advice, fleet, results, run, slurm, tune  # noqa: F401  (registers commands)
+from accelbench.cli import acceptance, advice, results, run, slurm, tune  # noqa: F401  (registers)
 from accelbench.cli.app import app, main
 
 __all__ = ["app", "main"]

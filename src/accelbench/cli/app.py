@@ -332,14 +332,18 @@ PLAIN_ABOVE = 1000
 out by rich: a site database's listing then takes seconds, not minutes."""
 
 
-def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
-    findings = Findings(results)
-    grid = results_grid(results, "", findings)
-    plain = len(results) > PLAIN_ABOVE
-    if plain:
+def show_grid(grid: tables.Grid) -> None:
+    """A table in the terminal: laid out by rich, or as plain text when it is long."""
+    if len(grid.rows) > PLAIN_ABOVE:
         typer.echo(tables.text(grid), nl=False)
     else:
         console.print(tables.rich(grid))
+
+
+def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
+    findings = Findings(results)
+    show_grid(results_grid(results, "", findings))
+    plain = len(results) > PLAIN_ABOVE
     time_to_train = time_to_train_table(results)
     if time_to_train is not None:
         console.print(time_to_train)

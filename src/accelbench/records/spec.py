@@ -347,10 +347,9 @@ class RunSpec(Frozen):
         return bool(getattr(self, name) != default)
 
     def loader_workers(self) -> int:
-        """The loader processes of each rank: `workers`, or for "auto" none on the CPU (they
-        would take the cores the model computes on), and on an accelerator the CPUs this process
-        may use shared among the node's ranks, one left to each rank, at most 8: one core made
-        ResNet-50 batches at about 1,645 images/s here, below an A100's published 2,470."""
+        """Each rank's loader processes: `workers`, or for "auto" none on the CPU (they would
+        take the model's cores), on an accelerator the CPUs this process may use shared among
+        the node's ranks, one left to each, at most 8 (one core fed ResNet-50 1,645 images/s)."""
         if self.workers != "auto":
             return self.workers
         if self.device == "cpu":

@@ -1,0 +1,105 @@
+"""Node acceptance: `accelbench fleet` (which node of a fleet is the slow one) and `accelbench
+accept` (does each result reach its baseline)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from accelbench.analysis import acceptance
+from accelbench.analysis import fleet as fleet_analysis
+from accelbench.cli.app import (
+    DbsOption,
+    PlatformFilter,
+    WorkloadFilter,
+    app,
+    console,
+    load,
+    show_grid,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.report import acceptance as acceptance_text
+from accelbench.report import fleet as fleet_text
+
+
+@app.command()
+def fleet(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    fail_on_outliers: Annotated[
+        bool,
+        typer.Option(
+            "--fail-on-outliers", help="Exit 1 when any node is an outlier: for acceptance."
+        ),
+    ] = False,
+    db: DbsOption = None,
+) -> None:
+    """The nodes whose rate in a cell lies outside the rates of the other nodes of their platform
+    (the node: its host name): a modified z-score from the median and the median absolute
+    deviation above 3.5. Merge each node's database with repeated --db, or import them into one."""
+    found, _ = load(db, workload, platform)
+    cells = fleet_analysis.cells(found)
+    for line in fleet_text.lines(cells):
+        console.print(line)
+    if not cells:
+        console.print("no cell was run on two nodes or more of one platform: no fleet to judge")
+    outliers = sum(len(c.outliers) for c in cells)
+    if outliers and fail_on_outliers:
+        typer.echo(f"error: {outliers} outlier(s) in the fleet (--fail-on-outliers)", err=True)
+        raise typer.Exit(1)
+
+
+@app.command()
+def accept(
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="CSV of the figures each result must reach: workload,value and optionally "
+            "scenario, platform, batch_size, precision, replicas, unit, source."
+        ),
+    ] = None,
+    use_fleet: Annotated[
+        bool,
+        typer.Option(
+            "--fleet", help="Set each result against its cell's median across the fleet's nodes."
+        ),
+    ] = False,
+    rule: Annotated[
+        Path | None,
+        typer.Option(
+            help="TOML of min_ratio and judge (value or interval), over the shipped rule."
+        ),
+    ] = None,
+    min_ratio: Annotated[
+        float | None,
+        typer.Option(help="The share of the baseline to reach (shipped: 0.95).", min=0.01, max=10),
+    ] = None,
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    db: DbsOption = None,
+) -> None:
+    """Pass or fail for each stored result against a baseline (a centre's file, or the fleet's
+    median); exits 1 when any fails."""
+    if (baseline is None) == (not use_fleet):
+        raise AccelbenchError(
+            "give --baseline FILE (a centre's figures) or --fleet (the fleet's medians)"
+        )
+    chosen = acceptance.load_rule(rule) if rule else acceptance.shipped_rule()
+    if min_ratio is not None:
+        chosen = chosen.model_copy(update={"min_ratio": min_ratio})
+    baselines = acceptance.load_baselines(baseline) if baseline else []
+    found, _ = load(db, workload, platform)
+    if not found:
+        console.print("no stored results match")
+        return
+    judged = acceptance.judge(found, chosen, baselines, use_fleet)
+    show_grid(acceptance_text.grid(judged, chosen))
+    console.print(acceptance_text.summary(judged))
+    failed = [j for j in judged if j.outcome is acceptance.Outcome.FAIL]
+    if failed:
+        typer.echo(
+            f"error: {len(failed)} of {len(judged)} result(s) below their baseline", err=True
+        )
+        raise typer.Exit(1)
