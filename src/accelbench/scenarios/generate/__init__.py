@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary
 from accelbench.scenarios.base import Record, Scenario, record_of
 
@@ -21,7 +22,7 @@ class GenerateMetrics(Record):
     kind: str = "generate"
     prompt_tokens: int
     new_tokens: int
-    token_ms: list[list[float]]
+    token_ms: list[Samples]
     """Raw: for every call, in order, the time from the call to each new token's arrival on the
     host, ms; the summaries below are of the steady calls'."""
     ttft_ms: Summary

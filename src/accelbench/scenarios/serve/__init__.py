@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from accelbench import workloads
 from accelbench.records.frozen import Frozen
+from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
 from accelbench.scenarios.base import Headline, Record, Scenario, record_of
 
@@ -27,7 +28,7 @@ class ServedRequest(Frozen):
     """Prompt tokens as the server counted them (its usage field); None where it gave none."""
     output_tokens: int
     """Tokens generated: the server's usage count, else the streamed chunks that held text."""
-    chunk_ms: list[float]
+    chunk_ms: Samples
     """Raw: the time from sending to each streamed chunk that held text, ms. A chunk may carry
     several tokens (servers batch their writes), so its gaps are the ITL a user sees."""
     error: str | None = None
