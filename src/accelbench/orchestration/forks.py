@@ -4,8 +4,8 @@ a cell here, most of a small cell's time).
 
 A cell started here is what launch.py's Popen gives, as far as launch.py can tell: a pid that
 leads its own session, wait(timeout) and a returncode. `serving()` starts a server for the
-block; outside one, or with ACCELBENCH_FORK_SERVER=0, or if the server will not start, cells
-start in fresh interpreters as before.
+block (on Linux); outside one, or with ACCELBENCH_FORK_SERVER=0, or if the server will not start,
+cells start in fresh interpreters as before.
 """
 
 from __future__ import annotations
@@ -171,7 +171,9 @@ def active() -> CellServer | None:
 def serving() -> Iterator[None]:
     """Cells started in the block are forked by one cell server (a block inside another shares
     its server)."""
-    if _active or os.environ.get(SWITCH, "1") == "0":
+    # Linux only: macOS's system libraries are not safe to use after a fork (Python's own
+    # multiprocessing spawns there), and Windows has no fork.
+    if _active or os.environ.get(SWITCH, "1") == "0" or sys.platform != "linux":
         yield
         return
     server = CellServer()
