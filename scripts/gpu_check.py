@@ -2,7 +2,7 @@
 
 It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into a database of its
 own, then `compare --reference` on it (each figure beside its published counterpart, with the
-ratio and a verdict); Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile
+ratio and a verdict); the micro scenario's matmul, triad and copies; Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile
 (tokens/s, both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor
 cores; benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
 (the generate scenario against a bare `model.generate` loop), benchmarks/cells.py (what a cell
@@ -46,6 +46,7 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
     llm = ["--fsdp", "--precision", "amp-bf16", "--optimizer", "adamw", "--batch-size", "4"]
     llm += ["--epochs", "3", "--steps-per-epoch", "15", "--window-steps", "3", "--device", "cuda"]
     fp8 = ["fp8" if arg == "amp-bf16" else arg for arg in llm]
+    micro = ["--scenario", "micro", "--precision", "bf16", "--device", "cuda"]
     return [
         ("gpu-marked tests", [python, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider"]),
         (
@@ -53,6 +54,10 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             [*accelbench, "run", "--suite", "quick", "--device", "cuda", "--db", str(db)],
         ),
         ("against published figures", [*accelbench, "compare", "--reference", "--db", str(db)]),
+        (
+            "the device by itself: matmul TFLOP/s, memory triad and host-device copy GB/s",
+            [*accelbench, "run", "micro/matmul,micro/triad,micro/copy", *micro, "--db", str(db)],
+        ),
         (
             "LLM training: Llama 3.2 1B, FSDP on one GPU, amp-bf16 (tokens/s, both MFUs)",
             [*accelbench, "run", "llama3_2_1b", *llm, "--db", str(db)],

@@ -36,10 +36,13 @@ def run(spec: RunSpec) -> Result:
     rank = distributed.join(spec, env.device_type)
 
     def on_device() -> Metrics:
-        workload = workloads.get(spec.workload, spec.model_args)
-        set_cudnn_benchmark(spec.cudnn_benchmark, workload.fixed_shapes)
         device = distributed.device_of(rank, env.device_type)
-        metrics = scenario.measure_fn()(spec, workload, device)
+        if scenario.device_only:  # no model: the device by itself
+            metrics = scenario.measure_fn()(spec, device)
+        else:
+            workload = workloads.get(spec.workload, spec.model_args)
+            set_cudnn_benchmark(spec.cudnn_benchmark, workload.fixed_shapes)
+            metrics = scenario.measure_fn()(spec, workload, device)
         distributed.leave()
         return metrics.model_copy(update={"torch_settings": global_settings()})
 

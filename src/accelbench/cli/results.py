@@ -58,7 +58,12 @@ def list_workloads() -> None:
     width = max(map(len, workloads.WORKLOADS))
     for name in workloads.WORKLOADS:
         console.print(f"{name:<{width}}  {workloads.describe(name)}", soft_wrap=True)
-    console.print("\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function (see README)")
+    console.print(
+        "\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function, served/<model> "
+        "(--scenario serve), micro/<kind> (--scenario micro: "
+        + ", ".join(workloads.MICRO)
+        + ") (see README)"
+    )
 
 
 @app.command("suites")

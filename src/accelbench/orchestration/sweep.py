@@ -149,6 +149,9 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     for s in specs:
         if scenarios.get(s.scenario).client:  # nothing of it runs here
             continue
+        if scenarios.get(s.scenario).device_only:  # no model to try: its args are checked
+            workloads.check(s.workload, s.model_args)
+            continue
         key = (
             s.workload,
             json.dumps(s.model_args, sort_keys=True),

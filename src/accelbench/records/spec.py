@@ -301,12 +301,10 @@ class RunSpec(Frozen):
                 options = " and ".join(f"--{f.replace('_', '-')}" for f in given)
                 verb = "go" if len(given) > 1 else "goes"
                 raise ValueError(f"{options} {verb} with --scenario {other.name}")
-        if workloads.is_served(self.workload) and not scenario.client:
-            clients = " or ".join(s.name for s in scenarios.all_scenarios() if s.client)
-            raise ValueError(
-                "a served/NAME workload is measured through its server: give it with "
-                f"--scenario {clients}"
-            )
+        family = workloads.measured_by(self.workload)  # served/ or micro/: their scenarios
+        if family and not getattr(scenario, family[0]):
+            names = " or ".join(s.name for s in scenarios.all_scenarios() if getattr(s, family[0]))
+            raise ValueError(f"{family[1]}: give it with --scenario {names}")
         if not scenario.trains and (self.grad_accum > 1 or self.recompute):
             raise ValueError(
                 f"{self.scenario} takes no optimizer steps: leave out --grad-accum and --recompute"

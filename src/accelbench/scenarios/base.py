@@ -113,6 +113,9 @@ class Scenario:
     and `measure` takes the spec alone."""
     generates: bool = False
     """Needs a model that generates text."""
+    device_only: bool = False
+    """Measures the device itself (a kernel, a copy): no model is built or tried before the
+    cell, and `measure` takes (spec, device)."""
     own_fields: tuple[str, ...] = ()
     """Spec fields only this scenario reads: given with another scenario, they are refused."""
     rules: Callable[[RunSpec], None] = no_rules
@@ -120,6 +123,9 @@ class Scenario:
     record: type[Record] | None = None
     """The class of its part of the metrics, if it adds one."""
     headline: Callable[[Result], Headline | None] = steady_rate
+    steps_rate: bool = False
+    """Its headline is its steps' steady rate in another unit (micro's TFLOP/s, GB/s), so the
+    rules of that rate apply to it as to steady_rate's."""
     verdict_rules: str | Callable[[Result], list[tuple[Any, str]]] | None = None
     """Its own verdict rules beyond every result's: (validity.Flag, reason) for each broken,
     or "module:function" naming the function."""
@@ -157,7 +163,7 @@ class Scenario:
     def rated_by_steps(self) -> bool:
         """Whether its headline is the steady rate of its steps (its epochs, the last epoch's
         time and the rate's own verdict rules then apply to it)."""
-        return self.headline is steady_rate
+        return self.headline is steady_rate or self.steps_rate
 
 
 def resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:

@@ -9,7 +9,8 @@ A workload name is one of:
 - `path/to/file.py:function` or `package.module:function`: a user's function returning a Workload,
   called with the model args;
 - `served/<model>`: the model an OpenAI-compatible server serves under that name (it may hold
-  slashes, as hub ids do), measured through the server by the serve scenario, never built here.
+  slashes, as hub ids do), measured through the server by the serve scenario, never built here;
+- `micro/<kind>` (MICRO): a measurement of the device itself, no model, by the micro scenario.
 
 Factories import torch, timm and transformers inside their bodies, so listing the registry stays
 instant. The first line of a factory's docstring is the description `accelbench list` shows.
@@ -78,16 +79,29 @@ def describe(name: str) -> str:
     return doc.strip().splitlines()[0] if doc.strip() else ""
 
 
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+MICRO: dict[str, dict[str, type]] = {
+    "matmul": {"n": int, "m": int, "k": int},
+    "triad": {"mib": int},
+    "copy": {"mib": int, "direction": str, "pageable": bool},
+    **{collective: {"bytes": int, "in_place": bool} for collective in COLLECTIVES},
+}
+"""The device's own measurements (scenarios/micro), with the model args each takes."""
+
+
 def check_name(name: str) -> str:
     """Return `name` if it has the form of a workload name, else raise with the closest names.
     Only the form: nothing is imported, so stored results load whatever is installed."""
     if name in WORKLOADS or _prefixed(name) or is_served(name) or _user_target(name):
         return name
+    if is_micro(name):
+        return name
     close = difflib.get_close_matches(name, WORKLOADS, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise AccelbenchError(
         f"unknown workload {name!r}: {hint}`accelbench list` shows them all; "
-        "timm/<model>, hf/<model_type>, served/<model> and file.py:function name others"
+        "timm/<model>, hf/<model_type>, served/<model>, micro/<kind> and file.py:function "
+        "name others"
     )
 
 
@@ -100,6 +114,13 @@ def check(name: str, model_args: ModelArgs) -> None:
     if is_served(name):  # its server is asked before the first cell (sweep.plan)
         if model_args:
             raise AccelbenchError(f"{name} is built by its server: leave out --model-arg")
+        return
+    if is_micro(name):
+        takes = MICRO[name.removeprefix("micro/")]
+        for key, value in model_args.items():
+            if key not in takes or not isinstance(value, takes[key]):
+                kinds = ", ".join(f"{k} ({t.__name__})" for k, t in takes.items())
+                raise AccelbenchError(f"{name} takes the model args {kinds}: not {key}={value!r}")
         return
     if name in WORKLOADS:
         _check_args(name, WORKLOADS[name], model_args)
@@ -217,7 +238,25 @@ def get(name: str, model_args: ModelArgs | None = None) -> Workload:
         return language.hf_model(name.removeprefix("hf/"), **args)  # type: ignore[arg-type]
     if is_served(name):  # nothing of it is built here
         raise AccelbenchError(f"{name} runs on its server: measure it with --scenario serve")
+    if is_micro(name):
+        raise AccelbenchError(f"{name} measures the device, no model: give --scenario micro")
     return _user_workload(name, args)
+
+
+def is_micro(name: str) -> bool:
+    """True for `micro/<kind>`: the device measured by itself (MICRO)."""
+    prefix, _, kind = name.partition("/")
+    return prefix == "micro" and kind in MICRO
+
+
+def measured_by(name: str) -> tuple[str, str] | None:
+    """The flag of the scenarios that alone measure workloads of this family (scenarios.base),
+    and why; None for a model, which any other scenario measures."""
+    if is_served(name):
+        return "client", "a served/NAME workload is measured through its server"
+    if is_micro(name):
+        return "device_only", "a micro/NAME workload measures the device, not a model"
+    return None
 
 
 def is_served(name: str) -> bool:
@@ -246,6 +285,7 @@ def is_user(name: str) -> bool:
         name not in WORKLOADS
         and not _prefixed(name)
         and not is_served(name)
+        and not is_micro(name)
         and _user_target(name) is not None
     )
 

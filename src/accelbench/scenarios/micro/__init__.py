@@ -1,0 +1,146 @@
+"""The micro scenario: the device measured by itself, no model, so that a model that runs below
+its published rate can be set beside what the device's arithmetic and memory deliver.
+
+- `micro/matmul` (model args n, m, k; default 8192, 1024 on a CPU): C = A B in the precision's
+  dtype, 2 m n k FLOPs a call, in TFLOP/s beside the datasheet's dense peak where the device is
+  in efficiency.PEAKS;
+- `micro/triad` (mib: each array's MiB, default 256, 64 on a CPU): STREAM's triad a = b + s c,
+  three arrays moved a call (two read, one written), as STREAM counts them, in GB/s;
+- `micro/copy` (mib, direction h2d or d2h, pageable): a host-device copy of one buffer, pinned
+  unless pageable, in GB/s; accelerators only;
+- `micro/all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all`, `broadcast` (bytes: S, the
+  whole array, default 256 MiB, 4 MiB on a CPU; in_place for all-gather and reduce-scatter) over
+  --replicas ranks (NCCL on GPUs, gloo on CPUs, through torchrun and Slurm as any cell): the
+  headline is the bus bandwidth, algbw = S / t times nccl-tests' correction, 2(n-1)/n for an
+  all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for broadcast
+  (github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md), so it can be set beside the links' own.
+
+A step makes `batch_size` calls and is timed as every cell's steps are (device events on an
+accelerator), so the steady rate, its batch-means interval and its verdicts are every cell's;
+the headline scales the calls per second by the work of a call, in decimal units (1 TFLOP =
+1e12 FLOPs, 1 GB = 1e9 bytes), as STREAM and nccl-tests report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from accelbench.records.precision import PRECISIONS
+from accelbench.scenarios.base import Headline, Namer, Record, Scenario, record_of, steady_rate
+from accelbench.workloads import COLLECTIVES, MICRO
+
+if TYPE_CHECKING:
+    from accelbench.records.result import Result
+    from accelbench.records.spec import RunSpec
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16")
+"""The precisions a kernel runs in: one dtype each, no autocast."""
+
+
+class MicroMetrics(Record):
+    kind: str = "micro"
+    measure: str
+    """matmul, triad or copy."""
+    shape: str
+    """The work of a call in words: "8192x8192x8192 bfloat16", "3 x 256 MiB float32"."""
+    flops_per_call: float | None = None
+    bytes_per_call: float | None = None
+    """The bytes of one item of the steps: a call; for a collective, a call on one rank, so its
+    bus bytes (S times bus_factor) over the ranks."""
+    algorithm_bytes: float | None = None
+    """A collective's S, as nccl-tests names it: the whole array's bytes."""
+    bus_factor: float | None = None
+    """A collective's bus bandwidth over its algorithm bandwidth (nccl-tests' correction)."""
+    datasheet_per_s: float | None = None
+    """The device's dense peak FLOP/s from the datasheet table, for a matmul; None if absent."""
+    datasheet_source: str | None = None
+
+    @property
+    def per_call(self) -> tuple[float, str]:
+        """The work of a call in the headline's unit, and the unit."""
+        if self.flops_per_call:
+            return self.flops_per_call / 1e12, "TFLOP/s"
+        return (self.bytes_per_call or 0.0) / 1e9, "GB/s"
+
+
+def headline(result: Result) -> Headline | None:
+    """Calls per second over the steady state, times the work of a call."""
+    rate, micro = steady_rate(result), record_of(result, MicroMetrics)
+    if rate is None or micro is None:
+        return None
+    scale, unit = micro.per_call
+    low_high = None if rate.interval is None else tuple(v * scale for v in rate.interval)
+    return Headline(rate.value * scale, unit, low_high)  # type: ignore[arg-type]
+
+
+def _rules(spec: RunSpec) -> None:
+    kind = spec.workload.removeprefix("micro/")
+    if kind == spec.workload:
+        raise ValueError(f"--scenario micro measures micro/KIND, KIND one of {', '.join(MICRO)}")
+    if spec.fsdp or spec.tensor_parallel > 1 or spec.pipeline_stages > 1:
+        raise ValueError(
+            "micro measures the device: leave out --fsdp, --tensor-parallel and --pipeline-stages"
+        )
+    if (kind in COLLECTIVES) != (spec.replicas > 1):
+        raise ValueError(
+            f"{spec.workload}: "
+            + (
+                "a collective needs --replicas 2 or more"
+                if kind in COLLECTIVES
+                else "one device: leave out --replicas"
+            )
+        )
+    if spec.precision not in DTYPES:
+        raise ValueError(
+            f"micro runs in one dtype: give --precision {', '.join(DTYPES)}, not {spec.precision}"
+        )
+    if spec.data is not None or spec.workers:
+        raise ValueError(
+            "micro measures the device with its own buffers: leave out --data and --workers"
+        )
+    sizes = {k: v for k, v in spec.model_args.items() if k in ("n", "m", "k", "mib")}
+    if any(not isinstance(v, int) or v < 1 for v in sizes.values()):
+        raise ValueError(f"{spec.workload}: sizes are whole numbers of at least 1, not {sizes}")
+    if spec.model_args.get("direction", "h2d") not in ("h2d", "d2h"):
+        raise ValueError("micro/copy: give --model-arg direction=h2d or direction=d2h")
+
+
+def _lines(result: Result, name: Namer) -> list[str]:
+    micro, found = record_of(result, MicroMetrics), result.headline
+    if micro is None or found is None:
+        return []
+    line = f"{name(result.spec)}: {micro.measure} {micro.shape}: {found.value:.3g} {found.unit}"
+    if micro.bus_factor:
+        line += f" bus bandwidth, {found.value / micro.bus_factor:.3g} GB/s algorithm bandwidth"
+    if micro.datasheet_per_s:
+        share = found.value * 1e12 / micro.datasheet_per_s
+        line += (
+            f", {100 * share:.0f}% of the datasheet's dense {micro.datasheet_per_s / 1e12:g} "
+            f"TFLOP/s ({micro.datasheet_source})"
+        )
+    return [line]
+
+
+def _columns(result: Result) -> Mapping[str, object]:
+    micro = record_of(result, MicroMetrics)
+    if micro is None:
+        return {}
+    return {"micro_shape": micro.shape, "micro_datasheet_per_s": micro.datasheet_per_s}
+
+
+SCENARIO = Scenario(
+    name="micro",
+    summary="the device by itself: matmul TFLOP/s, memory triad GB/s, host-device copy GB/s",
+    measure="accelbench.scenarios.micro.measure:measure",
+    device_only=True,
+    distributes=True,
+    rules=_rules,
+    record=MicroMetrics,
+    headline=headline,
+    steps_rate=True,
+    notes=_lines,
+    columns=_columns,
+)
+
+assert set(DTYPES) <= set(PRECISIONS)

@@ -1,0 +1,161 @@
+"""The micro scenario: the device by itself (matmul, triad, copies, collectives), its headline
+arithmetic against nccl-tests' formulas, and its runs through the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.cell.runner import run
+from accelbench.cli import app
+from accelbench.records.result import Result
+from accelbench.records.spec import RunSpec
+from accelbench.scenarios.micro import MicroMetrics
+from accelbench.storage.store import ResultStore
+
+from ..conftest import needs_cuda, with_rate
+
+QUICK = ["--epochs", "2", "--steps-per-epoch", "8", "--window-steps", "1", "--device", "cpu"]
+
+
+def micro(workload: str, **spec: object) -> RunSpec:
+    fields: dict[str, object] = {"batch_size": 2, "epochs": 2, "steps_per_epoch": 8}
+    return RunSpec(workload=workload, scenario="micro", device="cpu", **(fields | spec))
+
+
+@pytest.fixture(scope="module")
+def matmul() -> Result:
+    return run(micro("micro/matmul", model_args={"n": 64, "m": 32, "k": 16}))
+
+
+def test_a_matmul_headline_is_its_calls_times_2mnk(matmul: Result) -> None:
+    assert matmul.status == "ok", matmul.reason
+    record = matmul.metrics.record if matmul.metrics else None
+    assert isinstance(record, MicroMetrics) and record.flops_per_call == 2 * 32 * 64 * 16
+    assert record.shape == "32x64x16 float32"
+    constructed = with_rate(matmul, 1000.0, spread=0.02)  # calls per second
+    headline = constructed.headline
+    assert headline is not None and headline.unit == "TFLOP/s"
+    assert headline.value == pytest.approx(1000 * 2 * 32 * 64 * 16 / 1e12)
+    assert headline.interval == pytest.approx((0.98 * headline.value, 1.02 * headline.value))
+
+
+@pytest.mark.parametrize(
+    ("kind", "ranks", "bus_over_alg"),
+    [
+        ("all_reduce", 2, 1.0),
+        ("all_reduce", 4, 1.5),  # 2(n-1)/n
+        ("all_reduce", 8, 1.75),
+        ("all_gather", 4, 0.75),  # (n-1)/n
+        ("reduce_scatter", 8, 0.875),
+        ("all_to_all", 4, 0.75),
+        ("broadcast", 8, 1.0),
+    ],
+)
+def test_bus_bandwidth_is_nccl_tests_correction_of_algorithm_bandwidth(
+    matmul: Result, kind: str, ranks: int, bus_over_alg: float
+) -> None:
+    from accelbench.scenarios.micro.measure import BUS_FACTOR
+
+    assert BUS_FACTOR[kind](ranks) == pytest.approx(bus_over_alg)
+    s = 64 * 2**20  # S: the whole array, as nccl-tests counts it
+    record = MicroMetrics(
+        measure=kind,
+        shape="",
+        bytes_per_call=s * bus_over_alg / ranks,
+        algorithm_bytes=s,
+        bus_factor=bus_over_alg,
+    )
+    assert matmul.metrics is not None
+    per_rank_calls = 250.0  # each rank's calls a second: t = 4 ms a collective
+    metrics = with_rate(matmul, per_rank_calls * ranks).metrics  # items: a call on each rank
+    assert metrics is not None
+    spec = matmul.spec.model_copy(update={"workload": f"micro/{kind}", "replicas": ranks})
+    result = matmul.model_copy(
+        update={"spec": spec, "metrics": metrics.model_copy(update={"record": record})}
+    )
+    algbw = s / 4e-3  # S / t
+    assert result.headline is not None and result.headline.unit == "GB/s"
+    assert result.headline.value == pytest.approx(algbw * bus_over_alg / 1e9)
+
+
+def test_matmul_and_triad_run_through_the_cli_with_their_lines(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    for workload, arg in (("micro/matmul", "n=128"), ("micro/triad", "mib=4")):
+        args = ["run", workload, "--scenario", "micro", "--model-arg", arg, *QUICK]
+        done = CliRunner().invoke(app, [*args, "--db", str(db)])
+        assert done.exit_code == 0, done.output
+    assert "matmul 128x128x128 float32:" in done.stdout or "triad 3 x 4 MiB float32:" in done.stdout
+    with ResultStore(db) as store:
+        units = {r.spec.workload: r.headline.unit for r in store.query() if r.headline}
+    assert units == {"micro/matmul": "TFLOP/s", "micro/triad": "GB/s"}
+
+
+def test_collectives_over_2_and_4_gloo_ranks_through_the_cli(tmp_path: Path) -> None:
+    db, sweep = tmp_path / "r.sqlite", tmp_path / "sweep.toml"
+    sweep.write_text(
+        'fixed = { scenario = "micro", batch_size = 2, epochs = 2, steps_per_epoch = 4, '
+        'window_steps = 1, device = "cpu", replicas = 2, model_args = { bytes = 65536 } }\n'
+        'axes = { workload = ["micro/all_reduce", "micro/all_gather", "micro/reduce_scatter", '
+        '"micro/all_to_all", "micro/broadcast"] }\n'
+    )
+    done = CliRunner().invoke(app, ["run", "--sweep", str(sweep), "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    four = ["run", "micro/all_reduce", "--scenario", "micro", "--replicas", "4", *QUICK]
+    done = CliRunner().invoke(app, [*four, "--model-arg", "bytes=65536", "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    assert "all_reduce 0.0625 MiB float32 over 4 ranks:" in done.stdout
+    with ResultStore(db) as store:
+        found = {(r.spec.workload, r.spec.replicas): r for r in store.query()}
+    assert len(found) == 6 and all(r.status == "ok" for r in found.values())
+    for (workload, ranks), r in found.items():  # every collective: its S and its ranks
+        record = r.metrics.record if r.metrics else None
+        assert isinstance(record, MicroMetrics) and record.algorithm_bytes == 65536
+        assert record.measure == workload.removeprefix("micro/")
+        assert record.shape.endswith(f"over {ranks} ranks")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["micro/matmul"], "measures the device, not a model: give it with --scenario micro"),
+        (["tiny_mlp", "--scenario", "micro"], "--scenario micro measures micro/KIND"),
+        (["micro/matmul", "--scenario", "micro", "--precision", "amp-bf16"], "one dtype"),
+        (["micro/matmul", "--scenario", "micro", "--model-arg", "n=0"], "at least 1"),
+        (["micro/triad", "--scenario", "micro", "--model-arg", "n=3"], "takes the model args"),
+        (["micro/all_reduce", "--scenario", "micro"], "a collective needs --replicas 2"),
+        (["micro/matmul", "--scenario", "micro", "--replicas", "2"], "leave out --replicas"),
+    ],
+)
+def test_bad_micro_settings_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    done = CliRunner().invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
+    assert done.exit_code == 2, done.output
+    assert done.stderr.count("\n") == 1 and message in done.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_a_host_device_copy_needs_an_accelerator() -> None:
+    found = run(micro("micro/copy"))
+    assert found.status == "error" and "run it on an accelerator" in str(found.reason)
+
+
+@needs_cuda
+def test_copies_and_matmul_on_cuda_beside_the_datasheet() -> None:
+    for direction in ("h2d", "d2h"):
+        cell = RunSpec(
+            workload="micro/copy",
+            scenario="micro",
+            device="cuda",
+            batch_size=2,
+            model_args={"mib": 64, "direction": direction},
+        )
+        copied = run(cell)
+        assert copied.status == "ok" and copied.headline and copied.headline.unit == "GB/s"
+    cell = RunSpec(workload="micro/matmul", scenario="micro", device="cuda", batch_size=4)
+    product = run(cell.model_copy(update={"precision": "bf16"}))
+    record = product.metrics.record if product.metrics else None
+    assert isinstance(record, MicroMetrics) and product.headline
+    if record.datasheet_per_s:  # a device in the table: never above its dense peak
+        assert product.headline.value * 1e12 <= record.datasheet_per_s
