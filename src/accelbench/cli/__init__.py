@@ -1,6 +1,6 @@
-"""The command line: list, env, run, results, report, compare, fleet, accept, export, import,
-references, slurm, recommend, tune. app.py holds the frame and what commands share; each other module
-registers its commands on import."""
+"""The command line: list, env, run, results, report, compare, fleet, accept, roofline, export,
+import, references, slurm, recommend, tune. app.py holds the frame and what commands share; each
+other module registers its commands on import."""
 
 from accelbench.cli import acceptance, advice, results, run, slurm, tune  # noqa: F401  (registers)
 from accelbench.cli.app import app, main

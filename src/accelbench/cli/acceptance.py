@@ -1,5 +1,5 @@
-"""Node acceptance: `accelbench fleet` (which node of a fleet is the slow one) and `accelbench
-accept` (does each result reach its baseline)."""
+"""Node acceptance: `accelbench fleet` (which node of a fleet is the slow one), `accelbench
+accept` (does each result reach its baseline) and `accelbench roofline` (which ceiling binds)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import typer
 
 from accelbench.analysis import acceptance
 from accelbench.analysis import fleet as fleet_analysis
+from accelbench.analysis import roofline as roofline_analysis
 from accelbench.cli.app import (
     DbsOption,
     PlatformFilter,
@@ -103,3 +104,24 @@ def accept(
             f"error: {len(failed)} of {len(judged)} result(s) below their baseline", err=True
         )
         raise typer.Exit(1)
+
+
+@app.command()
+def roofline(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    db: DbsOption = None,
+) -> None:
+    """Which ceiling binds each model result: the FLOP/s it achieved against the fastest matmul
+    measured on its platform and host (--scenario micro, micro/matmul), and its items/s against
+    its loader's alone (--scenario loader, same workload, batch, data and workers)."""
+    found, _ = load(db, workload, platform)
+    roofs = roofline_analysis.roofs(found)
+    if not roofs:
+        console.print(
+            "no measured model result: run one, with micro/matmul and the loader beside it"
+        )
+        return
+    show_grid(acceptance_text.roofline_grid(roofs))
+    for line in acceptance_text.roofline_lines(roofs):
+        console.print(line)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from accelbench.analysis.acceptance import Judged, Rule
 from accelbench.analysis.findings import Findings
+from accelbench.analysis.roofline import Roof
 from accelbench.report.cells import describer, rate_text
 from accelbench.report.tables import Grid
 
@@ -41,3 +42,46 @@ def grid(judged: Sequence[Judged], rule: Rule) -> Grid:
 def summary(judged: Sequence[Judged]) -> str:
     counts = Counter(j.outcome.value for j in judged)
     return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
+
+
+ROOF_HEADERS = ("Cell", "Platform", "Host", "Rate", "Compute", "Input", "Binds")
+
+
+def roofline_grid(roofs: Sequence[Roof]) -> Grid:
+    """A row per model result: its rate, its reach of each ceiling measured beside it, and the
+    ceiling that binds (analysis.roofline)."""
+    name = describer(r.result.spec for r in roofs)
+    rows = []
+    for roof in roofs:
+        r, headline = roof.result, roof.result.headline
+        reach = {c.name: f"{100 * c.share:.0f}%" for c in roof.ceilings}
+        binding = roof.binding
+        nearest = max(roof.ceilings, key=lambda c: c.share, default=None)
+        if binding is not None:
+            binds = binding.name
+        elif nearest is not None:
+            binds = f"neither ({nearest.name} nearest, {100 * nearest.share:.0f}%)"
+        else:
+            binds = "no ceiling measured here"
+        rows.append(
+            (
+                name(r.spec),
+                r.platform,
+                r.env.hostname,
+                f"{rate_text(headline.value)} {headline.unit}" if headline else "",
+                reach.get("compute", ""),
+                reach.get("input", ""),
+                binds,
+            )
+        )
+    return Grid(
+        "Ceilings (binds: reached 80% or more)", ROOF_HEADERS, rows, frozenset({0, 1, 2, 6})
+    )
+
+
+def roofline_lines(roofs: Sequence[Roof]) -> list[str]:
+    """The numbers behind each reach."""
+    name = describer(r.result.spec for r in roofs)
+    return [
+        f"{name(roof.result.spec)}: {c.name}: {c.evidence}" for roof in roofs for c in roof.ceilings
+    ]

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from accelbench.errors import AccelbenchError, one_line
-from accelbench.scenarios import generate, infer, micro, serve, server, time_to_train, train
+from accelbench.scenarios import generate, infer, loader, micro, serve, server, time_to_train, train
 from accelbench.scenarios.base import VIEWS, Headline, Record, Scenario
 
 __all__ = ["Headline", "Record", "Scenario", "get", "names", "record_type", "register"]
@@ -127,5 +127,5 @@ def _module(name: str) -> ModuleType:
     return module
 
 
-for _builtin in (train, infer, server, time_to_train, generate, serve, micro):
+for _builtin in (train, infer, server, time_to_train, generate, serve, micro, loader):
     register(_builtin.SCENARIO)
