@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from accelbench.records.precision import PRECISIONS
 from accelbench.scenarios.base import Headline, Namer, Record, Scenario, record_of, steady_rate
 from accelbench.workloads import COLLECTIVES, MICRO
 
@@ -41,7 +40,7 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16")
 class MicroMetrics(Record):
     kind: str = "micro"
     measure: str
-    """matmul, triad or copy."""
+    """What was measured: matmul, triad, copy or a collective (all_reduce, ...)."""
     shape: str
     """The work of a call in words: "8192x8192x8192 bfloat16", "3 x 256 MiB float32"."""
     flops_per_call: float | None = None
@@ -70,8 +69,10 @@ def headline(result: Result) -> Headline | None:
     if rate is None or micro is None:
         return None
     scale, unit = micro.per_call
-    low_high = None if rate.interval is None else tuple(v * scale for v in rate.interval)
-    return Headline(rate.value * scale, unit, low_high)  # type: ignore[arg-type]
+    low_high = (
+        None if rate.interval is None else (rate.interval[0] * scale, rate.interval[1] * scale)
+    )
+    return Headline(rate.value * scale, unit, low_high)
 
 
 def _rules(spec: RunSpec) -> None:
@@ -82,15 +83,10 @@ def _rules(spec: RunSpec) -> None:
         raise ValueError(
             "micro measures the device: leave out --fsdp, --tensor-parallel and --pipeline-stages"
         )
-    if (kind in COLLECTIVES) != (spec.replicas > 1):
-        raise ValueError(
-            f"{spec.workload}: "
-            + (
-                "a collective needs --replicas 2 or more"
-                if kind in COLLECTIVES
-                else "one device: leave out --replicas"
-            )
-        )
+    if kind in COLLECTIVES and spec.replicas < 2:
+        raise ValueError(f"{spec.workload}: a collective needs --replicas 2 or more")
+    if kind not in COLLECTIVES and spec.replicas > 1:
+        raise ValueError(f"{spec.workload} measures one device: leave out --replicas")
     if spec.precision not in DTYPES:
         raise ValueError(
             f"micro runs in one dtype: give --precision {', '.join(DTYPES)}, not {spec.precision}"
@@ -99,7 +95,7 @@ def _rules(spec: RunSpec) -> None:
         raise ValueError(
             "micro measures the device with its own buffers: leave out --data and --workers"
         )
-    sizes = {k: v for k, v in spec.model_args.items() if k in ("n", "m", "k", "mib")}
+    sizes = {k: v for k, v in spec.model_args.items() if k in ("n", "m", "k", "mib", "bytes")}
     if any(not isinstance(v, int) or v < 1 for v in sizes.values()):
         raise ValueError(f"{spec.workload}: sizes are whole numbers of at least 1, not {sizes}")
     if spec.model_args.get("direction", "h2d") not in ("h2d", "d2h"):
@@ -142,5 +138,3 @@ SCENARIO = Scenario(
     notes=_lines,
     columns=_columns,
 )
-
-assert set(DTYPES) <= set(PRECISIONS)
