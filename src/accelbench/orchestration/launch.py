@@ -1,9 +1,11 @@
-"""The only module that knows about processes: each cell runs in a fresh child.
+"""How a cell's processes start, end and report (with forks.py, the cell server's client):
+each cell runs in a fresh child.
 
 A fresh process per cell means CUDA state, peak-memory counters, compiled graphs and an OOM cannot
 leak from one cell into the next. Spec and result cross the boundary as JSON files.
 
-The child is one process for one replica; torchrun (torch.distributed.run) with a rank per
+The child is one process for one replica, forked by the cell server where one serves the sweep
+(forks.py); torchrun (torch.distributed.run) with a rank per
 replica for several; and, for several nodes inside a Slurm allocation, srun starting one torchrun
 per node that meet through a c10d rendezvous on this host. Rank 0 writes the result; a rank that
 fails writes its own, and torchrun then stops the others.
