@@ -127,6 +127,7 @@ def test_collectives_over_2_and_4_gloo_ranks_through_the_cli(tmp_path: Path) -> 
         (["micro/triad", "--scenario", "micro", "--model-arg", "n=3"], "takes the model args"),
         (["micro/all_reduce", "--scenario", "micro"], "a collective needs --replicas 2"),
         (["micro/matmul", "--scenario", "micro", "--replicas", "2"], "leave out --replicas"),
+        (["micro/copy", "--scenario", "micro", "--device", "cpu"], "run it on an accelerator"),
     ],
 )
 def test_bad_micro_settings_are_one_line(tmp_path: Path, args: list[str], message: str) -> None:

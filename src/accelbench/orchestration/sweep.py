@@ -259,6 +259,10 @@ def plan(
                 "has none of: give --compile-mode default or max-autotune"
             )
         launch.check_launchable(spec, env)
+        try:
+            scenarios.get(spec.scenario).device_rules(spec, env.device_type)
+        except ValueError as exc:
+            raise AccelbenchError(str(exc)) from None
         update = {"device": env.device_type, "code_digest": workloads.file_digest(spec.workload)}
         cells.append((spec.model_copy(update=update), env))
     return cells

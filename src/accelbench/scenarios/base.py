@@ -86,6 +86,10 @@ def no_rules(spec: RunSpec) -> None:
     """A scenario without rules of its own."""
 
 
+def runs_anywhere(spec: RunSpec, device_type: str) -> None:
+    """A scenario whose cells run on any device type."""
+
+
 def no_columns(result: Result) -> dict[str, object]:
     return {}
 
@@ -120,6 +124,9 @@ class Scenario:
     """Spec fields only this scenario reads: given with another scenario, they are refused."""
     rules: Callable[[RunSpec], None] = no_rules
     """Its rules over a spec of it: raise ValueError naming the fix."""
+    device_rules: Callable[[RunSpec, str], None] = runs_anywhere
+    """Its rules over a spec and the device type it will run on (known once the plan has probed
+    the platform): raise ValueError naming the fix."""
     record: type[Record] | None = None
     """The class of its part of the metrics, if it adds one."""
     headline: Callable[[Result], Headline | None] = steady_rate

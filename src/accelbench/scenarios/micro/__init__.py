@@ -102,6 +102,11 @@ def _rules(spec: RunSpec) -> None:
         raise ValueError("micro/copy: give --model-arg direction=h2d or direction=d2h")
 
 
+def _device_rules(spec: RunSpec, device_type: str) -> None:
+    if spec.workload == "micro/copy" and device_type == "cpu":
+        raise ValueError("micro/copy measures host-device copies: run it on an accelerator")
+
+
 def _lines(result: Result, name: Namer) -> list[str]:
     micro, found = record_of(result, MicroMetrics), result.headline
     if micro is None or found is None:
@@ -132,6 +137,7 @@ SCENARIO = Scenario(
     device_only=True,
     distributes=True,
     rules=_rules,
+    device_rules=_device_rules,
     record=MicroMetrics,
     headline=headline,
     steps_rate=True,
