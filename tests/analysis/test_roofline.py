@@ -93,3 +93,14 @@ def test_the_roofline_command_says_what_binds(
     assert done.exit_code == 0, done.output
     assert "input" in done.stdout and "91%" in done.stdout
     assert "1,000 of 1,100 items/s a process, its loader alone (1 run(s))" in done.stdout
+
+
+def test_the_report_has_the_ceilings_table_where_ceilings_were_measured(
+    measured: tuple[Result, Result, Result],
+) -> None:
+    from accelbench.report import document
+
+    model, loader, _ = measured
+    page = document.page([at(model, 1000.0), at(loader, 1100.0)], [], ["here"])
+    assert "Ceilings (binds: reached 80% or more)" in page and "<td" in page
+    assert "Ceilings" not in document.markdown([at(model, 1000.0)])

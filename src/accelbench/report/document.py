@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from accelbench.analysis import fleet
+from accelbench.analysis import fleet, roofline
 from accelbench.analysis.findings import Findings
 from accelbench.records.result import Result
+from accelbench.report import acceptance as acceptance_text
 from accelbench.report import figures, inert, tables
 from accelbench.report import fleet as fleet_text
 from accelbench.report import results as results_text
@@ -37,12 +38,14 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def grids(results: Sequence[Result], findings: Findings | None = None) -> list[tables.Grid]:
-    """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3 and
-    time to train where the results have their axes."""
+    """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3, time
+    to train, and the ceilings that bind (roofline) where the results have what they need."""
+    roofs = [r for r in roofline.roofs(results) if r.ceilings]
     optional = [
         tables.seed_table_1(results),
         tables.seed_table_3(results),
         time_to_train_grid(results),
+        acceptance_text.roofline_grid(roofs) if roofs else None,
     ]
     title = "Results (in the layout of PEARC '22, Table 4)"
     main = results_text.results_grid(results, title, findings)
