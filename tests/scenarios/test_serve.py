@@ -397,11 +397,22 @@ def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
         (["served/m", "--served-model", "x"], "not both"),
         (["served/m", "--scenario", "serve", "--slo", "ttft=3"], "give ttft_ms=MS"),
         (["served/m", "--scenario", "serve", "--slo", "ttft_ms"], "write it as KEY=VALUE"),
+        (["served/m", "--scenario", "serve", "--slo", "mlperf-gpt-oss"], "no such preset"),
     ],
 )
 def test_bad_serve_settings_get_one_line(args: list[str], says: str, tmp_path: Path) -> None:
     out = runner.invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
     assert out.exit_code == 2 and says in out.output, out.output
+
+
+def test_an_slo_preset_gives_mlperfs_server_bounds() -> None:
+    from accelbench.cli.run import _slo
+    from accelbench.scenarios.serve import SLO_PRESETS
+
+    assert _slo("mlperf-llama3.1-8b-interactive") == {"slo_ttft_ms": 500, "slo_tpot_ms": 30}
+    assert _slo("mlperf-llama2-70b") == {"slo_ttft_ms": 2000, "slo_tpot_ms": 200}
+    defaults = {f: RunSpec.model_fields[f].default for f in ("slo_ttft_ms", "slo_tpot_ms")}
+    assert SLO_PRESETS["mlperf-llama2-70b"] == tuple(defaults.values())  # the default is one
 
 
 @pytest.mark.parametrize(

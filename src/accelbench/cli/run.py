@@ -118,7 +118,8 @@ def run(
         str | None,
         typer.Option(
             help="serve: the targets of a request, ttft_ms=X,tpot_ms=Y (either or both; "
-            "defaults: MLPerf Inference's Llama 2 70B server bounds, 2000 and 200 ms)."
+            "defaults: MLPerf Inference's Llama 2 70B server bounds, 2000 and 200 ms), or an "
+            "MLPerf Server preset such as mlperf-llama3.1-8b-interactive (see README)."
         ),
     ] = None,
     global_batch: Annotated[
@@ -346,7 +347,14 @@ def cells_of(
 
 
 def _slo(text: str | None) -> dict[str, float]:
-    """The spec fields of --slo ttft_ms=X,tpot_ms=Y."""
+    """The spec fields of --slo ttft_ms=X,tpot_ms=Y, or of a preset's name (SLO_PRESETS)."""
+    from accelbench.scenarios.serve import SLO_PRESETS
+
+    if text in SLO_PRESETS:
+        ttft_ms, tpot_ms = SLO_PRESETS[text]
+        return {"slo_ttft_ms": ttft_ms, "slo_tpot_ms": tpot_ms}
+    if text and text.startswith("mlperf-"):
+        raise AccelbenchError(f"--slo {text}: no such preset; give one of {', '.join(SLO_PRESETS)}")
     targets: dict[str, float] = {}
     for key, value in key_values(split(text) if text else [], "--slo").items():
         if key not in SLO_KEYS or isinstance(value, bool) or not isinstance(value, int | float):

@@ -19,6 +19,22 @@ if TYPE_CHECKING:
     from accelbench.records.spec import RunSpec
 
 
+SLO_PRESETS: dict[str, tuple[float, float]] = {
+    "mlperf-llama2-70b": (2000, 200),
+    "mlperf-llama2-70b-interactive": (450, 40),
+    "mlperf-mixtral-8x7b": (2000, 200),
+    "mlperf-llama3.1-405b": (6000, 175),
+    "mlperf-llama3.1-405b-interactive": (4500, 80),
+    "mlperf-llama3.1-8b": (2000, 100),
+    "mlperf-llama3.1-8b-interactive": (500, 30),
+    "mlperf-deepseek-r1": (2000, 80),
+    "mlperf-deepseek-r1-interactive": (1500, 15),
+}
+"""`--slo NAME`: (TTFT ms, TPOT ms) at the 99th percentile, MLPerf Inference's Server bounds,
+copied from the `ttft_latency` and `tpot_latency` lines of mlcommons/inference,
+loadgen/mlperf.conf (commit 001712e9daf80386e0dda43f97b8f36981d792c4)."""
+
+
 class ServedRequest(Frozen):
     """One streamed request of the serve scenario, timed on the client."""
 
