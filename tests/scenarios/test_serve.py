@@ -7,8 +7,10 @@ import asyncio
 import contextlib
 import itertools
 import json
+import math
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import threading
@@ -398,6 +400,8 @@ def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
         (["served/m", "--scenario", "serve", "--slo", "ttft=3"], "give ttft_ms=MS"),
         (["served/m", "--scenario", "serve", "--slo", "ttft_ms"], "write it as KEY=VALUE"),
         (["served/m", "--scenario", "serve", "--slo", "mlperf-gpt-oss"], "no such preset"),
+        (["tiny_mlp", "--burstiness", "0.5"], "--burstiness goes with --scenario serve"),
+        (["served/m", "--scenario", "serve", "--burstiness", "0"], "for --burstiness"),
     ],
 )
 def test_bad_serve_settings_get_one_line(args: list[str], says: str, tmp_path: Path) -> None:
@@ -659,3 +663,25 @@ def test_chat_completions_are_measured_with_chat(tmp_path: Path) -> None:
         (r,) = store.query()
     requests = [q for t in r.metrics.of(ServeMetrics).trials for q in t.requests]  # type: ignore[union-attr]
     assert r.spec.chat and all(q.error is None and len(q.chunk_ms) == 2 for q in requests)
+
+
+@pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
+def test_arrivals_have_their_rate_and_the_burstiness_spread(burstiness: float) -> None:
+    from accelbench.scenarios.serve.measure import arrival_times
+
+    times = arrival_times(10.0, 20_000, burstiness, "0/10.0")
+    gaps = [b - a for a, b in zip([0.0, *times], times, strict=False)]
+    mean = statistics.fmean(gaps)
+    assert mean == pytest.approx(0.1, rel=0.05)  # 10 a second
+    cv = statistics.pstdev(gaps) / mean
+    assert cv == pytest.approx(1 / math.sqrt(burstiness), rel=0.05)  # gamma: 1/sqrt(shape)
+
+
+def test_poisson_arrivals_are_drawn_as_before() -> None:
+    import random
+
+    from accelbench.scenarios.serve.measure import arrival_times
+
+    rng = random.Random("3/2.5")
+    before = list(itertools.accumulate(rng.expovariate(2.5) for _ in range(50)))
+    assert arrival_times(2.5, 50, 1.0, "3/2.5") == before

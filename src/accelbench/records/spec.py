@@ -57,6 +57,7 @@ _ADDED_LATER = (
     "code_digest",
     "api_key_env",
     "chat",
+    "burstiness",
 )
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
@@ -162,11 +163,12 @@ class RunSpec(Frozen):
     """serve: a CSV file of request lengths, columns prompt_tokens,new_tokens, a row drawn at
     random for each request; None: every request has prompt_tokens and new_tokens."""
     slo_ttft_ms: float = Field(default=2000.0, gt=0)
-    """serve: the time-to-first-token target of a request; the default is MLPerf Inference's
-    server bound for Llama 2 70B (2 s, at the 99th percentile)."""
+    """serve: a request's time-to-first-token target (default: MLPerf's Llama 2 70B bound)."""
     slo_tpot_ms: float = Field(default=200.0, gt=0)
-    """serve: the time-per-output-token target of a request; the default is MLPerf Inference's
-    server bound for Llama 2 70B (200 ms, at the 99th percentile)."""
+    """serve: a request's time-per-output-token target (default: MLPerf's Llama 2 70B bound)."""
+    burstiness: float = Field(default=1.0, gt=0, le=100)
+    """serve: the arrival gaps' gamma shape at a rate: 1, Poisson; below, burstier (the gaps'
+    coefficient of variation is 1/sqrt of it), above, steadier (vLLM's --burstiness)."""
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """serve: the environment variable holding the server's API key (vLLM's --api-key, a
     hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""

@@ -194,7 +194,8 @@ def _words(spec: RunSpec) -> list[str]:
         if spec.lengths
         else (f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
     )
-    return [lengths, *([f"at {spec.rate_per_s:g}/s"] if spec.rate_per_s else [])]
+    bursts = [f"burstiness {spec.burstiness:g}"] if spec.burstiness != 1 else []
+    return [lengths, *([f"at {spec.rate_per_s:g}/s"] if spec.rate_per_s else []), *bursts]
 
 
 SCENARIO = Scenario(
@@ -202,7 +203,7 @@ SCENARIO = Scenario(
     summary="streamed requests to the OpenAI-compatible server at `endpoint`",
     measure="accelbench.scenarios.serve.measure:measure",
     client=True,
-    own_fields=("endpoint", "api_key_env", "chat"),
+    own_fields=("endpoint", "api_key_env", "chat", "burstiness"),
     rules=_rules,
     record=ServeMetrics,
     headline=_headline,

@@ -168,11 +168,22 @@ async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metric
     return metrics.model_copy(update=update), loop
 
 
+def arrival_times(rate: float, count: int, burstiness: float, seed: str) -> list[float]:
+    """Send times, seconds from a trial's start: gaps of mean 1/rate from a gamma distribution
+    of shape `burstiness` (vLLM's --burstiness), exponential at 1, a Poisson process (drawn as
+    before there, so a seed gives the arrivals it always gave)."""
+    rng = random.Random(seed)
+    if burstiness == 1:
+        gaps = (rng.expovariate(rate) for _ in range(count))
+    else:
+        gaps = (rng.gammavariate(burstiness, 1 / (rate * burstiness)) for _ in range(count))
+    return list(itertools.accumulate(gaps))
+
+
 async def arrivals(spec: RunSpec, send: Send, rate: float) -> ServeTrial:
-    """spec.num_queries requests as Poisson arrivals at `rate`, each sent at its time whatever
-    is in flight; none is sent after spec.max_measure_s."""
-    rng = random.Random(f"{spec.seed}/{rate}")
-    times = itertools.accumulate(rng.expovariate(rate) for _ in range(spec.num_queries))
+    """spec.num_queries requests arriving at `rate` (arrival_times, spec.burstiness), each sent
+    at its time whatever is in flight; none is sent after spec.max_measure_s."""
+    times = arrival_times(rate, spec.num_queries, spec.burstiness, f"{spec.seed}/{rate}")
     start, tasks = time.perf_counter(), list[asyncio.Task[ServedRequest]]()
     for at in times:
         if at > spec.max_measure_s or interruption.requested():
