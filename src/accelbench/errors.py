@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class AccelbenchError(Exception):
     """A problem the user can fix; the message says how. The CLI shows it as one line, exit 2."""
@@ -15,6 +20,14 @@ _OOM_MESSAGES = (
     "cudnn_status_alloc_failed",
     "cublas_status_alloc_failed",
 )
+
+
+def first_invalid(exc: ValidationError) -> tuple[str, str]:
+    """(where, why) of a pydantic error's first problem: its field path, dotted ("" for the
+    whole), and its message without pydantic's "Value error, " prefix."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error["loc"])
+    return where, error["msg"].removeprefix("Value error, ")
 
 
 def is_oom(exc: BaseException) -> bool:

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 
 from accelbench.analysis import fleet
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, first_invalid
 from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result, cell_key
 
@@ -99,9 +99,8 @@ def load_baselines(path: Path) -> list[Baseline]:
 
 def _why(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        error = exc.errors()[0]
-        where = ".".join(str(p) for p in error["loc"])
-        return f"{where}: {error['msg']}" if where else error["msg"]
+        where, why = first_invalid(exc)
+        return f"{where}: {why}" if where else why
     return getattr(exc, "strerror", None) or str(exc)
 
 

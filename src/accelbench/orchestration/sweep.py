@@ -30,7 +30,7 @@ from pydantic import Field, ValidationError, field_validator
 
 from accelbench import scenarios, workloads
 from accelbench.cell import preflight
-from accelbench.errors import AccelbenchError
+from accelbench.errors import AccelbenchError, first_invalid
 from accelbench.orchestration import forks, launch
 from accelbench.records.environment import Environment
 from accelbench.records.frozen import Frozen
@@ -126,9 +126,7 @@ def load_sweep(path: Path) -> SweepFile:
     except RecursionError:
         raise AccelbenchError(f"sweep file {path} nests too deep: a sweep file is flat") from None
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(str(part) for part in error["loc"])
-        message = error["msg"].removeprefix("Value error, ")
+        where, message = first_invalid(exc)
         raise AccelbenchError(f"sweep file {path}: [{where}] {message}") from exc
 
 

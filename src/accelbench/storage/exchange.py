@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from accelbench import scenarios
 from accelbench.analysis import validity
 from accelbench.analysis.findings import Findings
-from accelbench.errors import AccelbenchError, one_line
+from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records import contention
 from accelbench.records.result import Result, result_key
 from accelbench.report import inert
@@ -112,10 +112,9 @@ def _validated(record: object, which: str, name: str) -> Result:
     try:
         result = Result.model_validate(record)
     except ValidationError as exc:
-        error = exc.errors()[0]
-        where = ".".join(map(str, error["loc"])) or "the record"
+        where, why = first_invalid(exc)
         raise AccelbenchError(
-            f"{name}: {which}: {where}: {error['msg']}; nothing was imported"
+            f"{name}: {which}: {where or 'the record'}: {why}; nothing was imported"
         ) from None
     except (AccelbenchError, RecursionError) as exc:  # a validator's own message, or depth
         why = str(exc) if isinstance(exc, AccelbenchError) else one_line(exc)
