@@ -42,8 +42,13 @@ class Roof:
     ceilings: list[Ceiling]
 
     @property
+    def nearest(self) -> Ceiling | None:
+        """The ceiling the model comes closest to."""
+        return max(self.ceilings, key=lambda c: c.share, default=None)
+
+    @property
     def binding(self) -> Ceiling | None:
-        nearest = max(self.ceilings, key=lambda c: c.share, default=None)
+        nearest = self.nearest
         return nearest if nearest is not None and nearest.share >= BINDS else None
 
 
@@ -67,7 +72,9 @@ def roofs(results: Sequence[Result]) -> list[Roof]:
             peaks[(*where, r.spec.precision)].append(r)
         elif r.spec.scenario == "loader":
             loaders[(*where, *_feed(r))].append(r)
-        elif scenarios.get(r.spec.scenario).rated_by_steps and r.spec.scenario != "micro":
+        elif (
+            not (scenario := scenarios.get(r.spec.scenario)).device_only and scenario.rated_by_steps
+        ):
             models.append(r)
     found = []
     for r in models:

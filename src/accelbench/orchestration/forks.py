@@ -81,7 +81,7 @@ class CellServer:
     def start(self, argv: list[str], log_path: Path) -> Forked:
         """Fork a cell running `python -m accelbench.cell.child *argv`, its output to log_path."""
         if not self._ready:
-            if self._line(START_TIMEOUT_S) != "ready":
+            if self.read_line(START_TIMEOUT_S) != "ready":
                 raise ServerGone(f"the cell server did not start: {self._tail()}")
             self._ready = True
         request = {"argv": argv, "log": str(log_path), "cwd": os.getcwd(), "env": dict(os.environ)}
@@ -91,11 +91,11 @@ class CellServer:
             self._process.stdin.flush()
         except OSError as exc:
             raise ServerGone(f"the cell server is gone: {exc}") from None
-        started = self._line(None)
+        started = self.read_line(None)
         assert started is not None  # no timeout: a line or ServerGone
         return Forked(self, int(json.loads(started)["pid"]))
 
-    def _line(self, timeout: float | None) -> str | None:
+    def read_line(self, timeout: float | None) -> str | None:
         """The server's next line, None if none came within `timeout`; ServerGone at its end."""
         assert self._process.stdout is not None
         fd = self._process.stdout.fileno()
@@ -141,7 +141,7 @@ class Forked:
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
             try:
-                line = self.server._line(timeout)
+                line = self.server.read_line(timeout)
             except ServerGone:  # its cells were killed with it: wait until this one is gone
                 log.warning("the cell server ended while cell %d ran", self.pid)
                 self._vanish(timeout)

@@ -38,7 +38,9 @@ def _read(value: Any) -> Any:
             raise ValueError("packed samples are not whole float32 values")
         unpacked = array("f")
         unpacked.frombytes(raw)
-        return _packed(unpacked.tolist()).tolist()  # swapped back on a big-endian host
+        if sys.byteorder == "big":  # stored little-endian
+            unpacked.byteswap()
+        return unpacked.tolist()
     if isinstance(value, list) and all(isinstance(v, int | float) for v in value):
         return array("f", value).tolist()
     return value  # not samples: the list[float] check says why

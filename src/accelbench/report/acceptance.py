@@ -55,8 +55,7 @@ def roofline_grid(roofs: Sequence[Roof]) -> Grid:
     for roof in roofs:
         r, headline = roof.result, roof.result.headline
         reach = {c.name: f"{100 * c.share:.0f}%" for c in roof.ceilings}
-        binding = roof.binding
-        nearest = max(roof.ceilings, key=lambda c: c.share, default=None)
+        binding, nearest = roof.binding, roof.nearest
         if binding is not None:
             binds = binding.name
         elif nearest is not None:
