@@ -112,4 +112,5 @@ def test_the_switch_turns_the_server_off(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_a_probe_forked_by_the_server_names_the_platform() -> None:
     with forks.serving():
         env = launch.probe_environment("cpu")
+        assert forks.active() is not None  # the probe was forked: no fall-back marked it broken
     assert env.device_type == "cpu" and "torch" in env.versions
