@@ -65,9 +65,9 @@ def test_noisy_against_the_default_and_the_given_target(measured: Result) -> Non
 
 def test_repeats_that_disagree_are_noisy(measured: Result) -> None:
     a, b = two_repeats(measured)
-    groups = validity.repeat_groups([a, b])
-    assert len(groups) == 1
-    assert validity.siblings(a, groups) == [b]
+    listing = results_text.listed([a, b])[0]
+    assert len(listing.groups) == 1
+    assert [listing.verdict_text(row) for row in listing.rows] == ["noisy", "noisy"]
     assert validity.repeat_spread([a, b]) == pytest.approx(100 * 20 / 110)
     assert flags(a, [b]) == ["noisy"]
     assert flags(a, [a.model_copy(update={"spec": b.spec})]) == []

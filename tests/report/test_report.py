@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import functools
 import io
+from typing import Any
 
 import pytest
 from rich.console import Console
 
-from accelbench.analysis import scaling
 from accelbench.cell.runner import run
 from accelbench.records.result import Result
 from accelbench.records.stats import summarize
@@ -82,7 +83,7 @@ def test_compile_payoff_in_steps() -> None:
             ),
         }
     )
-    (found,) = scaling.compile_payoffs([eager, compiled])
+    ((_, found),) = results_text.listed([eager, compiled])[0].payoffs()
     assert found.cost_ms == pytest.approx(1000.0) and found.saved_ms == pytest.approx(0.5)
     assert found.break_even_steps == pytest.approx(2000)
     line = next(n for n in results_text.notes([eager, compiled]) if "torch.compile" in n)
@@ -93,9 +94,9 @@ def test_compile_payoff_in_steps() -> None:
     slower = compiled.model_copy(
         update={"metrics": eager.metrics.model_copy(update={"first_step_ms": 5.0})}
     )
-    (payoff,) = scaling.compile_payoffs([eager, slower])
+    ((_, payoff),) = results_text.listed([eager, slower])[0].payoffs()
     assert payoff.break_even_steps is None
-    assert results_text.compile_payoff(payoff).endswith("it never pays off here")
+    assert results_text.compile_payoff(payoff, "x").endswith("it never pays off here")
 
 
 def test_mfu_above_a_hundred_percent_is_called_meaningless() -> None:
@@ -128,15 +129,15 @@ def test_scaling_efficiency_only_like_with_like() -> None:
     one = _replicated(single, 1, 2, 1.0)
     # torchrun gave each of two replicas one thread, the single run two: 3.14x means nothing
     unlike = _replicated(single, 2, 1, 3.14)
-    (found,) = scaling.scaling([one, unlike])
-    assert not found.like_with_like and found.speedup is None and found.efficiency is None
+    (found,) = results_text.listed([one, unlike])[0].pairs
+    assert found.speedup is None and found.efficiency is None
     (note,) = results_text.scaling_notes([one, unlike])
     assert (
         "no scaling efficiency: each replica ran 1 torch thread(s), the one-replica run 2" in note
     )
     assert "--threads 1" in note
     like = _replicated(single, 2, 2, 1.8)
-    (found,) = scaling.scaling([one, like])
+    (found,) = results_text.listed([one, like])[0].pairs
     assert (found.speedup, found.efficiency) == (pytest.approx(1.8), pytest.approx(0.9))
     assert results_text.scaling_notes([one, like]) == []
     above = _replicated(single, 2, 2, 2.2)
@@ -201,8 +202,6 @@ def test_rows_that_differ_in_a_knob_say_so_in_the_table_and_the_csv() -> None:
 def test_a_listing_groups_its_results_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The table and its notes share one analysis: repeats grouped and speed-ups paired once
     for the whole listing, not per row (a scan per row was quadratic at site scale)."""
-    from accelbench.analysis import findings, validity
-
     single = run(tiny(steps_per_epoch=8))
     results = [
         _replicated(single, replicas, 1, 1.0 + replicas / 10).model_copy(
@@ -211,22 +210,20 @@ def test_a_listing_groups_its_results_once(monkeypatch: pytest.MonkeyPatch) -> N
         for replicas in (1, 2)
         for k in range(20)
     ]
-    calls = {"repeat_groups": 0, "scaling": 0}
+    calls = {"groups": 0, "pairs": 0}
+    for name in calls:
+        original = getattr(results_text.Rows, name).func
 
-    def counted(module: object, name: str) -> None:
-        original = getattr(module, name)
-
-        def wrapper(*args: object) -> object:
+        def counted(self: results_text.Rows, original: Any = original, name: str = name) -> Any:
             calls[name] += 1
-            return original(*args)
+            return original(self)
 
-        monkeypatch.setattr(module, name, wrapper)
-
-    counted(validity, "repeat_groups")
-    counted(scaling, "scaling")
-    found = findings.Findings(results)
-    grid = results_text.results_grid(results, "", found)
-    lines = results_text.notes(results, None, found)
-    assert calls == {"repeat_groups": 1, "scaling": 1}
+        wrapped = functools.cached_property(counted)
+        wrapped.__set_name__(results_text.Rows, name)
+        monkeypatch.setattr(results_text.Rows, name, wrapped)
+    rows, records = results_text.listed(results)
+    grid = results_text.grid(rows)
+    lines = results_text.row_notes(rows, records)
+    assert calls == {"groups": 1, "pairs": 1}
     assert len(grid.rows) == 40 and any("20 repeats" in line for line in lines)
-    assert len(found.scalings) == 20  # each two-replica repeat against its one-replica base
+    assert len(rows.pairs) == 20  # each two-replica repeat against its one-replica base

@@ -12,6 +12,7 @@ from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.records.environment import capture
 from accelbench.records.result import Result
+from accelbench.report import listing
 from accelbench.storage import exchange, schema
 from accelbench.storage.schema import SCHEMA_VERSION
 from accelbench.storage.store import ResultStore
@@ -57,7 +58,7 @@ def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
     import psycopg
 
     row = dict(zip(schema.COLUMNS, schema.row(measured), strict=True))
-    del row["time_to_target_s"]
+    del row["time_to_target_s"], row["listing"]
     with psycopg.connect(fresh_postgres, autocommit=True) as db:
         for statement in schema.statements(0, schema.POSTGRES):
             db.execute(statement)
@@ -72,6 +73,8 @@ def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
     with psycopg.connect(fresh_postgres, autocommit=True) as db:
         assert db.execute("SELECT version FROM accelbench_schema").fetchall() == [(SCHEMA_VERSION,)]
         assert db.execute("SELECT key FROM results_schema1_backup").fetchall() == [(measured.key,)]
+        (stored,) = db.execute("SELECT listing FROM results").fetchall()[0]
+        assert stored == listing.of(measured).dumps()  # the migration made its listing
         db.execute("UPDATE accelbench_schema SET version = %s", (SCHEMA_VERSION + 1,))
     with pytest.raises(AccelbenchError, match="newer than this accelbench"):
         ResultStore(fresh_postgres)

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -10,6 +11,7 @@ from accelbench.cell.runner import run
 from accelbench.errors import AccelbenchError
 from accelbench.records.environment import Environment, capture
 from accelbench.records.result import Result
+from accelbench.report import listing
 from accelbench.scenarios.time_to_train import TimeToTrain
 from accelbench.storage import connect, schema
 from accelbench.storage import store as store_module
@@ -90,7 +92,7 @@ def test_newer_schema_is_refused_and_left_alone(db_path: Path, measured: Result)
 
 def _schema_1_database(path: Path, record: Result) -> None:
     """A database as accelbench 0.1.0 wrote it: schema 1, one result."""
-    old_columns = [c for c in schema.COLUMNS if c != "time_to_target_s"]
+    old_columns = [c for c in schema.COLUMNS if c not in ("time_to_target_s", "listing")]
     row = dict(zip(schema.COLUMNS, schema.row(record), strict=True))
     with sqlite3.connect(path) as db:
         for statement in schema.statements(0, schema.SQLITE):
@@ -130,9 +132,12 @@ def test_an_older_database_is_migrated_in_place_with_a_backup(
     _schema_1_database(db_path, record)
     with ResultStore(db_path) as store:
         assert store.get(record.key) == record
+        assert store.listings() == [listing.of(record)]
     with sqlite3.connect(db_path) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert db.execute("SELECT time_to_target_s FROM results").fetchall() == [(12.5,)]
+        stored = db.execute("SELECT listing FROM results").fetchall()
+        assert stored == [(listing.of(record).dumps(),)]  # made by the migration
     backup = db_path.with_name(db_path.name + ".schema1.bak")
     with sqlite3.connect(backup) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 1
@@ -206,6 +211,7 @@ def test_schema_2_rows_are_rewritten_with_the_delivered_rate_and_every_device(
     columns = dict(zip(schema.COLUMNS, schema.row(measured), strict=True))
     columns |= {"num_devices": 1, "items_per_s": measured.metrics.window_items_per_s.median}
     columns |= {"record": json.dumps(old)}
+    del columns["listing"]  # schema 5's
     with sqlite3.connect(db_path) as db:
         for migration in range(2):
             for statement in schema.statements(migration, schema.SQLITE):
@@ -359,3 +365,23 @@ def test_a_result_the_database_refuses_is_kept_for_import(
     assert code == 0, out
     with ResultStore(db, writable=False) as store:
         assert [r.status for r in store.query()] == ["ok"]  # the measurement was not lost
+
+
+def test_a_listing_made_by_other_code_is_made_again_from_its_record(
+    db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stored listing is what the table shows without the record: one that other code made
+    (another listing.VERSION: another rule or format) is never shown as it is."""
+    with ResultStore(db_path) as store:
+        store.put(measured)
+        (fresh,) = store.listings()
+        assert fresh == listing.of(measured)
+        stale = json.loads(fresh.dumps())
+        names = [f.name for f in dataclasses.fields(listing.Listing)]
+        stale[names.index("version")] = listing.VERSION - 1
+        stale[names.index("flags")] = ["an old rule's flag"]
+        with sqlite3.connect(db_path) as db:
+            db.execute("UPDATE results SET listing = ?", (json.dumps(stale),))
+        assert store.listings() == [fresh]
+        monkeypatch.setattr(listing, "VERSION", listing.VERSION - 1)  # as the older code reads it
+        assert store.listings()[0].flags == ["an old rule's flag"]

@@ -25,14 +25,13 @@ Rules, each with its reason (a result may break several):
 from __future__ import annotations
 
 import statistics
-from collections import defaultdict
 from collections.abc import Sequence
 from enum import StrEnum
 
 from accelbench import scenarios
 from accelbench.records import contention, throughput
 from accelbench.records.metrics import Flops, Metrics
-from accelbench.records.result import Result, cell_key
+from accelbench.records.result import Result
 from accelbench.records.stats import early_stopping_samples
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import ServeMetrics, ServeTrial
@@ -70,7 +69,7 @@ a bound, the claim has 63% confidence)."""
 
 def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, str]]:
     """(flag, reason) for each rule the result breaks; empty means valid. `repeats` are the
-    results of the same cell's other repeats (see `repeat_groups`)."""
+    results of the same cell's other repeats (results with one cell_key)."""
     m, spec = result.metrics, result.spec
     flags: list[tuple[Flag, str]] = []
     if result.status in ("diverged", "not-converged"):
@@ -81,11 +80,6 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
     scenario = scenarios.get(spec.scenario)
     if scenario.rated_by_steps:  # others' steps are a capacity phase's: not the headline
         flags += _rate_flags(m, scenario.batch_latency, target)
-    spread = repeat_spread([result, *repeats])
-    if spread is not None and spread > target:
-        flags.append(
-            (Flag.NOISY, f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
-        )
     flags += scenario.verdicts(result)
     if m.host is not None and (why := contention.contended(m.host)):
         flags.append((Flag.CONTENDED, why))
@@ -109,6 +103,11 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
                 Flag.INPUT_BOUND,
                 f"{100 * m.input_wait_frac:.0f}% of step time waiting for input: give --workers auto (or a count)",
             )
+        )
+    spread = repeat_spread([result, *repeats])  # the cell's, after the result's own
+    if spread is not None and spread > target:
+        flags.append(
+            (Flag.NOISY, f"{len(repeats) + 1} repeats differ by {spread:.1f}%, target {target:g}%")
         )
     return flags
 
@@ -246,23 +245,14 @@ def verdict_text(result: Result, repeats: Sequence[Result] = ()) -> str:
     return ", ".join(flags) if flags else "valid"
 
 
-def repeat_groups(results: Sequence[Result]) -> dict[str, list[Result]]:
-    """Results grouped by cell_key: the repeats of each cell."""
-    groups: dict[str, list[Result]] = defaultdict(list)
-    for r in results:
-        groups[cell_key(r)].append(r)
-    return groups
-
-
-def siblings(result: Result, groups: dict[str, list[Result]]) -> list[Result]:
-    """The other repeats of `result`'s cell, found by its key: one look-up, not a scan."""
-    return [m for m in groups.get(cell_key(result), []) if m is not result]
-
-
 def repeat_spread(repeats: Sequence[Result]) -> float | None:
     """Range of the repeats' throughputs as a percentage of their median; None for fewer than
     two measured repeats."""
-    rates = [r.items_per_s for r in repeats if r.items_per_s and r.status == "ok"]
+    return spread_pct([r.items_per_s for r in repeats if r.items_per_s and r.status == "ok"])
+
+
+def spread_pct(rates: Sequence[float]) -> float | None:
+    """Range of the rates as a percentage of their median; None for fewer than two."""
     if len(rates) < 2:
         return None
     return 100 * (max(rates) - min(rates)) / statistics.median(rates)

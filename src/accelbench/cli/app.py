@@ -19,15 +19,14 @@ from rich.console import Console
 from typer.core import TyperGroup
 
 from accelbench import workloads
-from accelbench.analysis.findings import Findings
 from accelbench.cli.options import OPTION_NAMES
 from accelbench.errors import AccelbenchError, missing_extra
 from accelbench.orchestration import launch
 from accelbench.records.result import Result, Status
 from accelbench.report import inert, tables
-from accelbench.report.results import notes, results_grid
+from accelbench.report.results import Records, Rows, grid, listed, row_notes
 from accelbench.report.time_to_train import time_to_train_table
-from accelbench.storage.store import query_all
+from accelbench.storage.several import query_all
 
 
 class _Console(Console):
@@ -205,7 +204,7 @@ def check_filters(workload: str | None, platform: str | None, status: str | None
 def load(
     dbs: list[str] | None, workload: str | None, platform: str | None, status: str | None = None
 ) -> tuple[list[Result], list[str]]:
-    """store.query_all after the filters are checked."""
+    """several.query_all after the filters are checked."""
     check_filters(workload, platform, status)
     return query_all(dbs, workload=workload, platform=platform, status=status)
 
@@ -335,21 +334,24 @@ out by rich: a site database's listing then takes seconds, not minutes."""
 def show_grid(grid: tables.Grid) -> None:
     """A table in the terminal: laid out by rich, or as plain text when it is long."""
     if len(grid.rows) > PLAIN_ABOVE:
-        typer.echo(tables.text(grid), nl=False)
+        sys.stdout.writelines(tables.text_lines(grid))
     else:
         console.print(tables.rich(grid))
 
 
 def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
-    findings = Findings(results)
-    show_grid(results_grid(results, "", findings))
-    plain = len(results) > PLAIN_ABOVE
-    time_to_train = time_to_train_table(results)
+    show_rows(*listed(results), latency_bound_ms)
+
+
+def show_rows(rows: Rows, records: Records, latency_bound_ms: float | None = None) -> None:
+    """The results table and its notes; long ones as plain text."""
+    show_grid(grid(rows))
+    time_to_train = time_to_train_table(records([r.key for r in rows.rows if r.whole]))
     if time_to_train is not None:
         console.print(time_to_train)
-    lines = notes(results, latency_bound_ms, findings)
-    if plain:  # a line through rich takes half a millisecond: seconds at site scale
-        typer.echo("".join(inert.plain(line) + "\n" for line in lines), nl=False)
+    lines = row_notes(rows, records, latency_bound_ms)
+    if len(rows.rows) > PLAIN_ABOVE:  # a line through rich takes half a millisecond
+        sys.stdout.writelines(inert.plain(line) + "\n" for line in lines)
     else:
         for line in lines:
             console.print(line)

@@ -8,7 +8,7 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, get_args
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -29,7 +29,7 @@ from accelbench.cli.app import (
     console,
     emit,
     load,
-    show,
+    show_rows,
     write_stream,
 )
 from accelbench.cli.options import spec_help
@@ -37,9 +37,10 @@ from accelbench.errors import AccelbenchError
 from accelbench.records import environment
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
-from accelbench.report.results import projection_lines, token_projection_lines
+from accelbench.report.results import Rows, projection_lines, token_projection_lines
 from accelbench.storage import exchange
-from accelbench.storage.store import ResultStore, stream_all
+from accelbench.storage.several import stream_all
+from accelbench.storage.store import ResultStore
 
 TokensOption = Annotated[
     float | None,
@@ -129,26 +130,27 @@ def results(
             "give --project-epochs with --epoch-items (a positive count), e.g. "
             "--project-epochs 90 --epoch-items 1281167 for ImageNet-1k"
         )
+    filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
     with ResultStore(db, writable=False) as store:
         if fmt is Format.json and limit is None:  # a record at a time: memory holds a batch
-            exchange.write_json(
-                store.stream(workload=workload, platform=platform, status=status), sys.stdout
-            )
-            return
-        found = store.query(workload=workload, platform=platform, status=status, limit=limit)
-    if fmt is Format.json:
-        exchange.write_json(found, sys.stdout)
-    elif fmt is Format.csv:
-        print(exchange.to_csv(found), end="")
-    elif found:
-        show(found, latency_bound_ms)
-        if project_epochs is not None and epoch_items is not None:
-            for line in projection_lines(found, project_epochs, epoch_items):
+            exchange.write_json(store.stream(**filters), sys.stdout)
+        elif fmt is not Format.table:
+            found = store.query(**filters, limit=limit)
+            if fmt is Format.json:
+                exchange.write_json(found, sys.stdout)
+            else:
+                print(exchange.to_csv(found), end="")
+        elif rows := store.listings(**filters, limit=limit):  # no record read but a few
+            show_rows(Rows(rows), store.records, latency_bound_ms)
+            projected = project_epochs is not None or tokens is not None
+            found = store.records([r.key for r in rows]) if projected else []
+            if project_epochs is not None and epoch_items is not None:
+                for line in projection_lines(found, project_epochs, epoch_items):
+                    console.print(line)
+            for line in token_projection_lines(found, tokens) if tokens else []:
                 console.print(line)
-        for line in token_projection_lines(found, tokens) if tokens else []:
-            console.print(line)
-    else:
-        console.print("no stored results match")
+        else:
+            console.print("no stored results match")
 
 
 @app.command("references")

@@ -6,9 +6,9 @@ from collections import Counter
 from collections.abc import Sequence
 
 from accelbench.analysis.acceptance import Judged, Rule
-from accelbench.analysis.findings import Findings
 from accelbench.analysis.roofline import Roof
 from accelbench.report.cells import describer, rate_text
+from accelbench.report.results import listed
 from accelbench.report.tables import Grid
 
 HEADERS = ("Cell", "Platform", "Host", "Headline", "Baseline", "Ratio", "Acceptance", "Verdict")
@@ -16,10 +16,10 @@ HEADERS = ("Cell", "Platform", "Host", "Headline", "Baseline", "Ratio", "Accepta
 
 def grid(judged: Sequence[Judged], rule: Rule) -> Grid:
     """A row per result; the rule in the title."""
-    found = Findings([j.result for j in judged])
+    listing = listed([j.result for j in judged])[0]
     name = describer(j.result.spec for j in judged)
     rows = []
-    for j in judged:
+    for j, row in zip(judged, listing.rows, strict=True):
         r, headline = j.result, j.result.headline
         rows.append(
             (
@@ -32,7 +32,7 @@ def grid(judged: Sequence[Judged], rule: Rule) -> Grid:
                 else f"{rate_text(j.baseline)} ({j.source or 'no source'})",
                 "" if j.ratio is None else f"{j.ratio:.3f}",
                 j.outcome.value,
-                found.verdict_text(r),
+                listing.verdict_text(row),
             )
         )
     title = f"Acceptance: at least {rule.min_ratio:g} of the baseline ({rule.judge})"

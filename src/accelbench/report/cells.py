@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from accelbench import scenarios
@@ -67,12 +68,29 @@ def differing(specs: Iterable[RunSpec], shown: Iterable[str] = SHOWN) -> list[st
     """The spec fields, other than those `shown`, whose values differ among `specs`, in the
     spec's order: the knobs (threads, epochs, steps, ...) that tell otherwise alike rows apart.
     Derived from the spec, so a new knob is shown without a report edit."""
-    dumps, skip = [spec.model_dump(mode="json") for spec in specs], set(shown)
-    return [
-        name
-        for name in RunSpec.model_fields
-        if name not in skip and len({_comparable(d[name]) for d in dumps}) > 1
-    ]
+    skip = set(shown)
+    names = [name for name in RunSpec.model_fields if name not in skip]
+    return differing_values(names, (spec.model_dump(mode="json") for spec in specs))
+
+
+def differing_values(
+    names: Iterable[str],
+    values: Iterable[Mapping[str, object]],
+    defaults: Mapping[str, object] | None = None,
+) -> list[str]:
+    """The `names` whose values differ among `values` (specs as model_dump(mode="json")
+    writes them; a name one lacks holds its value in `defaults`), in the order of `names`."""
+    wanted, seen, held, count = set(names), defaultdict(set), Counter[str](), 0
+    for value in values:
+        count += 1
+        for name, v in value.items():
+            if name in wanted:
+                seen[name].add(_comparable(v))
+                held[name] += 1
+    for name in wanted if defaults is not None else ():
+        if held[name] < count:
+            seen[name].add(_comparable(defaults[name]))  # type: ignore[index]
+    return [name for name in names if len(seen[name]) > 1]
 
 
 def _comparable(value: object) -> object:

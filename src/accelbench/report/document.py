@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 from importlib.metadata import version
 
 from accelbench.analysis import fleet, roofline
-from accelbench.analysis.findings import Findings
 from accelbench.records.result import Result
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import figures, inert, tables
@@ -37,7 +36,7 @@ li { margin: 0.2em 0; } .meta { color: #555; }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def grids(results: Sequence[Result], findings: Findings | None = None) -> list[tables.Grid]:
+def grids(results: Sequence[Result], rows: results_text.Rows) -> list[tables.Grid]:
     """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3, time
     to train, and the ceilings that bind (roofline) where the results have what they need."""
     roofs = [r for r in roofline.roofs(results) if r.ceilings]
@@ -48,7 +47,7 @@ def grids(results: Sequence[Result], findings: Findings | None = None) -> list[t
         acceptance_text.roofline_grid(roofs) if roofs else None,
     ]
     title = "Results (in the layout of PEARC '22, Table 4)"
-    main = results_text.results_grid(results, title, findings)
+    main = results_text.grid(rows, title)
     return [main, *(g for g in optional if g is not None)]
 
 
@@ -89,9 +88,9 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
 
 def markdown(results: Sequence[Result], extra: Sequence[str] = ()) -> str:
     """The tables and notes in Markdown; `extra` lines (projections) join the notes."""
-    found = Findings(results)
-    parts = [tables.markdown(g) for g in [*grids(results, found), platforms_grid(results)]]
-    notes = [*results_text.notes(results, findings=found), *extra]
+    rows, records = results_text.listed(results)
+    parts = [tables.markdown(g) for g in [*grids(results, rows), platforms_grid(results)]]
+    notes = [*results_text.row_notes(rows, records), *extra]
     for title, lines in (("Notes", notes), (FLEET, fleet_lines(results))):
         if lines:
             items = (f"- {inert.markdown(line.strip())}" for line in lines)
@@ -134,10 +133,10 @@ def page(
             f"{e(plot.caption)}</figcaption></figure>"
         )
     body.append("<h2>Tables</h2>")
-    found = Findings(results)
-    body += [tables.to_html(g) for g in grids(results, found)]
+    rows, records = results_text.listed(results)
+    body += [tables.to_html(g) for g in grids(results, rows)]
     body.append(tables.to_html(platforms_grid(results)))
-    notes = [*results_text.notes(results, findings=found), *extra]
+    notes = [*results_text.row_notes(rows, records), *extra]
     for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(results))):
         if lines:
             body.append(f"<h2>{e(title)}</h2><ul>")

@@ -28,11 +28,13 @@ _HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=[#A-Za-z])")
 
 def plain(text: str) -> str:
     """The text with every control character but newline and tab written as an escape."""
-    return text.translate(_CONTROL)
+    return text if text.isprintable() else text.translate(_CONTROL)
 
 
 def line(text: str) -> str:
     """The text as one line: every control character escaped, newline and tab too."""
+    if text.isprintable():  # no control character (C0, C1, DEL) at all
+        return text
     return plain(text).replace("\n", "\\n").replace("\t", "\\t")
 
 

@@ -1,64 +1,189 @@
-"""The results table and the lines under it: what each result is, how sure, and why not."""
+"""The results table and the lines under it: what each result is, how sure, and why not.
+
+Both are computed from listings (report.listing), so that a site database's listing reads no
+record: what depends on several rows (the knobs that differ, the repeats' spread, speed-ups and
+compile's pay-off) is computed here once per listing, from one index per grouping."""
 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
 
 from accelbench import scenarios
 from accelbench.analysis import convergence, scaling, validity
-from accelbench.analysis.findings import Findings
 from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import RunSpec
-from accelbench.report import inference, tables
+from accelbench.report import inference, listing, tables
 from accelbench.report.cells import (
     LAST_EPOCH,
     ci_text,
     describe,
-    describer,
-    differing,
+    differing_values,
     iqr_text,
-    label,
-    last_epoch_text,
     mfu_text,
     rate_text,
-    settings,
-    shown_invalid,
     wait_text,
 )
+from accelbench.report.listing import NAME, Listing
 from accelbench.report.time_to_train import time_to_train_headlines
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 
+Records = Callable[[Sequence[str]], Sequence[Result]]
+"""The whole records of the keys given: what the few lines about several results read."""
 
-def results_grid(
-    results: Sequence[Result], title: str = "", findings: Findings | None = None
-) -> tables.Grid:
+
+@dataclass(frozen=True)
+class Pair:
+    """A multi-replica row and the one-replica row of its cell."""
+
+    row: Listing
+    base: Listing
+
+    @property
+    def speedup(self) -> float | None:
+        """Throughput at N replicas over throughput at 1; None unless each replica ran the
+        torch threads the one-replica run had (see analysis.scaling)."""
+        if self.row.threads != self.base.threads:
+            return None
+        return (self.row.items_per_s or 0.0) / (self.base.items_per_s or 1.0)
+
+    @property
+    def efficiency(self) -> float | None:
+        return None if self.speedup is None else self.speedup / self.row.replicas
+
+
+@dataclass
+class Rows:
+    """A listing's rows with what they say together, each grouping indexed once."""
+
+    rows: Sequence[Listing]
+
+    @cached_property
+    def knobs(self) -> list[str]:
+        """The knobs whose values differ among the rows (cells.differing)."""
+        defaults = listing.defaults()
+        return differing_values(defaults, (r.knobs for r in self.rows), defaults)
+
+    def name(self, row: Listing) -> str:
+        """describe() of the row's spec with the listing's knobs."""
+        return " ".join(filter(None, [row.words, self.knobs_text(row)]))
+
+    def knobs_text(self, row: Listing) -> str:
+        return " ".join(
+            f"{n}={'default' if row.knob(n) is None else row.knob(n)}" for n in self.knobs
+        )
+
+    def lines(self, row: Listing, lines: Sequence[str]) -> list[str]:
+        """`lines` with the row's name where they name it."""
+        name = self.name(row)
+        return [line.replace(NAME, name) for line in lines]
+
+    @cached_property
+    def groups(self) -> dict[str, list[Listing]]:
+        """The repeats of each cell."""
+        groups: dict[str, list[Listing]] = defaultdict(list)
+        for r in self.rows:
+            groups[r.cell].append(r)
+        return groups
+
+    @cached_property
+    def spreads(self) -> dict[str, float]:
+        """Each cell's repeats' spread (validity.repeat_spread), where it has one."""
+        found = {}
+        for cell, members in self.groups.items():
+            rates = [m.items_per_s for m in members if m.items_per_s and m.status == "ok"]
+            if (spread := validity.spread_pct(rates)) is not None:
+                found[cell] = spread
+        return found
+
+    def verdict_text(self, row: Listing) -> str:
+        """validity.verdict_text with the row's repeats: "valid", its flags, or its status."""
+        if row.status not in MEASURED:
+            return row.status
+        noisy = row.metrics and self.spreads.get(row.cell, 0.0) > row.target_pct
+        flags = dict.fromkeys([*row.flags, *([validity.Flag.NOISY] if noisy else [])])
+        return ", ".join(flags) if flags else "valid"
+
+    @cached_property
+    def pairs(self) -> list[Pair]:
+        """Every multi-replica row with a measured one-replica row of its cell."""
+        single = {
+            r.alone: r for r in self.rows if r.replicas == 1 and r.items_per_s and r.status == "ok"
+        }
+        return [
+            Pair(r, base)
+            for r in self.rows
+            if r.replicas > 1 and r.items_per_s and (base := single.get(r.base)) is not None
+        ]
+
+    @cached_property
+    def _speedups(self) -> dict[int, Pair]:
+        return {id(p.row): p for p in self.pairs if p.speedup is not None}
+
+    def speedup(self, row: Listing) -> Pair | None:
+        """The like-with-like speed-up of a multi-replica row over its one-replica base."""
+        return self._speedups.get(id(row))
+
+    def speedup_text(self, row: Listing) -> str:
+        found = self.speedup(row)
+        if found is None or found.speedup is None or found.efficiency is None:
+            return ""
+        return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
+
+    def payoffs(self) -> list[tuple[Listing, scaling.CompilePayoff]]:
+        """torch.compile against eager mode in the same cell on the same platform."""
+        eager = {r.cell: r for r in self.rows if not r.compiled and r.metrics}
+        found = []
+        for r in self.rows:
+            base = eager.get(r.eager)
+            if r.compiled and r.metrics and base is not None:
+                assert r.first_step_ms is not None and base.first_step_ms is not None
+                assert r.steady_ms is not None and base.steady_ms is not None
+                payoff = scaling.CompilePayoff(
+                    cost_ms=r.first_step_ms - base.first_step_ms,
+                    saved_ms=base.steady_ms - r.steady_ms,
+                )
+                found.append((r, payoff))
+        return found
+
+
+def listed(results: Sequence[Result]) -> tuple[Rows, Records]:
+    """Results held in memory as a listing's rows, and their records by key."""
+    by_key = {r.key: r for r in results}
+    return Rows([listing.of(r) for r in results]), lambda keys: [by_key[k] for k in keys]
+
+
+def results_grid(results: Sequence[Result], title: str = "") -> tables.Grid:
+    """grid() of the results."""
+    return grid(listed(results)[0], title)
+
+
+def grid(rows: Rows, title: str = "") -> tables.Grid:
     """The paper's Table 4 layout: platform, replicas, micro batch, precision, time of the last
     epoch and throughput, with how precisely it is known, MFU, input wait and the verdict; and
     the scenario, which tells a training row from an inference or server row."""
-    found = findings or Findings(results)
-    knobs = differing(r.spec for r in results)
-    rows = []
-    for r in results:
-        throughput = "" if r.items_per_s is None else rate_text(r.items_per_s)
-        if shown_invalid(r) and throughput:
-            throughput = f"({throughput})"
-        rows.append(
+    out = []
+    for r in rows.rows:
+        last_epoch, throughput, ci, mfu, wait = r.cells
+        out.append(
             (
-                label(r.spec),
-                r.spec.scenario,
+                r.label,
+                r.scenario,
                 r.platform,
-                str(r.spec.replicas),
-                str(r.spec.batch_size),
-                settings(r.spec, knobs, batch=False, replicas=False),
-                last_epoch_text(r),
+                str(r.replicas),
+                str(r.batch_size),
+                " ".join(filter(None, [r.config, rows.knobs_text(r)])),
+                last_epoch,
                 throughput,
-                ci_text(r),
-                _speedup_text(found.speedup(r)),
-                mfu_text(r),
-                wait_text(r),
-                found.verdict_text(r),
+                ci,
+                rows.speedup_text(r),
+                mfu,
+                wait,
+                rows.verdict_text(r),
             )
         )
     headers = (
@@ -76,145 +201,92 @@ def results_grid(
         "Input wait (%)",
         "Verdict",
     )
-    return tables.Grid(title, headers, rows, frozenset({0, 1, 2, 5, 12}))
+    return tables.Grid(title, headers, out, frozenset({0, 1, 2, 5, 12}))
 
 
-def notes(
-    results: Sequence[Result],
-    latency_bound_ms: float | None = None,
-    findings: Findings | None = None,
-) -> list[str]:
+def notes(results: Sequence[Result], latency_bound_ms: float | None = None) -> list[str]:
+    """row_notes() of the results."""
+    return row_notes(*listed(results), latency_bound_ms)
+
+
+def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = None) -> list[str]:
     """Lines printed under the table: why each result is not ok or not valid, the spread of
     repeats, and how MFU's peaks were obtained. Results from several platforms get their lines
     platform by platform, each line led by the platform's name."""
-    platforms = list(dict.fromkeys(r.platform for r in results))
+    platforms = list(dict.fromkeys(r.platform for r in rows.rows))
     if len(platforms) > 1:
         lines = [
             f"{platform}: {line}"
             for platform in platforms
-            for line in notes([r for r in results if r.platform == platform], latency_bound_ms)
+            for line in row_notes(
+                Rows([r for r in rows.rows if r.platform == platform]), records, latency_bound_ms
+            )
             if line != NOT_VALID_NOTE
         ]
-        return lines + ([NOT_VALID_NOTE] if any(shown_invalid(r) for r in results) else [])
-    findings = findings or Findings(results)
-    groups = findings.groups
-    name = describer(r.spec for r in results)
-    lines = []
-    for r in results:
-        if r.status not in MEASURED:
-            lines.append(f"{name(r.spec)}: {r.status}: {r.reason}")
-            continue
-        for flag, reason in validity.verdict(r):  # the repeats' spread is one line below
-            lines.append(f"{name(r.spec)}: {flag}: {reason}")
-    for members in groups.values():
-        spread = validity.repeat_spread(members)
-        if spread is not None:
-            rates = [
-                rate_text(v) for v in sorted(m.items_per_s or 0 for m in members if m.items_per_s)
-            ]
-            target = members[0].spec.ci_pct or validity.NOISY_PCT
-            lines.append(
-                f"{name(members[0].spec)}: {len(members)} repeats, {' '.join(rates)} items/s, "
-                f"spread {spread:.1f}%"
-                + (f": noisy, target {target:g}%" if spread > target else "")
-            )
-    lines += [compile_payoff(p, name=name) for p in scaling.compile_payoffs(results)]
-    lines += [
-        tokens_line(r, name=name)
-        for r in results
-        if r.metrics and r.metrics.tokens_per_item and _tokens_per_item(r.spec)
-    ]
-    lines += [rank_line(r, name=name) for r in results if r.metrics and r.metrics.ranks]
-    lines += [
-        line for r in results if r.metrics for line in scenarios.get(r.spec.scenario).lines(r, name)
-    ]
-    lines += inference.headlines(results, latency_bound_ms, name=name)
-    lines += time_to_train_headlines(results, name=name)
-    lines += scaling_notes(results, name, findings)
-    peaks = {r.metrics.flops.peak_source for r in results if r.metrics and r.metrics.flops}
+        return lines + ([NOT_VALID_NOTE] if _any_invalid(rows.rows) else [])
+    lines = [line for r in rows.rows for line in rows.lines(r, r.reasons)]
+    for cell, spread in rows.spreads.items():
+        members = rows.groups[cell]
+        rates = sorted(m.items_per_s for m in members if m.items_per_s and m.status == "ok")
+        target = members[0].target_pct
+        lines.append(
+            f"{rows.name(members[0])}: {len(members)} repeats, "
+            f"{' '.join(map(rate_text, rates))} items/s, spread {spread:.1f}%"
+            + (f": noisy, target {target:g}%" if spread > target else "")
+        )
+    lines += [compile_payoff(p, rows.name(r)) for r, p in rows.payoffs()]
+    for kind in range(3):  # tokens, then ranks, then the scenarios' own
+        lines += [line for r in rows.rows for line in rows.lines(r, r.lines[kind])]
+    whole = records([r.key for r in rows.rows if r.whole])
+    knobs = rows.knobs
+
+    def name(spec: RunSpec) -> str:
+        return describe(spec, knobs)
+
+    lines += inference.headlines(whole, latency_bound_ms, name=name)
+    lines += time_to_train_headlines(whole, name=name)
+    lines += scaling_lines(rows)
+    peaks = {r.peak_source for r in rows.rows if r.peak_source}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]
-    if any(shown_invalid(r) for r in results):
+    if _any_invalid(rows.rows):
         lines.append(NOT_VALID_NOTE)
     return lines
 
 
-def scaling_notes(
-    results: Sequence[Result],
-    name: Callable[[RunSpec], str] = describe,
-    findings: Findings | None = None,
-) -> list[str]:
+def _any_invalid(rows: Sequence[Listing]) -> bool:
+    return any(r.metrics and r.status != "ok" for r in rows)
+
+
+def scaling_notes(results: Sequence[Result]) -> list[str]:
+    """scaling_lines() of the results."""
+    return scaling_lines(Rows([listing.of(r) for r in results]))
+
+
+def scaling_lines(rows: Rows) -> list[str]:
     """Why an efficiency is not shown, and what an efficiency above 100% likely means."""
     lines = []
-    for found in (findings or Findings(results)).scalings:
-        r, base = found.result, found.base
-        if found.efficiency is None:
+    for pair in rows.pairs:
+        r, base = pair.row, pair.base
+        if pair.efficiency is None:
             lines.append(
-                f"{name(r.spec)}: no scaling efficiency: each replica ran {r.env.torch_num_threads} "
-                f"torch thread(s), the one-replica run {base.env.torch_num_threads}; run both "
-                f"with --threads {r.env.torch_num_threads} to compare like with like"
+                f"{rows.name(r)}: no scaling efficiency: each replica ran {r.threads} "
+                f"torch thread(s), the one-replica run {base.threads}; run both "
+                f"with --threads {r.threads} to compare like with like"
             )
-        elif found.efficiency > 1:
+        elif pair.efficiency > 1:
             lines.append(
-                f"{name(r.spec)}: scaling efficiency {100 * found.efficiency:.0f}% is above 100%: "
+                f"{rows.name(r)}: scaling efficiency {100 * pair.efficiency:.0f}% is above 100%: "
                 "likely the one-replica run was held back (its verdict, other load) or each "
                 "replica's smaller share fits a cache better; it is not a property of the platform"
             )
     return lines
 
 
-def _speedup_text(found: scaling.Scaling | None) -> str:
-    if found is None or found.speedup is None or found.efficiency is None:
-        return ""
-    return f"{found.speedup:.2f}x ({100 * found.efficiency:.0f}%)"
-
-
-def _tokens_per_item(spec: RunSpec) -> bool:
-    """Whether a result's tokens are its items' (not a generation's new tokens, which its own
-    lines give, nor a server's)."""
-    scenario = scenarios.get(spec.scenario)
-    return not (scenario.generates or scenario.client)
-
-
-def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
-    """A language model's throughput in tokens, both MFUs, what each device achieved, and the
-    weights and optimizer state per rank under its layout."""
-    m = result.metrics
-    assert m is not None and m.tokens_per_s is not None
-    devices = result.num_devices
-    parts = [
-        f"{rate_text(m.tokens_per_s)} tokens/s ({rate_text(m.tokens_per_s / devices)} per device)"
-    ]
-    if m.mfu is not None or m.mfu_analytic is not None:
-        counted = "-" if m.mfu is None else f"{100 * m.mfu:.1f}%"
-        analytic = "-" if m.mfu_analytic is None else f"{100 * m.mfu_analytic:.1f}%"
-        parts.append(f"MFU {counted} counted, {analytic} by 6N + attention")
-    if m.tflops_per_device is not None:
-        parts.append(f"{m.tflops_per_device:.3g} TFLOP/s per device")
-    if m.state_gib is not None:
-        where = "" if m.layout == "none" else f" per rank ({m.layout})"
-        parts.append(f"weights and optimizer state {m.state_gib:.3g} GiB{where}")
-    return f"{name(result.spec)}: " + "; ".join(parts)
-
-
-def rank_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
-    """Each replica's own throughput and where it ran, for a data-parallel result."""
-    assert result.metrics is not None
-    ranks = result.metrics.ranks
-    slowest = min(ranks, key=lambda k: k.items_per_s)
-    places = ", ".join(
-        f"{k.hostname}/NUMA {'several' if k.numa_node is None else k.numa_node}" for k in ranks
-    )
-    return (
-        f"{name(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
-        f"{result.metrics.item_unit}/s (slowest: rank {slowest.rank}); placed on {places}"
-    )
-
-
-def compile_payoff(payoff: scaling.CompilePayoff, name: Callable[[RunSpec], str] = describe) -> str:
+def compile_payoff(payoff: scaling.CompilePayoff, name: str) -> str:
     """How many steps it takes torch.compile's first-step cost to pay for itself, in words."""
     saved = payoff.saved_ms
     text = (
-        f"{name(payoff.compiled.spec)}: torch.compile costs {payoff.cost_ms / 1e3:.1f} s more in the "
+        f"{name}: torch.compile costs {payoff.cost_ms / 1e3:.1f} s more in the "
         f"first step and {'saves' if saved > 0 else 'adds'} {abs(saved):.2f} ms per step"
     )
     if payoff.break_even_steps is None:

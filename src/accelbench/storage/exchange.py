@@ -25,12 +25,12 @@ from pydantic import ValidationError
 
 from accelbench import scenarios
 from accelbench.analysis import validity
-from accelbench.analysis.findings import Findings
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records import contention
 from accelbench.records.result import Result, result_key
 from accelbench.report import inert
 from accelbench.report.cells import differing
+from accelbench.report.results import listed
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -304,11 +304,11 @@ def to_csv(results: Sequence[Result]) -> str:
     """flat() rows with the speed-ups, and a column for every other spec field whose value
     differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
     differently never read the same."""
-    findings = Findings(results)
+    listing = listed(results)[0]
     knobs = differing((r.spec for r in results), shown=RENAMED)
     rows = []
-    for r in results:
-        found = findings.speedup(r)
+    for r, shown in zip(results, listing.rows, strict=True):
+        found = listing.speedup(shown)
         spec = r.spec.model_dump(mode="json")
         row = flat(r) | {
             "speedup": found.speedup if found else None,

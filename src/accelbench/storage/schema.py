@@ -4,12 +4,14 @@ is read back, and the migrations that brought older databases here, in each back
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
+from accelbench.report import listing
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
@@ -52,12 +54,18 @@ MIGRATIONS = [
     # generate's token timings, time to train's outcome) moves from a field named after its
     # scenario to metrics.record, which names its kind.
     REWRITE,
+    # Each row's listing (report.listing): what the results table shows of it, so that a
+    # listing reads no record; the rewrite computes it.
+    "ALTER TABLE results ADD COLUMN listing TEXT",
+    REWRITE,
 ]
 """The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
 REWRITE, which stores every record again as this accelbench reads it."""
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
+LISTED = 5
+"""The first schema with the listing column (a read-only open reads an older one as it is)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,7 @@ COLUMNS = (
     "hostname",
     "created_at",
     "record",
+    "listing",
 )
 
 
@@ -135,7 +144,15 @@ def row(result: Result) -> tuple[object, ...]:
         result.env.hostname,
         result.created_at.isoformat(),
         result.model_dump_json(),
+        listing.of(result).dumps(),
     )
+
+
+def listed(key: str, text: str | None, read: Callable[[str], Result]) -> listing.Listing:
+    """A stored listing; one that older code made, or none, is made again from the record
+    `read` gives for the key."""
+    found = None if text is None else listing.Listing.loads(text)
+    return found if found is not None else listing.of(read(key))
 
 
 def record(text: str) -> Result:

@@ -14,18 +14,19 @@ kept.
 
 from __future__ import annotations
 
-import heapq
+import gc
 import itertools
 import logging
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, TypeVar
 
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.records.result import Result
+from accelbench.report.listing import Listing
 from accelbench.storage import connect, schema
 
 log = logging.getLogger(__name__)
@@ -209,6 +210,53 @@ class ResultStore:
         rows = self._retrying(lambda: self._execute(sql, args).fetchall())
         return [schema.record(r[0]) for r in reversed(rows)]
 
+    def listings(
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[Listing]:
+        """query()'s results as the results table shows them (report.listing), without
+        reading their records (but for a listing older code made)."""
+        where, args = self._filters(workload, platform, status)
+        listing = "listing" if self._version() >= schema.LISTED else "NULL"
+        sql = f"SELECT key, {listing}, created_at FROM results{where}"
+        if limit is not None:  # the newest `limit`, oldest first
+            sql = (
+                f"SELECT * FROM ({sql} ORDER BY created_at DESC, key LIMIT {int(limit)}) AS newest"
+            )
+        cursor = self._retrying(lambda: self._execute(sql + " ORDER BY created_at, key DESC", args))
+        found = []
+        collecting = gc.isenabled()
+        gc.disable()  # 100,000 listings hold no cycle: the collector's passes cost a second
+        try:
+            while rows := cursor.fetchmany(1000):  # the text of a batch held, not of the table
+                found += [schema.listed(key, text, self._record) for key, text, _ in rows]
+        finally:
+            if collecting:
+                gc.enable()
+                gc.freeze()  # nor need later passes look at them (reference counts free them)
+        return found
+
+    def _record(self, key: str) -> Result:
+        found = self.get(key)
+        assert found is not None, key
+        return found
+
+    def records(self, keys: Sequence[str]) -> list[Result]:
+        """The results of these keys, in their order."""
+        found = {key: schema.record(text) for key, text in self._texts(keys)}
+        return [found[k] for k in keys]
+
+    def _texts(self, keys: Sequence[str], batch: int = 500) -> Iterator[tuple[str, str]]:
+        """(key, record) of these keys, read `batch` at a time."""
+        for i in range(0, len(keys), batch):
+            part = keys[i : i + batch]
+            sql = f"SELECT key, record FROM results WHERE key IN ({', '.join('?' * len(part))})"
+            yield from self._retrying(lambda: self._execute(sql, part).fetchall())  # noqa: B023
+
     def stream(
         self,
         *,
@@ -294,11 +342,14 @@ class ResultStore:
                     schema.SCHEMA_VERSION,
                     version,
                 )
-            for migration in range(version, schema.SCHEMA_VERSION):
+            pending = range(version, schema.SCHEMA_VERSION)
+            for migration in pending:
                 for statement in schema.statements(migration, self.dialect):
                     self._execute(statement)
-                if schema.MIGRATIONS[migration] is schema.REWRITE:
-                    self._rewrite()
+            # Once, after the columns are all there: a rewrite stores every record as this
+            # accelbench reads it, whichever migrations asked for one.
+            if any(schema.MIGRATIONS[m] is schema.REWRITE for m in pending):
+                self._rewrite()
             if self.dialect is schema.SQLITE:
                 self._execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
             else:
@@ -310,7 +361,8 @@ class ResultStore:
         """Every row again from its record as read now; a record this accelbench cannot read
         is left as it was."""
         updates = ", ".join(f"{c} = ?" for c in schema.COLUMNS[1:])
-        for key, text in self._execute("SELECT key, record FROM results").fetchall():
+        keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
+        for key, text in self._texts(keys):  # a batch at a time: memory holds no table
             try:
                 row = schema.row(schema.record(text))
             except AccelbenchError:
@@ -351,49 +403,3 @@ class ResultStore:
             with suppress(sqlite3.Error):  # a failed COMMIT may have ended it already
                 self._execute("ROLLBACK")
             raise
-
-
-def stream_all(
-    wheres: Sequence[Path | str] | None,
-    *,
-    workload: str | None = None,
-    platform: str | None = None,
-    status: str | None = None,
-) -> Iterator[Result]:
-    """Results from several databases (None: the default one), oldest first, a result in
-    several counted once (by key), one at a time: each database read through its cursor and
-    the streams merged by time, so memory holds a batch of each and the keys seen."""
-    with ExitStack() as stack:
-        stores = _open_all(stack, wheres)
-        yield from _merged(stores, workload, platform, status)
-
-
-def _open_all(stack: ExitStack, wheres: Sequence[Path | str] | None) -> list[ResultStore]:
-    """Each database opened read-only, closed with `stack` (None: the default one)."""
-    places: list[Path | str | None] = [*wheres] if wheres else [None]
-    return [stack.enter_context(ResultStore(where, writable=False)) for where in places]
-
-
-def _merged(
-    stores: Sequence[ResultStore], workload: str | None, platform: str | None, status: str | None
-) -> Iterator[Result]:
-    """The stores' results merged by time, each key once."""
-    seen: set[str] = set()
-    streams = (s.stream(workload=workload, platform=platform, status=status) for s in stores)
-    for result in heapq.merge(*streams, key=lambda r: r.created_at):
-        if result.key not in seen:
-            seen.add(result.key)
-            yield result
-
-
-def query_all(
-    wheres: Sequence[Path | str] | None,
-    *,
-    workload: str | None = None,
-    platform: str | None = None,
-    status: str | None = None,
-) -> tuple[list[Result], list[str]]:
-    """stream_all's results in a list, and where they came from."""
-    with ExitStack() as stack:
-        stores = _open_all(stack, wheres)
-        return list(_merged(stores, workload, platform, status)), [s.where for s in stores]

@@ -1,0 +1,218 @@
+"""A result as the results table and its notes show it, computed once, when the result is
+stored: a site database's listing then reads a few hundred bytes a row and validates no record.
+
+What a row says about itself (its cells, its verdict's own flags, its lines) is kept as text;
+what depends on the other rows of a listing (the knobs that differ, the repeats' spread, the
+speed-up over a one-replica base, compile's pay-off) is kept as the numbers and the hashed keys
+that those need, and computed per listing (report.results). A listing names the code that made
+it (VERSION); one from other code is made again from its record when read."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import astuple, dataclass
+from functools import cache
+from typing import Any
+
+from accelbench import scenarios
+from accelbench.analysis import validity
+from accelbench.records.result import MEASURED, Result, cell_key
+from accelbench.records.spec import RunSpec, stable_hash
+from accelbench.report.cells import (
+    SHOWN,
+    ci_text,
+    configuration,
+    describe,
+    label,
+    last_epoch_text,
+    mfu_text,
+    rate_text,
+    shown_invalid,
+    wait_text,
+)
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.time_to_train import TimeToTrain
+
+VERSION = 1
+"""Made again from the records when it changes: raise it with any change to what a listing
+holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
+
+NAME = "\x00"
+"""Where a line names its cell: the name depends on the listing's knobs, so it is put in when
+the line is shown (no stored text holds the character: inert text has no control ones)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listing:
+    key: str
+    version: int
+    platform: str
+    status: str
+    scenario: str
+    label: str
+    words: str
+    """describe(spec): the cell in words, without the knobs that a listing adds."""
+    config: str
+    """configuration() without batch and replicas, which the table has columns for."""
+    knobs: dict[str, Any]
+    """The spec's fields that `cells.differing` may name, where not at their default."""
+    replicas: int
+    batch_size: int
+    items_per_s: float | None
+    cells: Sequence[str]
+    """Last epoch, throughput, 95% interval, MFU and input wait, as the table shows them."""
+    metrics: bool
+    flags: Sequence[str]
+    """The verdict's own flags (validity.verdict without repeats), in order."""
+    target_pct: float
+    """The spread beyond which the cell's repeats are noisy."""
+    reasons: Sequence[str]
+    """Why it is not valid: the status's reason, or each flag's."""
+    lines: Sequence[Sequence[str]]
+    """Its tokens, per-rank and scenario lines (results.tokens_line, rank_line, Scenario.lines)."""
+    cell: str
+    alone: str
+    """Its cell with any accumulation: what a multi-replica cell's `base` names."""
+    base: str
+    """Its one-replica cell, with any accumulation."""
+    eager: str
+    """Its cell without torch.compile."""
+    threads: int
+    compiled: bool
+    first_step_ms: float | None
+    steady_ms: float | None
+    peak_source: str | None
+    whole: bool
+    """Whether lines about several results need its whole record (batch-latency headlines, time
+    to train): those few are read for a listing."""
+
+    def dumps(self) -> str:
+        """A JSON array of the fields in their order (a third quicker to read than an object)."""
+        return json.dumps(astuple(self), separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str) -> Listing | None:
+        """The stored listing; None if other code made it (another VERSION)."""
+        data = json.loads(text)
+        if data[1] != VERSION:
+            return None
+        return cls(*data)  # its sequences as lists
+
+    def knob(self, name: str) -> Any:
+        return self.knobs.get(name, defaults()[name])
+
+
+@cache
+def defaults() -> dict[str, Any]:
+    """Each knob's default, as model_dump(mode="json") writes it."""
+    fields = RunSpec.model_fields
+    return {
+        n: json.loads(json.dumps(fields[n].get_default(call_default_factory=True)))
+        for n in fields
+        if n not in SHOWN
+    }
+
+
+def of(result: Result) -> Listing:
+    spec, m = result.spec, result.metrics
+    measured = result.status in MEASURED
+    own = validity.verdict(result) if measured else []
+    throughput = "" if result.items_per_s is None else rate_text(result.items_per_s)
+    dump = spec.model_dump(mode="json")
+
+    def named(_: RunSpec) -> str:
+        return NAME
+
+    tokens = m is not None and m.tokens_per_item and tokens_per_item(spec)
+    return Listing(
+        key=result.key,
+        version=VERSION,
+        platform=result.platform,
+        status=result.status,
+        scenario=spec.scenario,
+        label=label(spec),
+        words=describe(spec),
+        config=configuration(spec, batch=False, replicas=False),
+        knobs={n: dump[n] for n, default in defaults().items() if dump[n] != default},
+        replicas=spec.replicas,
+        batch_size=spec.batch_size,
+        items_per_s=result.items_per_s,
+        cells=[
+            last_epoch_text(result),
+            f"({throughput})" if shown_invalid(result) and throughput else throughput,
+            ci_text(result),
+            mfu_text(result),
+            wait_text(result),
+        ],
+        metrics=m is not None,
+        flags=list(dict.fromkeys(str(flag) for flag, _ in own)),
+        target_pct=spec.ci_pct or validity.NOISY_PCT,
+        reasons=[f"{NAME}: {flag}: {why}" for flag, why in own]
+        if measured
+        else [f"{NAME}: {result.status}: {result.reason}"],
+        lines=[  # lists, as a stored listing reads back
+            [tokens_line(result, named)] if tokens else [],
+            [rank_line(result, named)] if m and m.ranks else [],
+            scenarios.get(spec.scenario).lines(result, named) if m else [],
+        ],
+        cell=_hashed(cell_key(result)),
+        alone=_hashed(cell_key(result, ignore=("grad_accum",))),
+        base=_hashed(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1)),
+        eager=_hashed(cell_key(result, compile=False)),
+        threads=result.env.torch_num_threads,
+        compiled=spec.compile,
+        first_step_ms=m.first_step_ms if m else None,
+        steady_ms=m.step_ms_steady.median if m else None,
+        peak_source=m.flops.peak_source if m and m.flops else None,
+        whole=m is not None
+        and (
+            scenarios.get(spec.scenario).batch_latency or record_of(result, TimeToTrain) is not None
+        ),
+    )
+
+
+def tokens_per_item(spec: RunSpec) -> bool:
+    """Whether a result's tokens are its items' (not a generation's new tokens, which its own
+    lines give, nor a server's)."""
+    scenario = scenarios.get(spec.scenario)
+    return not (scenario.generates or scenario.client)
+
+
+def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
+    """A language model's throughput in tokens, both MFUs, what each device achieved, and the
+    weights and optimizer state per rank under its layout."""
+    m = result.metrics
+    assert m is not None and m.tokens_per_s is not None
+    devices = result.num_devices
+    parts = [
+        f"{rate_text(m.tokens_per_s)} tokens/s ({rate_text(m.tokens_per_s / devices)} per device)"
+    ]
+    if m.mfu is not None or m.mfu_analytic is not None:
+        counted = "-" if m.mfu is None else f"{100 * m.mfu:.1f}%"
+        analytic = "-" if m.mfu_analytic is None else f"{100 * m.mfu_analytic:.1f}%"
+        parts.append(f"MFU {counted} counted, {analytic} by 6N + attention")
+    if m.tflops_per_device is not None:
+        parts.append(f"{m.tflops_per_device:.3g} TFLOP/s per device")
+    if m.state_gib is not None:
+        where = "" if m.layout == "none" else f" per rank ({m.layout})"
+        parts.append(f"weights and optimizer state {m.state_gib:.3g} GiB{where}")
+    return f"{name(result.spec)}: " + "; ".join(parts)
+
+
+def rank_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
+    """Each replica's own throughput and where it ran, for a data-parallel result."""
+    assert result.metrics is not None
+    ranks = result.metrics.ranks
+    slowest = min(ranks, key=lambda k: k.items_per_s)
+    places = ", ".join(
+        f"{k.hostname}/NUMA {'several' if k.numa_node is None else k.numa_node}" for k in ranks
+    )
+    return (
+        f"{name(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
+        f"{result.metrics.item_unit}/s (slowest: rank {slowest.rank}); placed on {places}"
+    )
+
+
+def _hashed(key: str) -> str:
+    return stable_hash(key)

@@ -1,0 +1,58 @@
+"""Results read from several databases at once (a site's, a cluster's, imported files'),
+merged by time, each result once."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from pathlib import Path
+
+from accelbench.records.result import Result
+from accelbench.storage.store import ResultStore
+
+
+def stream_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> Iterator[Result]:
+    """Results from several databases (None: the default one), oldest first, a result in
+    several counted once (by key), one at a time: each database read through its cursor and
+    the streams merged by time, so memory holds a batch of each and the keys seen."""
+    with ExitStack() as stack:
+        stores = _open_all(stack, wheres)
+        yield from _merged(stores, workload, platform, status)
+
+
+def _open_all(stack: ExitStack, wheres: Sequence[Path | str] | None) -> list[ResultStore]:
+    """Each database opened read-only, closed with `stack` (None: the default one)."""
+    places: list[Path | str | None] = [*wheres] if wheres else [None]
+    return [stack.enter_context(ResultStore(where, writable=False)) for where in places]
+
+
+def _merged(
+    stores: Sequence[ResultStore], workload: str | None, platform: str | None, status: str | None
+) -> Iterator[Result]:
+    """The stores' results merged by time, each key once."""
+    seen: set[str] = set()
+    streams = (s.stream(workload=workload, platform=platform, status=status) for s in stores)
+    for result in heapq.merge(*streams, key=lambda r: r.created_at):
+        if result.key not in seen:
+            seen.add(result.key)
+            yield result
+
+
+def query_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> tuple[list[Result], list[str]]:
+    """stream_all's results in a list, and where they came from."""
+    with ExitStack() as stack:
+        stores = _open_all(stack, wheres)
+        return list(_merged(stores, workload, platform, status)), [s.where for s in stores]
