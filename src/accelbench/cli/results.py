@@ -329,16 +329,13 @@ def export(
     """Stored results as JSON, for `accelbench import` on another machine."""
     if out is not None:
         check_out(out)
-    if format == ExportFormat.json:
-        found, _ = load(db, workload, platform, status)
-        emit(exchange.dumps(found), out, f"wrote {len(found)} results to {out}")
-        return
     check_filters(workload, platform, status)
     each = stream_all(db, workload=workload, platform=platform, status=status)
-    if out is None:
-        exchange.write_lines(each, sys.stdout)
+    write = exchange.write_document if format == ExportFormat.json else exchange.write_lines
+    if out is None:  # either format a result at a time: memory holds one
+        write(each, sys.stdout)
         return
-    count = write_stream(out, lambda f: exchange.write_lines(each, f))
+    count = write_stream(out, lambda f: write(each, f))
     console.print(f"wrote {count} results to {out}")
 
 

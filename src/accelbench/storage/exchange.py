@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 import shlex
 import sqlite3
@@ -45,15 +46,33 @@ MAX_LINE_BYTES = 256 << 20
 
 
 def dumps(results: Sequence[Result]) -> str:
-    """The export file: standard JSON, NaN and infinity written as strings as the store does
-    (model_dump would keep them as floats, which json.dumps writes as bare NaN)."""
-    doc = {
-        "format": FORMAT,
-        "version": VERSION,
-        "exported_at": datetime.now(UTC).isoformat(),
-        "results": [json.loads(r.model_dump_json()) for r in results],
-    }
-    return json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    """The export file (write_document's)."""
+    buffer = io.StringIO()
+    write_document(results, buffer)
+    return buffer.getvalue()
+
+
+def _primed(results: Iterable[Result]) -> Iterator[Result]:
+    """The results, the first already read: a database that cannot be read fails before any
+    line of an export is written."""
+    each = iter(results)
+    first = next(each, None)
+    return each if first is None else itertools.chain([first], each)
+
+
+def write_document(results: Iterable[Result], out: TextIO) -> int:
+    """The export file, standard JSON, written as the results come (memory holds one): NaN and
+    infinity written as strings, as the store writes them. Returns how many."""
+    results = _primed(results)
+    head = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
+    before, after = json.dumps(head | {"results": []}, indent=1).rsplit("[]", 1)
+    out.write(before + "[")
+    count = 0
+    for result in results:
+        out.write(("\n" if count == 0 else ",\n") + result.model_dump_json())
+        count += 1
+    out.write("\n ]" + after + "\n")
+    return count
 
 
 def load(path: Path) -> list[Result]:
@@ -130,6 +149,7 @@ def _validated(record: object, which: str, name: str) -> Result:
 def write_lines(results: Iterable[Result], out: TextIO) -> int:
     """The export as JSON Lines, written as the results come: a header line, then one result a
     line, so that neither writing nor importing holds more than one result; returns how many."""
+    results = _primed(results)
     header = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
     out.write(json.dumps(header | {"layout": LINES}) + "\n")
     count = 0
