@@ -69,7 +69,8 @@ def test_table_4_matches_the_seed_text() -> None:
 def test_references_name_real_workloads() -> None:
     names = {r.workload for r in references.load()} - {None}
     assert {"autoencoder", "resnet50", "bert_large_squad", "gpt2_small", "lstm"} <= names
-    assert names <= set(workloads.WORKLOADS)
+    assert names <= set(workloads.WORKLOADS) | {f"micro/{kind}" for kind in workloads.MICRO}
+    assert {"micro/matmul", "micro/triad"} <= names  # the device's own anchors
 
 
 def test_cli_lists_and_filters_references() -> None:

@@ -9,9 +9,12 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
+from accelbench import scenarios
+from accelbench.analysis import references
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.execution import efficiency
+from accelbench.records.environment import DeviceInfo
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.micro import MicroMetrics
@@ -164,3 +167,59 @@ def test_copies_and_matmul_on_cuda_beside_the_datasheet() -> None:
     assert record.flops_per_call == 2 * 8192**3 and record.shape.endswith("bfloat16")
     if any(p.name_contains in torch.cuda.get_device_name() for p in efficiency.PEAKS):
         assert record.datasheet_per_s and record.datasheet_source  # set beside it
+
+
+def _on(result: Result, device: str) -> Result:
+    """`result` as if measured on one `device` (an accelerator torch names so)."""
+    env = result.env.model_copy(
+        update={"device_type": "cuda", "devices": [DeviceInfo(name=device, memory_gib=80.0)]}
+    )
+    return result.model_copy(update={"env": env})
+
+
+def test_a_matmul_at_mamfs_shape_is_set_beside_the_published_mamf(matmul: Result) -> None:
+    """MAMF (Bekman's Open Book: a measured BF16 matmul at its best shape) is a device's
+    anchor, matched as model figures are: same shape, precision and device family."""
+    shape = {"m": 2048, "n": 2048, "k": 13312}
+    spec = matmul.spec.model_copy(update={"model_args": shape, "precision": "bf16"})
+    record = MicroMetrics(
+        measure="matmul", shape="2048x2048x13312", flops_per_call=2.0 * 2048 * 2048 * 13312
+    )
+    assert matmul.metrics is not None
+    metrics = matmul.metrics.model_copy(update={"record": record})
+    calls = 700e12 / (2.0 * 2048 * 2048 * 13312)  # 700 TFLOP/s
+    h100 = with_rate(
+        _on(matmul.model_copy(update={"spec": spec, "metrics": metrics}), "NVIDIA H100 80GB HBM3"),
+        calls,
+    )
+    found = references.match(h100)
+    assert found is not None and found.reference.value == 794.5
+    assert found.measured == pytest.approx(700.0) and found.differences == ()
+    assert found.verdict()[0] is references.Agreement.BELOW  # 88%, outside the 10% band
+    assert references.match(h100.model_copy(update={"spec": matmul.spec})) is None  # other shape
+
+
+def test_a_triad_is_set_beside_the_datasheet_memory_bandwidth() -> None:
+    bandwidth, source = references.peak_bandwidth("NVIDIA H100 80GB HBM3") or (0.0, "")
+    assert bandwidth == 3.35e12 and "H100 SXM" in source and "ml-engineering" in source
+    assert references.peak_bandwidth("NVIDIA H200")[0] == 4.8e12  # type: ignore[index]
+    assert references.peak_bandwidth("NVIDIA H100 PCIe") is None  # SXM's is not a PCIe card's
+    assert references.peak_bandwidth("AMD EPYC 7763") is None
+
+
+def test_a_triad_line_gives_its_share_of_the_datasheet(matmul: Result) -> None:
+    record = MicroMetrics(
+        measure="triad",
+        shape="3 x 256 MiB float32",
+        bytes_per_call=3.0 * 256 * 2**20,
+        datasheet_per_s=3.35e12,
+        datasheet_source="NVIDIA H100 SXM, Bekman",
+    )
+    assert matmul.metrics is not None
+    spec = matmul.spec.model_copy(update={"workload": "micro/triad", "model_args": {}})
+    metrics = matmul.metrics.model_copy(update={"record": record})
+    calls = 3.0e12 / (3.0 * 256 * 2**20)  # 3,000 GB/s
+    result = with_rate(matmul.model_copy(update={"spec": spec, "metrics": metrics}), calls)
+    (line,) = scenarios.get("micro").lines(result, lambda spec: "triad")
+    assert line.startswith("triad: triad 3 x 256 MiB float32: 3,000 GB/s, ")
+    assert "90% of the datasheet's memory bandwidth, 3,350 GB/s (NVIDIA H100 SXM, Bekman)" in line

@@ -7,7 +7,9 @@ MLPerf v2.0 row of Graphcore's results page (seed 002, transcribed by
 scripts/seed_002_references.py); the headline ratios of Graphcore's IPU-M2000 page (seed 001)
 as claims, unit "x"; NVIDIA's DGX A100 ResNet-50 training figures from DeepLearningExamples; and
 torchtitan's Llama 3.1 8B FSDP training on H100s, in tokens/s per GPU (its Float8 rows are left
-out: accelbench does not train in float8).
+out: accelbench does not train in float8); the device's own: the Maximum Achievable Matmul FLOPS
+(a measured BF16 matmul at its best shape) and the datasheet memory bandwidth of A100, H100 and
+H200 SXM, from Bekman's Machine Learning Engineering Open Book.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ PUBLISHED_PRECISIONS = {
     "TF32": "tf32",
     "FP32": "fp32",
     "Float8": "fp8",  # torchtitan: torchao's float8 training of the Linear layers
+    "BF16": "bf16",  # a kernel's inputs (MAMF's matmuls)
 }
 """Precision notations as vendors publish them, and the accelbench precision of each."""
 
@@ -70,7 +73,7 @@ class Reference(Frozen):
     sdk: str | None = None
     dataset: str | None = None
     global_batch: int | None = None
-    scenario: Literal["train", "infer", "serve"] = "train"
+    scenario: Literal["train", "infer", "serve", "micro"] = "train"
     model_args: dict[str, int] = Field(default_factory=dict)
     """Shape arguments that make the workload run the published shape (e.g. seq_len 128)."""
 
@@ -103,6 +106,24 @@ class Reference(Frozen):
     @classmethod
     def _known(cls, name: str | None) -> str | None:
         return None if name is None else workloads.check_name(name)
+
+
+FORMS = ("sxm", "pcie")
+"""Form factors a device name may give (torch: "NVIDIA A100-PCIE-40GB"), whose peaks differ."""
+PEAK_BANDWIDTH = "peak memory bandwidth"
+"""The metric of a device's datasheet memory bandwidth (its unit TB/s)."""
+
+
+def peak_bandwidth(device_name: str) -> tuple[float, str] | None:
+    """(bytes/s, source) of the device's datasheet memory bandwidth, for a memory measurement
+    to be set beside; None where none is shipped. Matched by family and form factor (SXM,
+    PCIe) where the name gives one."""
+    run = family(device_name)
+    for r in load():
+        same_form = all(f in r.platform.lower() or f not in device_name.lower() for f in FORMS)
+        if r.metric == PEAK_BANDWIDTH and family(r.platform) == run and run and same_form:
+            return r.value * 1e12, f"{r.platform}, {r.source}"
+    return None
 
 
 @cache
@@ -201,7 +222,11 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
     if not candidates:
         return None
     best = min(candidates, key=lambda r: _distance(r, spec))
-    measured = m.tokens_per_s if best.in_tokens else m.items_per_s
+    headline = result.headline
+    if headline is not None and headline.unit == best.unit:  # TFLOP/s, GB/s: the device's own
+        measured: float | None = headline.value
+    else:
+        measured = m.tokens_per_s if best.in_tokens else m.items_per_s
     if measured is None:
         return None
     per_device = best.per_device or best.num_devices != spec.num_processes
@@ -250,6 +275,8 @@ def _differences(ref: Reference, spec: RunSpec) -> list[str]:
             "torch.compile " + ("published, not run" if ref.compiled else "run, not published")
         )
     published, run, name = _published_batch(ref, spec)
+    if ref.scenario == "micro":  # its batch is calls per step, no condition of the figure
+        return out
     if published is None:
         out.append("the published batch is not given")
     elif published != run:

@@ -52,7 +52,8 @@ class MicroMetrics(Record):
     bus_factor: float | None = None
     """A collective's bus bandwidth over its algorithm bandwidth (nccl-tests' correction)."""
     datasheet_per_s: float | None = None
-    """The device's dense peak FLOP/s from the datasheet table, for a matmul; None if absent."""
+    """The device's datasheet peak: dense FLOP/s for a matmul (execution.efficiency.PEAKS),
+    memory bytes/s for a triad (references.csv); None where none is shipped."""
     datasheet_source: str | None = None
 
     @property
@@ -111,14 +112,15 @@ def _lines(result: Result, name: Namer) -> list[str]:
     micro, found = record_of(result, MicroMetrics), result.headline
     if micro is None or found is None:
         return []
-    line = f"{name(result.spec)}: {micro.measure} {micro.shape}: {found.value:.3g} {found.unit}"
+    line = f"{name(result.spec)}: {micro.measure} {micro.shape}: {found.value:,.4g} {found.unit}"
     if micro.bus_factor:
-        line += f" bus bandwidth, {found.value / micro.bus_factor:.3g} GB/s algorithm bandwidth"
+        line += f" bus bandwidth, {found.value / micro.bus_factor:,.4g} GB/s algorithm bandwidth"
     if micro.datasheet_per_s:
-        share = found.value * 1e12 / micro.datasheet_per_s
+        scale, unit = (1e12, "TFLOP/s") if micro.flops_per_call else (1e9, "GB/s")
+        what = "dense" if micro.flops_per_call else "memory bandwidth,"
         line += (
-            f", {100 * share:.0f}% of the datasheet's dense {micro.datasheet_per_s / 1e12:g} "
-            f"TFLOP/s ({micro.datasheet_source})"
+            f", {100 * found.value * scale / micro.datasheet_per_s:.0f}% of the datasheet's "
+            f"{what} {micro.datasheet_per_s / scale:,g} {unit} ({micro.datasheet_source})"
         )
     return [line]
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import torch
 
+from accelbench.analysis import references
 from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
 from accelbench.execution import efficiency
@@ -65,7 +66,7 @@ def _matmul(
     n = int(args.get("n", side))
     m, k = int(args.get("m", n)), int(args.get("k", n))
     a = torch.randn(m, k, device=device, dtype=dtype)
-    b = torch.randn(k, n, device=device, dtype=dtype)
+    b = torch.randn(n, k, device=device, dtype=dtype).t()  # as mamf-finder.py lays it out
     c = torch.empty(m, n, device=device, dtype=dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
     peak = efficiency.datasheet_peak(name, spec.precision) if name else None
@@ -87,8 +88,14 @@ def _triad(
     size = torch.finfo(dtype).bits // 8
     count = mib * MIB // size
     a, b, c = (torch.rand(count, device=device, dtype=dtype) for _ in range(3))
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else ""
+    peak = references.peak_bandwidth(name) if name else None
     record = MicroMetrics(
-        measure="triad", shape=f"3 x {mib} MiB {_name(dtype)}", bytes_per_call=3.0 * count * size
+        measure="triad",
+        shape=f"3 x {mib} MiB {_name(dtype)}",
+        bytes_per_call=3.0 * count * size,
+        datasheet_per_s=peak[0] if peak else None,
+        datasheet_source=peak[1] if peak else None,
     )
     return lambda: torch.add(b, c, alpha=3.0, out=a), record
 
