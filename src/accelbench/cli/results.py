@@ -132,14 +132,9 @@ def results(
         )
     filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
     with ResultStore(db, writable=False) as store:
-        if fmt is Format.json and limit is None:  # a record at a time: memory holds a batch
-            exchange.write_json(store.stream(**filters), sys.stdout)
-        elif fmt is not Format.table:
-            found = store.query(**filters, limit=limit)
-            if fmt is Format.json:
-                exchange.write_json(found, sys.stdout)
-            else:
-                print(exchange.to_csv(found), end="")
+        if fmt is not Format.table:  # a record at a time (csv: a row waits in a file)
+            found = store.query(**filters, limit=limit) if limit else store.stream(**filters)
+            (exchange.write_json if fmt is Format.json else exchange.write_csv)(found, sys.stdout)
         elif rows := store.listings(**filters, limit=limit):  # no record read but a few
             show_rows(Rows(rows), store.records, latency_bound_ms)
             projected = project_epochs is not None or tokens is not None
@@ -260,6 +255,9 @@ class ReportFormat(StrEnum):
     json = "json"
 
 
+NO_MATCH = "no stored results match: run a sweep first, or loosen the filters"
+
+
 @app.command("report")
 def make_report(
     workload: WorkloadFilter = None,
@@ -291,9 +289,24 @@ def make_report(
         check_out(out)
     if figures_dir is not None:
         check_out(figures_dir, "a folder", "--figures")
+    if fmt in (ReportFormat.csv, ReportFormat.json) and figures_dir is None:
+        check_filters(workload, platform, status)  # the records, a result at a time
+        each = stream_all(db, workload=workload, platform=platform, status=status)
+        first = next(each, None)
+        if first is None:
+            raise AccelbenchError(NO_MATCH)
+        write = exchange.write_csv if fmt is ReportFormat.csv else exchange.write_json
+        count = (
+            write(itertools.chain([first], each), sys.stdout)
+            if out is None
+            else write_stream(out, lambda f: write(itertools.chain([first], each), f))
+        )
+        if out is not None:
+            console.print(f"wrote {out}: {count} results, 0 figures")
+        return
     found, sources = load(db, workload, platform, status)
     if not found:
-        raise AccelbenchError("no stored results match: run a sweep first, or loosen the filters")
+        raise AccelbenchError(NO_MATCH)
     plots = figures.plots(found) if fmt is ReportFormat.html or figures_dir else []
     projected = token_projection_lines(found, tokens) if tokens else []
     if fmt is ReportFormat.html:

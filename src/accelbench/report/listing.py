@@ -125,6 +125,7 @@ def of(result: Result) -> Listing:
         return NAME
 
     tokens = m is not None and m.tokens_per_item and tokens_per_item(spec)
+    scaled = scale(result)
     return Listing(
         key=result.key,
         version=VERSION,
@@ -157,10 +158,10 @@ def of(result: Result) -> Listing:
             scenarios.get(spec.scenario).lines(result, named) if m else [],
         ],
         cell=_hashed(cell_key(result)),
-        alone=_hashed(cell_key(result, ignore=("grad_accum",))),
-        base=_hashed(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1)),
+        alone=scaled.alone,
+        base=scaled.base,
         eager=_hashed(cell_key(result, compile=False)),
-        threads=result.env.torch_num_threads,
+        threads=scaled.threads,
         compiled=spec.compile,
         first_step_ms=m.first_step_ms if m else None,
         steady_ms=m.step_ms_steady.median if m else None,
@@ -169,6 +170,31 @@ def of(result: Result) -> Listing:
         and (
             scenarios.get(spec.scenario).batch_latency or record_of(result, TimeToTrain) is not None
         ),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """What pairing a multi-replica result with the one-replica result of its cell needs."""
+
+    alone: str
+    """Its cell with any accumulation."""
+    base: str
+    """Its one-replica cell, with any accumulation."""
+    replicas: int
+    items_per_s: float | None
+    status: str
+    threads: int
+
+
+def scale(result: Result) -> Scale:
+    return Scale(
+        alone=_hashed(cell_key(result, ignore=("grad_accum",))),
+        base=_hashed(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1)),
+        replicas=result.spec.replicas,
+        items_per_s=result.items_per_s,
+        status=result.status,
+        threads=result.env.torch_num_threads,
     )
 
 

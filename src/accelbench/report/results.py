@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Generic, Protocol, TypeVar
 
 from accelbench import scenarios
 from accelbench.analysis import convergence, scaling, validity
@@ -36,12 +37,32 @@ Records = Callable[[Sequence[str]], Sequence[Result]]
 """The whole records of the keys given: what the few lines about several results read."""
 
 
+class Scalable(Protocol):
+    """A row that can be paired with its one-replica base (a Listing, a listing.Scale)."""
+
+    @property
+    def alone(self) -> str: ...
+    @property
+    def base(self) -> str: ...
+    @property
+    def replicas(self) -> int: ...
+    @property
+    def items_per_s(self) -> float | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def threads(self) -> int: ...
+
+
+S = TypeVar("S", bound=Scalable)
+
+
 @dataclass(frozen=True)
-class Pair:
+class Pair(Generic[S]):
     """A multi-replica row and the one-replica row of its cell."""
 
-    row: Listing
-    base: Listing
+    row: S
+    base: S
 
     @property
     def speedup(self) -> float | None:
@@ -54,6 +75,16 @@ class Pair:
     @property
     def efficiency(self) -> float | None:
         return None if self.speedup is None else self.speedup / self.row.replicas
+
+
+def pair_up(rows: Sequence[S]) -> list[Pair[S]]:
+    """Every multi-replica row with a measured one-replica row of its cell."""
+    single = {r.alone: r for r in rows if r.replicas == 1 and r.items_per_s and r.status == "ok"}
+    return [
+        Pair(r, base)
+        for r in rows
+        if r.replicas > 1 and r.items_per_s and (base := single.get(r.base)) is not None
+    ]
 
 
 @dataclass
@@ -109,22 +140,14 @@ class Rows:
         return ", ".join(flags) if flags else "valid"
 
     @cached_property
-    def pairs(self) -> list[Pair]:
-        """Every multi-replica row with a measured one-replica row of its cell."""
-        single = {
-            r.alone: r for r in self.rows if r.replicas == 1 and r.items_per_s and r.status == "ok"
-        }
-        return [
-            Pair(r, base)
-            for r in self.rows
-            if r.replicas > 1 and r.items_per_s and (base := single.get(r.base)) is not None
-        ]
+    def pairs(self) -> list[Pair[Listing]]:
+        return pair_up(self.rows)
 
     @cached_property
-    def _speedups(self) -> dict[int, Pair]:
+    def _speedups(self) -> dict[int, Pair[Listing]]:
         return {id(p.row): p for p in self.pairs if p.speedup is not None}
 
-    def speedup(self, row: Listing) -> Pair | None:
+    def speedup(self, row: Listing) -> Pair[Listing] | None:
         """The like-with-like speed-up of a multi-replica row over its one-replica base."""
         return self._speedups.get(id(row))
 

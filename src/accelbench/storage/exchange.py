@@ -29,9 +29,10 @@ from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records import contention
 from accelbench.records.result import Result, result_key
-from accelbench.report import inert
-from accelbench.report.cells import differing
-from accelbench.report.results import listed
+from accelbench.records.spec import RunSpec
+from accelbench.report import inert, listing
+from accelbench.report.cells import differing_values
+from accelbench.report.results import pair_up
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -321,21 +322,44 @@ def flat(result: Result) -> dict[str, object]:
 
 
 def to_csv(results: Sequence[Result]) -> str:
+    """write_csv's CSV, as text."""
+    buffer = io.StringIO()
+    write_csv(results, buffer)
+    return buffer.getvalue()
+
+
+def write_csv(results: Iterable[Result], out: TextIO) -> int:
     """flat() rows with the speed-ups, and a column for every other spec field whose value
     differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
-    differently never read the same."""
-    listing = listed(results)[0]
-    knobs = differing((r.spec for r in results), shown=RENAMED)
-    rows = []
-    for r, shown in zip(results, listing.rows, strict=True):
-        found = listing.speedup(shown)
-        spec = r.spec.model_dump(mode="json")
-        row = flat(r) | {
-            "speedup": found.speedup if found else None,
-            "scaling_efficiency": found.efficiency if found else None,
-        }
-        rows.append(row | {k: _cell(spec[k]) for k in knobs if k not in row})
-    return rows_csv(rows)
+    differently never read the same. The columns are known only when every result has been
+    seen, so each flat row and spec waits in a temporary file, not in memory. Returns how many."""
+    scales: list[listing.Scale] = []
+    columns: dict[str, None] = {}
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        for r in results:
+            row = flat(r)
+            columns |= dict.fromkeys(row)
+            spool.write(json.dumps([row, r.spec.model_dump(mode="json")]) + "\n")
+            scales.append(listing.scale(r))
+        found = {id(p.row): p for p in pair_up(scales) if p.speedup is not None}
+        speedups = [found.get(id(s)) for s in scales]
+        del scales, found
+        spool.seek(0)
+        names = [n for n in RunSpec.model_fields if n not in RENAMED]
+        knobs = differing_values(names, (json.loads(line)[1] for line in spool))
+        added = ["speedup", "scaling_efficiency", *(k for k in knobs if k not in columns)]
+        writer = csv.DictWriter(out, fieldnames=[*columns, *added], lineterminator="\n")
+        writer.writeheader()
+        spool.seek(0)
+        for line, pair in zip(spool, speedups, strict=True):
+            row, spec = json.loads(line)
+            row |= {
+                "speedup": pair.speedup if pair else None,
+                "scaling_efficiency": pair.efficiency if pair else None,
+            }
+            row |= {k: _cell(spec[k]) for k in knobs if k not in row}
+            writer.writerow({k: inert.csv_cell(v) for k, v in row.items()})
+    return len(speedups)
 
 
 RENAMED = ("batch_size", "device", "platform")
@@ -364,9 +388,12 @@ def to_json(results: Sequence[Result]) -> str:
     return buffer.getvalue()
 
 
-def write_json(results: Iterable[Result], out: TextIO) -> None:
-    """to_json written as the results come, a record at a time."""
+def write_json(results: Iterable[Result], out: TextIO) -> int:
+    """to_json written as the results come, a record at a time; returns how many."""
     out.write("[")
-    for i, r in enumerate(results):
-        out.write(("\n" if i == 0 else ",\n") + r.model_dump_json(indent=2))
+    count = 0
+    for r in results:
+        out.write(("\n" if count == 0 else ",\n") + r.model_dump_json(indent=2))
+        count += 1
     out.write("\n]\n")
+    return count
