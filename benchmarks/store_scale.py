@@ -33,6 +33,7 @@ COMMANDS = {
     "export (json)": ["export"],
     "export --format jsonl": ["export", "--format", "jsonl"],
     "report --format csv": ["report", "--format", "csv"],
+    "report --format md": ["report", "--format", "md"],
 }
 RUN = (
     "import sys\n"

@@ -48,10 +48,11 @@ def test_parts_are_chosen_by_the_devices_found() -> None:
         name: [(p.specs()[0].workload, p.specs()[0].replicas) for p in suites.parts_for(suite, env)]
         for name, env in (("cpu", cpu), ("gpu", gpu), ("two", two))
     }
+    mamf = [("micro/matmul", 1)] * 2  # at H100's and A100's best shapes
     assert chosen == {
         "cpu": [("autoencoder", 1)],
-        "gpu": [("autoencoder", 1), ("resnet50", 1)],
-        "two": [("autoencoder", 1), ("autoencoder", 2), ("resnet50", 1)],
+        "gpu": [("autoencoder", 1), ("resnet50", 1), *mamf],
+        "two": [("autoencoder", 1), ("autoencoder", 2), ("resnet50", 1), *mamf],
     }
 
 
