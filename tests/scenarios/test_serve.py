@@ -531,8 +531,11 @@ class _Steady(BaseHTTPRequestHandler):
     SERVICE_S = 0.1
     protocol_version = "HTTP/1.1"
 
+    def keep(self, body: bytes) -> None:
+        """What a subclass keeps of each request."""
+
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.keep(self.rfile.read(int(self.headers.get("content-length", 0))))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
         self.send_header("connection", "close")
@@ -685,3 +688,116 @@ def test_poisson_arrivals_are_drawn_as_before() -> None:
     rng = random.Random("3/2.5")
     before = list(itertools.accumulate(rng.expovariate(2.5) for _ in range(50)))
     assert arrival_times(2.5, 50, 1.0, "3/2.5") == before
+
+
+@pytest.mark.parametrize(("start", "end", "burstiness"), [(5.0, 20.0, 1.0), (20.0, 5.0, 4.0)])
+def test_a_ramp_goes_from_its_start_rate_to_its_end_rate(
+    start: float, end: float, burstiness: float
+) -> None:
+    from accelbench.scenarios.serve.measure import arrival_times
+
+    count = 40_000
+    times = arrival_times(start, count, burstiness, "0/ramp", ramp_to=end)
+    duration = 2 * count / (start + end)  # the mean rate is the ramp's midpoint
+    assert len(times) / times[-1] == pytest.approx((start + end) / 2, rel=0.02)
+    tenth = duration / 10
+    first = sum(1 for t in times if t < tenth) / tenth
+    last = sum(1 for t in times if duration - tenth <= t < duration) / tenth
+    # Over the first and last tenth the rate is a twentieth of the way in from each end.
+    assert first == pytest.approx(start + (end - start) / 20, rel=0.05)
+    assert last == pytest.approx(end - (end - start) / 20, rel=0.05)
+    assert times == sorted(times)
+
+
+def test_a_flat_ramp_is_the_rate_itself() -> None:
+    from accelbench.scenarios.serve.measure import arrival_times
+
+    times = arrival_times(10.0, 20_000, 1.0, "0/flat", ramp_to=10.0)
+    gaps = [b - a for a, b in itertools.pairwise([0.0, *times])]
+    assert statistics.fmean(gaps) == pytest.approx(0.1, rel=0.05)
+    assert statistics.pstdev(gaps) / statistics.fmean(gaps) == pytest.approx(1.0, rel=0.05)
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("timestamp_s,prompt_tokens,new_tokens\n10.5,12,4\n11,30,8\n", None),
+        ("time,prompt_tokens,new_tokens\n0,12,4\n", "columns timestamp_s,prompt_tokens"),
+        ("timestamp_s,prompt_tokens,new_tokens\n1,12,4\n0.5,30,8\n", "in order"),
+        ("timestamp_s,prompt_tokens,new_tokens\n-1,12,4\n", "0 s or more"),
+        ("timestamp_s,prompt_tokens,new_tokens\n0,12,0\n", "each 1 or more"),
+        ("timestamp_s,prompt_tokens,new_tokens\n", "a row or more"),
+    ],
+)
+def test_a_trace_is_read_from_its_start_or_refused_naming_the_fix(
+    text: str, says: str | None, tmp_path: Path
+) -> None:
+    path = tmp_path / "trace.csv"
+    path.write_text(text)
+    if says is None:
+        assert endpoint.read_trace(path) == [(0.0, 12, 4), (0.5, 30, 8)]
+    else:
+        with pytest.raises(Exception, match=says):
+            endpoint.read_trace(path)
+
+
+def test_the_shipped_trace_example_is_a_trace() -> None:
+    trace = endpoint.read_trace(Path(__file__).parents[2] / "examples" / "serve-trace.csv")
+    assert len(trace) == 24 and trace[0][0] == 0.0
+
+
+def test_a_trace_is_replayed_at_its_times_with_its_lengths() -> None:
+    """Each request is sent no earlier than its time in the trace, with its own lengths; the
+    trial is filed under the trace's own rate and records the rate it realised."""
+    from accelbench.scenarios.serve.measure import replay
+
+    trace = [(0.0, 12, 4), (0.05, 30, 8), (0.06, 7, 2), (0.2, 50, 3)]
+    sent: list[tuple[float, tuple[int, int] | None]] = []
+
+    async def send(start: float, asked: tuple[int, int] | None = None) -> ServedRequest:
+        sent.append((time.perf_counter() - start, asked))
+        return _sent(sent[-1][0])
+
+    t = asyncio.run(replay(served_spec(trace="t.csv"), send, trace))
+    assert [asked for _, asked in sent] == [(p, n) for _, p, n in trace]
+    assert all(at >= planned for (at, _), (planned, _, _) in zip(sent, trace, strict=True))
+    assert t.rate_per_s == pytest.approx(3 / 0.2) and t.sent_per_s is not None
+    assert len(t.requests) == 4
+
+
+class _Counting(_Steady):
+    """_Steady, keeping each request's max_tokens."""
+
+    SERVICE_S = 0.02
+    asked: ClassVar[list[int]] = []
+
+    def keep(self, body: bytes) -> None:
+        self.asked.append(json.loads(body)["max_tokens"])
+
+
+def test_a_trace_and_a_ramp_run_through_the_cli(tmp_path: Path) -> None:
+    db, trace = tmp_path / "r.sqlite", tmp_path / "trace.csv"
+    trace.write_text("timestamp_s,prompt_tokens,new_tokens\n0,8,3\n0.1,9,5\n0.15,10,7\n0.4,11,9\n")
+    with stub_server(_Counting) as url:
+        base = [a for a in stub_cell(url) if a not in ("--rate-per-s", "50")]
+        replayed = runner.invoke(app, [*base, "--trace", str(trace), "--db", str(db)])
+        assert replayed.exit_code == 0, replayed.output
+        assert sorted(_Counting.asked[-4:]) == [3, 5, 7, 9]  # the trace's lengths, each once
+        ramped = [*base, "--rate-per-s", "20", "--ramp-to-per-s", "60", "--db", str(db)]
+        done = runner.invoke(app, ramped)
+        assert done.exit_code == 0, done.output
+        both = runner.invoke(app, [*base, "--trace", str(trace), "--rate-per-s", "5"])
+        assert both.exit_code == 2 and "--trace gives each request's time" in both.output
+        alone = runner.invoke(app, [*base, "--ramp-to-per-s", "60"])
+        assert alone.exit_code == 2 and "give --rate-per-s, where it starts" in alone.output
+    with ResultStore(db) as store:
+        by_trace = {r.spec.trace is not None: r for r in store.query()}
+    for r in by_trace.values():
+        s = record_of(r, ServeMetrics)
+        assert r.status == "ok" and s is not None and s.reported == 1
+        assert s.trials[1].sent_per_s is not None  # the rate it realised
+    replay_search = record_of(by_trace[True], ServeMetrics)
+    ramp_search = record_of(by_trace[False], ServeMetrics)
+    assert replay_search and "the trace trace.csv, 4 requests over 0.4 s" in replay_search.search
+    assert ramp_search and ramp_search.trials[1].rate_per_s == 40.0  # the ramp's mean rate
+    assert "linear ramp from 20/s to 60/s" in ramp_search.search

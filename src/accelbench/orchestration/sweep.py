@@ -177,7 +177,7 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
 
 
 def _check_servers(specs: Sequence[RunSpec]) -> None:
-    """Each serve cell's lengths file read, and its server asked once for two tokens of its
+    """Each serve cell's lengths and trace files read, and its server asked once for two tokens of its
     model: a server that is down, not OpenAI-compatible or not serving it stops the run here."""
     from accelbench.scenarios.serve import endpoint
 
@@ -186,6 +186,8 @@ def _check_servers(specs: Sequence[RunSpec]) -> None:
         workloads.check(s.workload, s.model_args)
     for path in sorted({s.lengths for s in served if s.lengths}):
         endpoint.read_lengths(Path(path))
+    for path in sorted({s.trace for s in served if s.trace}):
+        endpoint.read_trace(Path(path))
     asked = {(s.endpoint, s.workload, s.api_key_env, s.chat) for s in served if s.endpoint}
     for url, name, key, chat in sorted(asked, key=str):
         endpoint.check(url, name.removeprefix("served/"), api_key_env=key, chat=chat)

@@ -15,50 +15,56 @@ from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.records.targets import parse_target
 
-_ADDED_LATER = (
-    "model_args",
-    "data",
-    "ci_pct",
-    "max_measure_s",
-    "repeat",
-    "replicas",
-    "nodes",
-    "bn_span",
-    "numa_binding",
-    "recompute",
-    "pipeline_stages",
-    "pipeline_schedule",
-    "inputs_on_device",
-    "rate_per_s",
-    "latency_bound_ms",
-    "batch_timeout_ms",
-    "num_queries",
-    "target",
-    "max_steps",
-    "lr_scaling",
-    "lr_base_batch",
-    "warmup_steps",
-    "diverge_factor",
-    "threads",
-    "compile_mode",
-    "cudnn_benchmark",
-    "fsdp",
-    "fsdp_offload",
-    "tensor_parallel",
-    "sequence_parallel",
-    "prompt_tokens",
-    "new_tokens",
-    "endpoint",
-    "platform",
-    "lengths",
-    "slo_ttft_ms",
-    "slo_tpot_ms",
-    "request_timeout_s",
-    "code_digest",
-    "api_key_env",
-    "chat",
-    "burstiness",
+_ADDED_LATER = tuple(
+    [
+        "model_args",
+        "data",
+        "ci_pct",
+        "max_measure_s",
+        "repeat",
+        "replicas",
+        "nodes",
+        "bn_span",
+        "numa_binding",
+        "recompute",
+        "pipeline_stages",
+        "pipeline_schedule",
+        "inputs_on_device",
+        "rate_per_s",
+        "latency_bound_ms",
+        "batch_timeout_ms",
+        "num_queries",
+        "target",
+        "max_steps",
+        "lr_scaling",
+        "lr_base_batch",
+        "warmup_steps",
+        "diverge_factor",
+        "threads",
+        "compile_mode",
+        "cudnn_benchmark",
+        "fsdp",
+        "fsdp_offload",
+        "tensor_parallel",
+        "sequence_parallel",
+        "prompt_tokens",
+        "new_tokens",
+        "endpoint",
+        "platform",
+        "lengths",
+        "slo_ttft_ms",
+        "slo_tpot_ms",
+        "request_timeout_s",
+        "code_digest",
+        "api_key_env",
+        "chat",
+        "burstiness",
+        "ramp_to_per_s",
+        "trace",
+    ]
 )
+"""Fields added after the first release, new ones last: left out of a cell's identity while at
+their default, so that stored results keep their keys."""
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
 Optimizer = Literal["sgd", "adamw"]
@@ -169,6 +175,12 @@ class RunSpec(Frozen):
     burstiness: float = Field(default=1.0, gt=0, le=100)
     """serve: the arrival gaps' gamma shape at a rate: 1, Poisson; below, burstier (the gaps'
     coefficient of variation is 1/sqrt of it), above, steadier (vLLM's --burstiness)."""
+    ramp_to_per_s: float | None = Field(default=None, gt=0)
+    """serve: with rate_per_s, the arrival rate rises linearly from it to this over each trial's
+    num_queries requests (burstiness shapes the gaps): where a server starts to fall behind."""
+    trace: str | None = None
+    """serve: a CSV of arrivals to replay, columns timestamp_s,prompt_tokens,new_tokens (as
+    examples/serve-trace.csv): each request sent at its time with its lengths, in one trial."""
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """serve: the environment variable holding the server's API key (vLLM's --api-key, a
     hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""

@@ -156,6 +156,13 @@ def _rules(spec: RunSpec) -> None:
             "server's settings, its data the prompts; leave out --precision, --compile, "
             "--channels-last and --data (--lengths gives the requests' lengths)"
         )
+    if spec.ramp_to_per_s is not None and spec.rate_per_s is None:
+        raise ValueError("--ramp-to-per-s ramps from a rate: give --rate-per-s, where it starts")
+    if spec.trace and (spec.rate_per_s or spec.lengths or spec.burstiness != 1):
+        raise ValueError(
+            "--trace gives each request's time and lengths: leave out --rate-per-s, "
+            "--ramp-to-per-s, --burstiness and --lengths"
+        )
 
 
 def _headline(result: Result) -> Headline | None:
@@ -189,13 +196,17 @@ def _columns(result: Result) -> Mapping[str, object]:
 
 
 def _words(spec: RunSpec) -> list[str]:
+    if spec.trace:
+        return [f"trace={Path(spec.trace).name}"]
     lengths = (
         f"lengths={Path(spec.lengths).name}"
         if spec.lengths
         else (f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
     )
+    rate = [f"at {spec.rate_per_s:g}/s"] if spec.rate_per_s else []
+    rate += [f"ramping to {spec.ramp_to_per_s:g}/s"] if spec.ramp_to_per_s else []
     bursts = [f"burstiness {spec.burstiness:g}"] if spec.burstiness != 1 else []
-    return [lengths, *([f"at {spec.rate_per_s:g}/s"] if spec.rate_per_s else []), *bursts]
+    return [lengths, *rate, *bursts]
 
 
 SCENARIO = Scenario(
@@ -203,7 +214,7 @@ SCENARIO = Scenario(
     summary="streamed requests to the OpenAI-compatible server at `endpoint`",
     measure="accelbench.scenarios.serve.measure:measure",
     client=True,
-    own_fields=("endpoint", "api_key_env", "chat", "burstiness"),
+    own_fields=("endpoint", "api_key_env", "chat", "burstiness", "ramp_to_per_s", "trace"),
     rules=_rules,
     record=ServeMetrics,
     headline=_headline,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
+import math
 import os
 import random
 import time
@@ -128,6 +129,33 @@ def read_lengths(path: Path) -> list[tuple[int, int]]:
     if not pairs or any(p < 1 or n < 1 for p, n in pairs):
         raise AccelbenchError(f"{fix}, a row or more, each 1 or more")
     return pairs
+
+
+TRACE_COLUMNS = ("timestamp_s", "prompt_tokens", "new_tokens")
+
+
+def read_trace(path: Path) -> list[tuple[float, int, int]]:
+    """(seconds from the trace's start, prompt_tokens, new_tokens) of each row of a trace CSV,
+    in time order; raises, naming the fix, on a file that is not one."""
+    fix = f"trace {path}: give a CSV with columns {','.join(TRACE_COLUMNS)}"
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+    try:
+        found = [
+            (float(r["timestamp_s"]), int(r["prompt_tokens"]), int(r["new_tokens"])) for r in rows
+        ]
+    except (KeyError, TypeError, ValueError):
+        raise AccelbenchError(f"{fix}: seconds, then whole numbers") from None
+    times = [t for t, _, _ in found]
+    if not found or any(p < 1 or n < 1 for _, p, n in found):
+        raise AccelbenchError(f"{fix}, a row or more, lengths each 1 or more")
+    if any(not math.isfinite(t) or t < 0 for t in times) or times != sorted(times):
+        raise AccelbenchError(f"{fix}: times of 0 s or more, in order")
+    start = times[0]
+    return [(t - start, p, n) for t, p, n in found]
 
 
 def prompt(rng: random.Random, num_words: int) -> str:

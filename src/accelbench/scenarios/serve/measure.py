@@ -5,9 +5,11 @@ First a closed loop: spec.batch_size clients, each sending its next request as i
 ends, for spec.epochs epochs of spec.steps_per_epoch steps of batch_size requests each; epoch 1
 holds the server's warm-up (its compilation, graph capture, cache allocation) apart, as
 everywhere, and the steady epochs give the delivered rate in requests/s with its interval: the
-server's capacity at that concurrency. Then requests arrive as a Poisson process, never held
-back: at spec.rate_per_s, or, with only the SLO, at rates a bisection of (0, capacity] picks in
-SEARCH_TRIALS trials for the highest one that meets it, as the server scenario searches.
+server's capacity at that concurrency. Then requests arrive as a Poisson process (gamma with
+spec.burstiness), never held back: at spec.rate_per_s (or ramping from it to
+spec.ramp_to_per_s), or, with only the SLO, at rates a bisection of (0, capacity] picks in
+SEARCH_TRIALS trials for the highest one that meets it, as the server scenario searches; or they
+replay spec.trace, each request at its time with its lengths.
 
 Per request: TTFT (sent to first chunk), TPOT ((E2EL - TTFT) / (output tokens - 1)), ITL (gaps
 between chunks), E2EL. A request is within the SLO when it succeeded with TTFT and TPOT within
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 import time
 from collections.abc import Callable, Coroutine
@@ -43,8 +46,9 @@ from accelbench.scenarios.server.measure import SEARCH_TRIALS
 SLO_SHARE = 0.99
 """MLPerf Inference's server latency bounds hold at the 99th percentile."""
 
-Send = Callable[[float], Coroutine[None, None, ServedRequest]]
-"""Sends the next request and times it from a trial's start (time.perf_counter)."""
+Send = Callable[[float, tuple[int, int] | None], Coroutine[None, None, ServedRequest]]
+"""Sends the next request (of the given prompt and new tokens, else lengths drawn as the spec
+says) and times it from a trial's start (time.perf_counter)."""
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,8 @@ async def _measure(spec: RunSpec) -> Metrics:
     sent = endpoint.headers(spec.api_key_env)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=sent) as client:
 
-        async def send(trial_start: float) -> ServedRequest:
-            prompt_words, new_tokens = rng.choice(lengths)
+        async def send(trial_start: float, asked: tuple[int, int] | None = None) -> ServedRequest:
+            prompt_words, new_tokens = asked or rng.choice(lengths)
             text = endpoint.prompt(rng, prompt_words)
             reply = await endpoint.complete(
                 client, url, model, text, new_tokens, spec.request_timeout_s, spec.chat
@@ -103,10 +107,23 @@ async def _measure(spec: RunSpec) -> Metrics:
         # The headline is an arrival trial's: what else the host did is read over the trials.
         monitor = contention.HostMonitor(spec, torch.device("cpu"))
         monitor.start()
-        if spec.rate_per_s is not None:
-            trials.append(await arrivals(spec, send, spec.rate_per_s))
+        if spec.trace is not None:
+            trace = endpoint.read_trace(Path(spec.trace))
+            trials.append(await replay(spec, send, trace))
             reported: int | None = 1
+            search = (
+                f"the trace {Path(spec.trace).name}, {len(trace)} requests over "
+                f"{trace[-1][0]:.4g} s, replayed"
+            )
+        elif spec.rate_per_s is not None:
+            trials.append(await arrivals(spec, send, spec.rate_per_s))
+            reported = 1
             search = f"the given rate, {spec.num_queries} requests"
+            if spec.ramp_to_per_s is not None:
+                search = (
+                    f"a linear ramp from {spec.rate_per_s:g}/s to {spec.ramp_to_per_s:g}/s, "
+                    f"{spec.num_queries} requests"
+                )
         else:
             reported, low, high = None, 0.0, capacity
             for _ in range(SEARCH_TRIALS):
@@ -143,7 +160,7 @@ async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metric
 
         async def client(epoch_start: float = epoch_start, todo: itertools.count = todo) -> None:
             while next(todo) < per_epoch:  # a stop takes effect between epochs
-                served.append(await send(epoch_start))
+                served.append(await send(epoch_start, None))
                 ended.append(time.perf_counter() - epoch_start)
 
         await asyncio.gather(*(client() for _ in range(spec.batch_size)))
@@ -168,28 +185,70 @@ async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metric
     return metrics.model_copy(update=update), loop
 
 
-def arrival_times(rate: float, count: int, burstiness: float, seed: str) -> list[float]:
+def arrival_times(
+    rate: float, count: int, burstiness: float, seed: str, ramp_to: float | None = None
+) -> list[float]:
     """Send times, seconds from a trial's start: gaps of mean 1/rate from a gamma distribution
     of shape `burstiness` (vLLM's --burstiness), exponential at 1, a Poisson process (drawn as
-    before there, so a seed gives the arrivals it always gave)."""
+    before there, so a seed gives the arrivals it always gave). With `ramp_to`, the rate rises
+    (or falls) linearly from `rate` to it over the time `count` requests take on average: the
+    same gaps drawn at rate 1, each arrival's time then mapped through the inverse of the
+    ramp's cumulative rate (the time-rescaling theorem), so the burstiness holds throughout."""
     rng = random.Random(seed)
-    if burstiness == 1:
-        gaps = (rng.expovariate(rate) for _ in range(count))
-    else:
-        gaps = (rng.gammavariate(burstiness, 1 / (rate * burstiness)) for _ in range(count))
-    return list(itertools.accumulate(gaps))
+    if ramp_to is None:
+        if burstiness == 1:
+            gaps = (rng.expovariate(rate) for _ in range(count))
+        else:
+            gaps = (rng.gammavariate(burstiness, 1 / (rate * burstiness)) for _ in range(count))
+        return list(itertools.accumulate(gaps))
+    units = (
+        rng.expovariate(1.0) if burstiness == 1 else rng.gammavariate(burstiness, 1 / burstiness)
+        for _ in range(count)
+    )
+    slope = (ramp_to - rate) / (2 * count / (rate + ramp_to))  # over the mean duration
+    times = []
+    for s in itertools.accumulate(units):  # solve rate t + slope t^2 / 2 = s for t
+        if slope == 0:
+            times.append(s / rate)
+        elif (discriminant := rate * rate + 2 * slope * s) >= 0:
+            times.append((math.sqrt(discriminant) - rate) / slope)
+        else:  # a falling ramp reached a rate of zero: no more arrivals
+            break
+    return times
 
 
 async def arrivals(spec: RunSpec, send: Send, rate: float) -> ServeTrial:
-    """spec.num_queries requests arriving at `rate` (arrival_times, spec.burstiness), each sent
-    at its time whatever is in flight; none is sent after spec.max_measure_s."""
-    times = arrival_times(rate, spec.num_queries, spec.burstiness, f"{spec.seed}/{rate}")
+    """spec.num_queries requests arriving at `rate` (arrival_times: spec.burstiness, and a ramp
+    to spec.ramp_to_per_s), each sent at its time whatever is in flight; none is sent after
+    spec.max_measure_s. A ramp's trial is filed under its mean rate."""
+    ramp = spec.ramp_to_per_s
+    times = arrival_times(
+        rate, spec.num_queries, spec.burstiness, f"{spec.seed}/{rate}", ramp_to=ramp
+    )
+    mean = rate if ramp is None else (rate + ramp) / 2
+    return await _send_at(spec, send, [(t, None) for t in times], mean)
+
+
+async def replay(spec: RunSpec, send: Send, trace: list[tuple[float, int, int]]) -> ServeTrial:
+    """The trace's requests, each sent at its time with its lengths (endpoint.read_trace)."""
+    rate = _rate([t for t, _, _ in trace])
+    return await _send_at(spec, send, [(t, (p, n)) for t, p, n in trace], rate)
+
+
+async def _send_at(
+    spec: RunSpec,
+    send: Send,
+    plan: list[tuple[float, tuple[int, int] | None]],
+    rate: float | None,
+) -> ServeTrial:
+    """Each request of `plan` sent at its time (seconds from now) whatever is in flight; none
+    after spec.max_measure_s."""
     start, tasks = time.perf_counter(), list[asyncio.Task[ServedRequest]]()
-    for at in times:
+    for at, asked in plan:
         if at > spec.max_measure_s or interruption.requested():
             break
         await asyncio.sleep(max(0.0, at - (time.perf_counter() - start)))
-        tasks.append(asyncio.create_task(send(start)))
+        tasks.append(asyncio.create_task(send(start, asked)))
     served = list(await asyncio.gather(*tasks))
     first = min((r.sent_s for r in served), default=0.0)
     return trial(spec, served, rate, None, time.perf_counter() - start - first)
