@@ -801,3 +801,78 @@ def test_a_trace_and_a_ramp_run_through_the_cli(tmp_path: Path) -> None:
     assert replay_search and "the trace trace.csv, 4 requests over 0.4 s" in replay_search.search
     assert ramp_search and ramp_search.trials[1].rate_per_s == 40.0  # the ramp's mean rate
     assert "linear ramp from 20/s to 60/s" in ramp_search.search
+
+
+def test_a_servers_energy_is_the_sum_of_its_counters_over_the_trial() -> None:
+    from accelbench.records import energy
+
+    readings = {"gpu0": iter([100.0, 160.0]), "gpu1": iter([7.0, 12.0]), "rapl": iter([18.0, 3.0])}
+    meter = energy.ServerMeter(
+        "nvml-energy-counter",
+        "GPU 0, 1 board(s) the server runs on",
+        [
+            (lambda: next(readings["gpu0"]), None),
+            (lambda: next(readings["gpu1"]), None),
+            (lambda: next(readings["rapl"]), 20.0),  # wrapped past 20 J: 18 -> 20 -> 3 is 5 J
+        ],
+    )
+    meter.start()
+    drawn = meter.stop()
+    assert drawn.joules == pytest.approx(60.0 + 5.0 + 5.0) and drawn.method == "nvml-energy-counter"
+    nothing = energy.ServerMeter("not available", "the server is not on this host").stop()
+    assert nothing.joules is None and nothing.scope == "the server is not on this host"
+
+
+def test_energy_per_token_and_request_count_the_requests_that_succeeded() -> None:
+    from accelbench.records.energy import EnergyMetrics
+
+    ok = [_sent(0.1 * i) for i in range(3)]  # 2 output tokens each
+    failed = ServedRequest(sent_s=0.5, prompt_tokens=None, output_tokens=0, chunk_ms=[], error="x")
+    t = serve.trial(served_spec(), [*ok, failed], 6.0, None, duration_s=1.0)
+    assert t.joules_per_output_token is None and t.joules_per_request is None  # not metered
+    metered = t.model_copy(update={"energy": EnergyMetrics(method="rapl", scope="s", joules=12.0)})
+    assert metered.joules_per_output_token == pytest.approx(12.0 / 6)
+    assert metered.joules_per_request == pytest.approx(12.0 / 3)
+    line = serving.trial_text(metered)
+    assert "2 J per output token, 4 J per request (rapl: s)" in line
+
+
+def test_a_server_meter_reads_rapl_for_a_cpu_server_and_says_why_when_it_cannot(
+    tmp_path: Path,
+) -> None:
+    from accelbench.records import energy
+
+    away = energy.server_meter([])
+    assert away.method == "not available" and "not on this host" in away.scope
+    unreadable = energy.server_meter([os.getpid()], powercap=tmp_path)
+    assert unreadable.method == "not available" and "needs read access" in unreadable.scope
+    package = tmp_path / "intel-rapl:0"
+    package.mkdir()
+    (package / "energy_uj").write_text("5000000\n")
+    (package / "max_energy_range_uj").write_text("262143328850\n")
+    rapl = energy.server_meter([os.getpid()], powercap=tmp_path)
+    assert rapl.method == "rapl" and "the server's and all else's" in rapl.scope
+    rapl.start()
+    (package / "energy_uj").write_text("9000000\n")
+    assert rapl.stop().joules == pytest.approx(4.0)
+
+
+def test_a_stub_server_on_this_host_gets_an_energy_reading_or_the_reason_it_has_none(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "r.sqlite"
+    with stub_server(_Steady) as url:
+        done = runner.invoke(app, [*stub_cell(url), "--db", str(db)])
+        assert done.exit_code == 0, done.output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    s = record_of(r, ServeMetrics)
+    assert s is not None
+    drawn = s.trials[1].energy
+    assert drawn is not None  # the stub listens in this process: a server on this host
+    if drawn.joules is None:
+        assert drawn.method == "not available" and "energy not measured" in done.output
+    else:
+        assert (
+            drawn.method in ("rapl", "nvml-energy-counter") and "J per output token" in done.output
+        )

@@ -3,15 +3,18 @@
 NVIDIA GPUs: NVML's total-energy counter, read at the start and end of the window, with power,
 SM clock and clock-event (throttle) reasons sampled in a thread. CPUs: RAPL package counters in
 /sys/class/powercap where the kernel exposes them and this user may read them. Anything else is
-"not available": no estimate from a TDP is ever shown as a measurement.
+"not available": no estimate from a TDP is ever shown as a measurement. A server under test on
+this host (serve) is metered by ServerMeter: the GPUs its processes run on, or the CPU packages.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -202,3 +205,107 @@ def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
         throttle_reasons=sorted({r for e in readings for r in e.throttle_reasons}),
         num_samples=sum(e.num_samples for e in readings),
     )
+
+
+class ServerMeter:
+    """The energy of the devices a server on this host uses, over each window (a serving
+    trial): the sum of counters that only grow (a RAPL counter wraps at `wrap` joules)."""
+
+    def __init__(
+        self,
+        method: EnergyMethod,
+        scope: str,
+        counters: list[tuple[Callable[[], float], float | None]] | None = None,
+    ) -> None:
+        self.method, self.scope, self.counters = method, scope, counters or []
+        self._start: list[float] = []
+        self._start_s = 0.0
+
+    def start(self) -> None:
+        self._start = [read() for read, _ in self.counters]
+        self._start_s = time.perf_counter()
+
+    def stop(self) -> EnergyMetrics:
+        if not self.counters:
+            return EnergyMetrics(method="not available", scope=self.scope)
+        seconds = time.perf_counter() - self._start_s
+        joules = 0.0
+        for (read, wrap), start in zip(self.counters, self._start, strict=True):
+            delta = read() - start
+            joules += delta + wrap if delta < 0 and wrap else delta
+        return EnergyMetrics(
+            method=self.method,
+            scope=self.scope,
+            joules=joules,
+            avg_power_w=joules / seconds if seconds > 0 else None,
+        )
+
+
+def server_meter(pids: list[int], powercap: Path = POWERCAP) -> ServerMeter:
+    """A meter of what a server whose processes are `pids` (found listening on this host; its
+    children, as vLLM's engine workers, count too) draws: NVML's energy counter of each NVIDIA
+    GPU one of them runs on; else, for a server on no GPU, RAPL's CPU packages, which count all
+    of this host's work, the client's too; else none, its scope saying why."""
+    if not pids:
+        return ServerMeter(
+            "not available", "the server is not on this host: give its devices' power another way"
+        )
+    family = set(pids) | {c for pid in pids for c in _children(pid)}
+    gpus = _nvml_gpus(family)
+    if gpus:
+        nvml = gpus[0][2]
+        counters: list[tuple[Callable[[], float], float | None]] = [
+            (functools.partial(_nvml_joules, nvml, handle), None) for _, handle, _ in gpus
+        ]
+        boards = ", ".join(str(index) for index, _, _ in gpus)
+        return ServerMeter(
+            "nvml-energy-counter", f"GPU {boards} board(s) the server runs on", counters
+        )
+    if domains := _rapl_domains(powercap):
+        counters = [
+            (functools.partial(_rapl_joules, d), _read_int(d / "max_energy_range_uj") / 1e6)
+            for d in domains
+        ]
+        scope = f"CPU packages ({len(domains)}) of this host: the server's and all else's"
+        return ServerMeter("rapl", scope, counters)
+    return ServerMeter(
+        "not available",
+        "no counter the server's devices can be read by (NVML on its GPUs; RAPL's "
+        f"{powercap} needs read access)",
+    )
+
+
+def _nvml_joules(nvml: Any, handle: Any) -> float:
+    return float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1e3
+
+
+def _rapl_joules(domain: Path) -> float:
+    return _read_int(domain / "energy_uj") / 1e6
+
+
+def _children(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
+def _nvml_gpus(pids: set[int]) -> list[tuple[int, Any, Any]]:
+    """(index, handle, pynvml) of each NVIDIA GPU where one of `pids` runs; empty without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        found = []
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            running = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
+            if pids & {p.pid for p in running}:
+                pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)  # Volta and later
+                found.append((index, handle, pynvml))
+        return found
+    except Exception as exc:  # no NVML, no GPU, a GPU without the counter
+        log.info("no NVML energy counter for the server: %s", exc)
+        return []

@@ -65,6 +65,8 @@ def lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str
             how = f"{_sent_text(t)}{reported}"
         out.append(f"{cell}: {how}: {trial_text(t)}")
     model = f"; the server names its model {serve.server_model}" if serve.server_model else ""
+    unmetered = next((t.energy for t in serve.trials if t.energy and t.energy.joules is None), None)
+    model += f"; energy not measured: {unmetered.scope}" if unmetered else ""
     out.append(
         f"{cell}: SLO {slo_text(result.spec)} for {100 * serve.slo_share:g}% ({serve.search}){model}"
     )
@@ -81,6 +83,11 @@ def trial_text(t: ServeTrial) -> str:
         f"{len(t.requests)} requests"
         + (f", {errors} failed (first: {first_error})" if errors else ""),
     ]
+    if t.energy is not None and t.joules_per_output_token is not None:
+        parts.append(
+            f"{t.joules_per_output_token:.3g} J per output token, {t.joules_per_request or 0:.3g} "
+            f"J per request ({t.energy.method}: {t.energy.scope})"
+        )
     return "; ".join(parts)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from accelbench import workloads
+from accelbench.records.energy import EnergyMetrics
 from accelbench.records.frozen import Frozen
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
@@ -98,9 +99,27 @@ class ServeTrial(Frozen):
     """The rate answers ended, (answers - 1) over the span of their ends: below the realised
     arrival rate when the server fell behind; None below two answers, and in older records."""
 
+    energy: EnergyMetrics | None = None
+    """What the server's devices drew over the trial (records.energy.server_meter): its method
+    and scope say which counter, or why none; None for the closed loop and older records."""
+
     @property
     def num_within(self) -> int:
         return round(self.within_slo * len(self.requests))
+
+    @property
+    def joules_per_output_token(self) -> float | None:
+        """The trial's energy over the tokens its successful requests got."""
+        tokens = sum(r.output_tokens for r in self.requests if r.error is None)
+        joules = self.energy.joules if self.energy else None
+        return joules / tokens if joules is not None and tokens else None
+
+    @property
+    def joules_per_request(self) -> float | None:
+        """The trial's energy over its successful requests."""
+        done = sum(r.error is None for r in self.requests)
+        joules = self.energy.joules if self.energy else None
+        return joules / done if joules is not None and done else None
 
 
 class ServeMetrics(Record):
@@ -191,6 +210,10 @@ def _columns(result: Result) -> Mapping[str, object]:
             "output_tokens_per_s": t.output_tokens_per_s,
             "ttft_p99_ms": t.ttft_ms.p99 if t.ttft_ms else None,
             "tpot_p99_ms": t.tpot_ms.p99 if t.tpot_ms else None,
+            "joules_per_output_token": t.joules_per_output_token,
+            "joules_per_request": t.joules_per_request,
+            "serve_energy_method": t.energy.method if t.energy else None,
+            "serve_energy_scope": t.energy.scope if t.energy else None,
         }
     return found
 

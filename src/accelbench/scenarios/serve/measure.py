@@ -35,7 +35,7 @@ import torch
 from accelbench.analysis.validity import keeps_up
 from accelbench.errors import AccelbenchError
 from accelbench.execution import interruption
-from accelbench.records import contention
+from accelbench.records import contention, energy
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
@@ -106,17 +106,18 @@ async def _measure(spec: RunSpec) -> Metrics:
         trials = [loop]
         # The headline is an arrival trial's: what else the host did is read over the trials.
         monitor = contention.HostMonitor(spec, torch.device("cpu"))
+        meter = energy.server_meter(contention.server_pids(url))
         monitor.start()
         if spec.trace is not None:
             trace = endpoint.read_trace(Path(spec.trace))
-            trials.append(await replay(spec, send, trace))
+            trials.append(await replay(spec, send, trace, meter))
             reported: int | None = 1
             search = (
                 f"the trace {Path(spec.trace).name}, {len(trace)} requests over "
                 f"{trace[-1][0]:.4g} s, replayed"
             )
         elif spec.rate_per_s is not None:
-            trials.append(await arrivals(spec, send, spec.rate_per_s))
+            trials.append(await arrivals(spec, send, spec.rate_per_s, meter))
             reported = 1
             search = f"the given rate, {spec.num_queries} requests"
             if spec.ramp_to_per_s is not None:
@@ -129,7 +130,7 @@ async def _measure(spec: RunSpec) -> Metrics:
             for _ in range(SEARCH_TRIALS):
                 if interruption.requested():
                     break
-                trials.append(await arrivals(spec, send, (low + high) / 2))
+                trials.append(await arrivals(spec, send, (low + high) / 2, meter))
                 if meets_slo(spec, trials[-1]):
                     low, reported = (low + high) / 2, len(trials) - 1
                 else:
@@ -217,7 +218,9 @@ def arrival_times(
     return times
 
 
-async def arrivals(spec: RunSpec, send: Send, rate: float) -> ServeTrial:
+async def arrivals(
+    spec: RunSpec, send: Send, rate: float, meter: energy.ServerMeter | None = None
+) -> ServeTrial:
     """spec.num_queries requests arriving at `rate` (arrival_times: spec.burstiness, and a ramp
     to spec.ramp_to_per_s), each sent at its time whatever is in flight; none is sent after
     spec.max_measure_s. A ramp's trial is filed under its mean rate."""
@@ -226,13 +229,18 @@ async def arrivals(spec: RunSpec, send: Send, rate: float) -> ServeTrial:
         rate, spec.num_queries, spec.burstiness, f"{spec.seed}/{rate}", ramp_to=ramp
     )
     mean = rate if ramp is None else (rate + ramp) / 2
-    return await _send_at(spec, send, [(t, None) for t in times], mean)
+    return await _send_at(spec, send, [(t, None) for t in times], mean, meter)
 
 
-async def replay(spec: RunSpec, send: Send, trace: list[tuple[float, int, int]]) -> ServeTrial:
+async def replay(
+    spec: RunSpec,
+    send: Send,
+    trace: list[tuple[float, int, int]],
+    meter: energy.ServerMeter | None = None,
+) -> ServeTrial:
     """The trace's requests, each sent at its time with its lengths (endpoint.read_trace)."""
     rate = _rate([t for t, _, _ in trace])
-    return await _send_at(spec, send, [(t, (p, n)) for t, p, n in trace], rate)
+    return await _send_at(spec, send, [(t, (p, n)) for t, p, n in trace], rate, meter)
 
 
 async def _send_at(
@@ -240,9 +248,12 @@ async def _send_at(
     send: Send,
     plan: list[tuple[float, tuple[int, int] | None]],
     rate: float | None,
+    meter: energy.ServerMeter | None,
 ) -> ServeTrial:
     """Each request of `plan` sent at its time (seconds from now) whatever is in flight; none
-    after spec.max_measure_s."""
+    after spec.max_measure_s; the server's energy metered over it all."""
+    if meter is not None:
+        meter.start()
     start, tasks = time.perf_counter(), list[asyncio.Task[ServedRequest]]()
     for at, asked in plan:
         if at > spec.max_measure_s or interruption.requested():
@@ -250,8 +261,10 @@ async def _send_at(
         await asyncio.sleep(max(0.0, at - (time.perf_counter() - start)))
         tasks.append(asyncio.create_task(send(start, asked)))
     served = list(await asyncio.gather(*tasks))
+    drawn = None if meter is None else meter.stop()
     first = min((r.sent_s for r in served), default=0.0)
-    return trial(spec, served, rate, None, time.perf_counter() - start - first)
+    done = trial(spec, served, rate, None, time.perf_counter() - start - first)
+    return done.model_copy(update={"energy": drawn})
 
 
 def trial(
