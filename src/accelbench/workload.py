@@ -89,6 +89,9 @@ class Workload:
     analytic_flops: Callable[[bool], float | None] | None = None
     """FLOPs of one item's pass by a published formula (training: True for forward and
     backward), set beside the counted ones; None where no formula is known."""
+    active_share: float | None = None
+    """A mixture of experts: the share of its expert weights each token runs through (experts
+    per token over experts), by which analytic_flops counts them; None for a dense model."""
     fixed_shapes: bool = True
     """False for a workload whose batches change shape from step to step (sequences of many
     lengths, graphs of many sizes): cuDNN autotuning is then off by default, as it would tune

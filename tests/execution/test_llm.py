@@ -18,6 +18,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution import sharding
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
+from accelbench.report.listing import tokens_line
 from accelbench.report.results import notes, token_projection_lines
 from accelbench.storage.store import ResultStore
 
@@ -201,3 +202,41 @@ def test_tune_searches_the_micro_batch_at_each_device_count_when_sharded(tmp_pat
     assert "x2 replicas, fsdp: largest micro batch tried: 1" in out.output
     with ResultStore(db) as store:
         assert sorted(r.spec.replicas for r in store.query()) == [1, 2]
+
+
+def test_gpt_oss_20b_counts_its_published_parameters_and_active_ones() -> None:
+    """21B weights, 3.6B active per token (OpenAI's gpt-oss model card): the analytic FLOPs
+    count a token's experts only, 4 of 32, so MFU is on the active parameters."""
+    import torch
+
+    from accelbench import workloads
+
+    workload = workloads.get("gpt_oss_20b")
+    with torch.device("meta"):
+        model = workload.build_model()
+    assert sum(p.numel() for p in model.parameters()) == pytest.approx(20.9e9, rel=0.005)
+    seq, layers, heads, head_dim = 2048, 24, 64, 64
+    flops = (workload.analytic_flops(True) if workload.analytic_flops else None) or 0.0
+    active = (flops / seq - 12 * layers * heads * head_dim * seq) / 6  # less attention's share
+    assert active == pytest.approx(3.6e9, rel=0.01) and workload.active_share == 4 / 32
+
+
+def test_a_tiny_mixture_of_experts_trains_through_the_cli(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "moe_tiny", "--batch-size", "4", "--optimizer", "adamw", "--lr", "0.01"]
+    args += ["--epochs", "3", "--steps-per-epoch", "6", "--window-steps", "2", "--device", "cpu"]
+    done = CliRunner().invoke(app, [*args, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    m = r.metrics
+    assert r.status == "ok" and m is not None and m.flops is not None
+    assert m.epochs[-1].loss_last < m.epochs[0].loss_mean  # type: ignore[operator]
+    assert m.flops.active_share == 0.5 and m.tokens_per_s
+    with torch.device("meta"):
+        total = sum(p.numel() for p in workloads.get("moe_tiny").build_model().parameters())
+    # Half the experts' weights a token: below 6 per weight of them all, attention included.
+    assert m.flops.analytic_per_item and m.flops.analytic_per_item < 6 * total * 64
+    peak = m.flops.model_copy(update={"peak_per_s": 1e12, "peak_source": "constructed"})
+    peaked = r.model_copy(update={"metrics": m.model_copy(update={"flops": peak})})
+    assert "by 6N + attention (N active: 0.5 of the experts' weights)" in tokens_line(peaked)

@@ -20,7 +20,7 @@ from accelbench.records.spec import RunSpec
 
 GLOBAL_BATCH = 4
 STEPS = 3
-LAYOUTS = {
+LAYOUTS: dict[str, dict[str, Any]] = {
     "fsdp over 2": {"fsdp": True, "replicas": 2},
     "fsdp over 2, 2 micro-batches": {"fsdp": True, "replicas": 2, "grad_accum": 2},
     "fsdp over 2, compiled": {"fsdp": True, "replicas": 2, "compile": True},
@@ -30,17 +30,18 @@ LAYOUTS = {
 }
 
 
-def steps(tmp_path: Path, **layout: Any) -> dict[str, Any]:
-    """Losses of STEPS adamw steps of the tiny Llama, and what each rank held."""
+def steps(tmp_path: Path, *, workload: str = "llama3_tiny", **layout: Any) -> dict[str, Any]:
+    """Losses of STEPS adamw steps of a tiny model (Llama), and what each rank held."""
     micro_batches = layout.get("replicas", 1) * layout.get("grad_accum", 1)
     spec = RunSpec(
-        workload="llama3_tiny",
+        workload=workload,
         batch_size=GLOBAL_BATCH // micro_batches,
         optimizer="adamw",
         lr=1e-2,
         device="cpu",
         **layout,
     )
+    tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "steps.json"
     script = str(Path(__file__).parents[1].joinpath("sharded_steps.py"))
     launcher = ["-m", "torch.distributed.run", "--standalone"] if spec.distributed else []
@@ -97,3 +98,21 @@ def test_sequence_parallelism_needs_a_llama_shaped_model() -> None:
     base.norm = torch.nn.Identity()  # no final norm to gather the sequence for the head
     with pytest.raises(AccelbenchError, match="not shaped for sequence parallelism"):
         sharding.sequence_plan(base, plan, "llama3_tiny")
+
+
+@pytest.mark.slow
+def test_a_sharded_mixture_of_experts_matches_one_process(tmp_path: Path) -> None:
+    """The tiny Mixtral under FSDP over 2 ranks: the same losses as one process, each rank
+    holding half the weights (its experts' included)."""
+    one = steps(tmp_path / "one", workload="moe_tiny")
+    sharded = steps(tmp_path / "two", workload="moe_tiny", fsdp=True, replicas=2)
+    assert one["losses"][0] - one["losses"][-1] > 0.01
+    assert sharded["losses"] == pytest.approx(one["losses"], rel=1e-4)
+    assert max(sharded["held_gib"]) == pytest.approx(one["held_gib"][0] / 2, rel=0.05)
+
+
+def test_a_mixture_of_experts_is_refused_tensor_parallelism_in_one_line() -> None:
+    with torch.device("meta"):
+        model = workloads.get("moe_tiny").build_model()
+    with pytest.raises(AccelbenchError, match="leave out --tensor-parallel"):
+        sharding.tensor_plan(model, "moe_tiny", 2)

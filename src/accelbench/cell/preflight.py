@@ -137,9 +137,11 @@ def _fault(what: str, step: str, exc: Exception) -> AccelbenchError:
     return AccelbenchError(f"{what} {step}: {one_line(exc)}{_where(exc)}")
 
 
-_META = re.compile(r"\bmeta\b|data-dependent")
+_META = re.compile(r"\bmeta\b|data-dependent|expected mat_a to be bfloat16")
 """How torch words a refusal of the meta device ("cannot be called on meta tensors", "devices,
-meta and cpu"), and not a user's message about, say, metadata."""
+meta and cpu"), and not a user's message about, say, metadata; and torch._grouped_mm's meta
+kernel (a mixture of experts' default in transformers), which asks for bf16 where the CPU's
+kernel takes fp32: the device's own kernel tells in the cell."""
 
 
 def _meta_only(exc: Exception) -> bool:

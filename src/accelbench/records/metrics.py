@@ -65,6 +65,9 @@ class Flops(Frozen):
     transformers, 6 per weight per token plus attention, as torchtitan counts), set beside the
     counted ones; None where the workload has none. Under tensor parallelism the counter sees
     attention on its own device's heads only, and counts low by the others' share."""
+    active_share: float | None = None
+    """A mixture of experts: the share of its expert weights a token runs through, by which
+    analytic_per_item counts them (the MFU of active parameters); None for a dense model."""
 
 
 class RankMetrics(Frozen):

@@ -217,7 +217,9 @@ def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> st
     if m.mfu is not None or m.mfu_analytic is not None:
         counted = "-" if m.mfu is None else f"{100 * m.mfu:.1f}%"
         analytic = "-" if m.mfu_analytic is None else f"{100 * m.mfu_analytic:.1f}%"
-        parts.append(f"MFU {counted} counted, {analytic} by 6N + attention")
+        share = m.flops.active_share if m.flops else None
+        active = f" (N active: {share:.3g} of the experts' weights)" if share else ""
+        parts.append(f"MFU {counted} counted, {analytic} by 6N + attention{active}")
     if m.tflops_per_device is not None:
         parts.append(f"{m.tflops_per_device:.3g} TFLOP/s per device")
     if m.state_gib is not None:

@@ -235,6 +235,7 @@ def count_flops(
     return Flops(
         per_item=per_micro_batch / spec.batch_size,
         analytic_per_item=analytic,
+        active_share=workload.active_share if analytic else None,
         floor_per_item=efficiency.flops_floor(workload, training),
         peak_per_s=peak[0],
         peak_source=peak[1],

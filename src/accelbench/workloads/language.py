@@ -109,6 +109,62 @@ def llama3_tiny(seq_len: int = 64, num_layers: int = 2) -> Workload:
     return _llama("tiny", seq_len, num_layers, vocab_size=512)
 
 
+# Mixtures of experts at published shapes. gpt-oss-20b as openai/gpt-oss-20b's config.json gives
+# it (24 layers, hidden and expert MLP 2880, 64 heads of 64, 8 key-value heads, 32 experts of
+# which 4 run per token, vocabulary 201,088; transformers' GptOssConfig defaults are the 120B's);
+# Mixtral 8x7B as transformers' MixtralConfig defaults give it (mistralai/Mixtral-8x7B-v0.1: 32
+# layers, hidden 4096, expert MLP 14336, 32 heads, 8 key-value heads, 8 experts, 2 per token,
+# vocabulary 32,000).
+GPT_OSS_20B = {
+    "hidden_size": 2880,
+    "intermediate_size": 2880,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+    "num_local_experts": 32,
+    "num_experts_per_tok": 4,
+    "vocab_size": 201088,
+}
+
+
+def gpt_oss_20b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 24) -> Workload:
+    """GPT-OSS 20B (transformers GptOssConfig, random weights): mixture of experts, 4 of 32."""
+    return hf_model(
+        "gpt_oss",
+        seq_len=seq_len,
+        num_hidden_layers=num_layers,
+        max_position_embeddings=max(seq_len, 131072),  # its YaRN: 4,096 x 32
+        **GPT_OSS_20B,
+    )
+
+
+def mixtral_8x7b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 32) -> Workload:
+    """Mixtral 8x7B (transformers MixtralConfig, random weights): mixture of experts, 2 of 8."""
+    return hf_model(
+        "mixtral",
+        seq_len=seq_len,
+        num_hidden_layers=num_layers,
+        max_position_embeddings=max(seq_len, 8192),
+    )
+
+
+def moe_tiny(seq_len: int = 64, num_layers: int = 2) -> Workload:
+    """A tiny Mixtral (hidden 64, 4 experts, 2 per token, vocabulary 512): MoE code for tests."""
+    return hf_model(
+        "mixtral",
+        seq_len=seq_len,
+        num_hidden_layers=num_layers,
+        hidden_size=64,
+        intermediate_size=128,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+        vocab_size=512,
+        max_position_embeddings=max(seq_len, 8192),
+    )
+
+
 def _llama(size: str, seq_len: int, num_layers: int, vocab_size: int = LLAMA3_VOCAB) -> Workload:
     hidden, mlp, heads, kv_heads, tied = LLAMA3[size]
     return hf_model(
@@ -152,6 +208,7 @@ def hf_model(model_type: str, seq_len: int = HF_SEQ_LEN, **config: Any) -> Workl
     return dataclasses.replace(
         workload,
         analytic_flops=lambda training: analytic_flops(build_model, base, seq_len, training),
+        active_share=active_share(base) if active_share(base) < 1 else None,
     )
 
 
@@ -163,7 +220,9 @@ def analytic_flops(
     12 x layers x hidden x sequence length for attention's two matmuls; a third of it for a
     forward pass alone. The weights are all but the embeddings' (a lookup is no matmul), the
     output head included even where it shares the embedding's weights; attention is counted
-    over all positions, causal or not. None for a model that cannot be built on the meta device."""
+    over all positions, causal or not. A mixture of experts counts the weights a token runs
+    through: its experts' weights times the share of experts it is routed to (active_share).
+    None for a model that cannot be built on the meta device."""
     import torch
 
     try:
@@ -174,13 +233,24 @@ def analytic_flops(
     embeddings = [m.weight for m in model.modules() if isinstance(m, torch.nn.Embedding)]
     head = getattr(model, "get_output_embeddings", lambda: None)()
     tied = [e for e in embeddings if isinstance(head, torch.nn.Linear) and head.weight is e]
-    matmul_weights = sum(p.numel() for p in model.parameters()) - sum(
+    matmul_weights: float = sum(p.numel() for p in model.parameters()) - sum(
         e.numel() for e in embeddings if not any(e is t for t in tied)
+    )
+    matmul_weights -= (1 - active_share(config)) * sum(
+        p.numel() for name, p in model.named_parameters() if ".experts." in name
     )
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     attention = 12 * config.num_hidden_layers * config.num_attention_heads * head_dim * seq_len
     per_token = 6 * matmul_weights + attention
     return per_token * seq_len / (1 if training else 3)
+
+
+def active_share(config: Any) -> float:
+    """The share of a mixture of experts' expert weights each token runs through: experts per
+    token over experts (1 for a dense model)."""
+    experts = getattr(config, "num_local_experts", None) or getattr(config, "num_experts", None)
+    per_token = getattr(config, "num_experts_per_tok", None)
+    return per_token / experts if experts and per_token else 1.0
 
 
 def hf_head(model_type: str, seq_len: int, config: dict[str, Any]) -> str:
