@@ -47,6 +47,7 @@ EXTRAS = {
     "httpx": "serving",
     "psycopg": "postgres",
     "torchao": "float8",
+    "peft": "finetune",
 }
 """The extra (pyproject.toml) that installs each optional top-level module."""
 

@@ -240,3 +240,26 @@ def test_a_tiny_mixture_of_experts_trains_through_the_cli(tmp_path: Path) -> Non
     peak = m.flops.model_copy(update={"peak_per_s": 1e12, "peak_source": "constructed"})
     peaked = r.model_copy(update={"metrics": m.model_copy(update={"flops": peak})})
     assert "by 6N + attention (N active: 0.5 of the experts' weights)" in tokens_line(peaked)
+
+
+def test_lora_fine_tunes_its_adapters_only_through_the_cli(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "llama3_tiny", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj"]
+    args += ["--batch-size", "4", "--optimizer", "adamw", "--lr", "0.01", "--epochs", "3"]
+    args += ["--steps-per-epoch", "6", "--window-steps", "2", "--device", "cpu", "--db", str(db)]
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    m = r.metrics
+    assert r.status == "ok" and m is not None and m.flops is not None
+    assert m.epochs[-1].loss_last < m.epochs[0].loss_mean  # type: ignore[operator]
+    # Per layer: q_proj 64 -> 64 and v_proj 64 -> 32 (2 key-value heads of 16), each adapter
+    # A (8 x in) and B (out x 8); 2 layers.
+    assert m.trainable_params == 2 * ((8 * 64 + 64 * 8) + (8 * 64 + 32 * 8))
+    assert m.flops.analytic_per_item is None  # 6 per weight does not hold for frozen ones
+    assert "lora r8" in done.output and "LoRA rank 8: 3,584 trainable weights" in done.output
+    wrong = CliRunner().invoke(app, [*args[:-2], "--lora-targets", "nowhere", "--db", str(db)])
+    assert wrong.exit_code == 1 and "--lora-targets nowhere: Target modules" in wrong.output
+    bare = CliRunner().invoke(app, ["run", "llama3_tiny", "--lora-alpha", "32", "--db", str(db)])
+    assert bare.exit_code == 2 and "add --lora-rank" in bare.output

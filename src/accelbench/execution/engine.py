@@ -15,7 +15,7 @@ from typing import Protocol
 import torch
 
 from accelbench.errors import AccelbenchError
-from accelbench.execution import distributed, sharding
+from accelbench.execution import distributed, lora, sharding
 from accelbench.execution.optim import make_optimizer, make_schedule, to_device
 from accelbench.records.precision import to_float8, torch_settings
 from accelbench.records.spec import RunSpec
@@ -23,6 +23,9 @@ from accelbench.workload import Batch, Workload
 
 
 class Engine(Protocol):
+    trainable: int
+    """Weights the optimizer steps: all, or a LoRA run's adapters."""
+
     def step(self, micro_batches: Iterable[Batch]) -> torch.Tensor:
         """One optimizer step over host micro-batches; returns their mean loss as a device
         tensor, without waiting for the device."""
@@ -55,6 +58,10 @@ class TorchEngine:
         self.loss_fn = workload.loss
 
         model = workload.build_model().to(device=device, dtype=self.dtype)
+        if spec.lora_rank is not None:
+            model = lora.adapt(model, spec)
+        self.trainable = lora.trainable(model)
+        """Weights the optimizer steps: all, or a LoRA run's adapters."""
         if spec.precision == "fp8":
             to_float8(model)
         if spec.recompute:

@@ -43,6 +43,7 @@ def make_optimizer(
     # Fused kernels on CUDA also take GradScaler's inf check on the device, which avoids its host
     # sync per step under amp-fp16.
     fused = True if device.type == "cuda" else None
+    params = [p for p in model.parameters() if p.requires_grad]  # a LoRA run's adapters
     if spec.optimizer == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=spec.scaled_lr, fused=fused)
-    return torch.optim.SGD(model.parameters(), lr=spec.scaled_lr, momentum=0.9, fused=fused)
+        return torch.optim.AdamW(params, lr=spec.scaled_lr, fused=fused)
+    return torch.optim.SGD(params, lr=spec.scaled_lr, momentum=0.9, fused=fused)

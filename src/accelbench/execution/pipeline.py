@@ -100,6 +100,7 @@ class PipelineEngine:
             to_device(torch.stack([s[k] for s in samples]), device, self.dtype) for k in self.keys
         )
         model = workload.build_model().to(device=device, dtype=self.dtype).train()
+        self.trainable = sum(p.numel() for p in model.parameters())  # every stage's
         whole = WithLoss(model, workload.loss, self.keys)
         self.flops_per_micro_batch = _train_flops(whole, example)
         points = split_points(whole, example, spec.pipeline_stages)

@@ -147,6 +147,9 @@ class Metrics(Frozen):
     state_gib: float | None = None
     """Weights and optimizer state held by the rank holding most (sharding.state_gib): what
     FSDP and tensor parallelism divide; None in older records."""
+    trainable_params: int | None = None
+    """Weights the optimizer stepped: all of them, or a LoRA run's adapters; None where no
+    optimizer ran, and in older records."""
     host_peak_rss_gib: float
     build_s: float
     """Model, optimizer and data set up before the first step."""

@@ -15,54 +15,16 @@ from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.records.targets import parse_target
 
-_ADDED_LATER = tuple(
-    [
-        "model_args",
-        "data",
-        "ci_pct",
-        "max_measure_s",
-        "repeat",
-        "replicas",
-        "nodes",
-        "bn_span",
-        "numa_binding",
-        "recompute",
-        "pipeline_stages",
-        "pipeline_schedule",
-        "inputs_on_device",
-        "rate_per_s",
-        "latency_bound_ms",
-        "batch_timeout_ms",
-        "num_queries",
-        "target",
-        "max_steps",
-        "lr_scaling",
-        "lr_base_batch",
-        "warmup_steps",
-        "diverge_factor",
-        "threads",
-        "compile_mode",
-        "cudnn_benchmark",
-        "fsdp",
-        "fsdp_offload",
-        "tensor_parallel",
-        "sequence_parallel",
-        "prompt_tokens",
-        "new_tokens",
-        "endpoint",
-        "platform",
-        "lengths",
-        "slo_ttft_ms",
-        "slo_tpot_ms",
-        "request_timeout_s",
-        "code_digest",
-        "api_key_env",
-        "chat",
-        "burstiness",
-        "ramp_to_per_s",
-        "trace",
-    ]
+_ADDED_NAMES = (
+    "model_args data ci_pct max_measure_s repeat replicas nodes bn_span numa_binding "
+    "recompute pipeline_stages pipeline_schedule inputs_on_device rate_per_s "
+    "latency_bound_ms batch_timeout_ms num_queries target max_steps lr_scaling "
+    "lr_base_batch warmup_steps diverge_factor threads compile_mode cudnn_benchmark fsdp "
+    "fsdp_offload tensor_parallel sequence_parallel prompt_tokens new_tokens endpoint "
+    "platform lengths slo_ttft_ms slo_tpot_ms request_timeout_s code_digest api_key_env "
+    "chat burstiness ramp_to_per_s trace lora_rank lora_alpha lora_targets"
 )
+_ADDED_LATER = tuple(_ADDED_NAMES.split())
 """Fields added after the first release, new ones last: left out of a cell's identity while at
 their default, so that stored results keep their keys."""
 MAX_REPEATS = 1000
@@ -181,6 +143,14 @@ class RunSpec(Frozen):
     trace: str | None = None
     """serve: a CSV of arrivals to replay, columns timestamp_s,prompt_tokens,new_tokens (as
     examples/serve-trace.csv): each request sent at its time with its lengths, in one trial."""
+    lora_rank: int | None = Field(default=None, gt=0, le=4096)
+    """train: fine-tune LoRA adapters of this rank (peft) on lora_targets, every other weight
+    frozen; None: train every weight."""
+    lora_alpha: float = Field(default=16.0, gt=0)
+    """train: LoRA's scale numerator (the update is scaled by alpha / rank)."""
+    lora_targets: str = Field(default="all-linear", pattern=r"^[A-Za-z0-9_.,-]+$")
+    """train: the modules that get adapters, comma-separated names (q_proj,v_proj), or
+    all-linear (peft: every linear layer but the output head)."""
     api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     """serve: the environment variable holding the server's API key (vLLM's --api-key, a
     hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""
@@ -340,6 +310,15 @@ class RunSpec(Frozen):
             raise ValueError(
                 "--inputs-on-device cycles a few synthetic batches: leave it out with --data, "
                 "which reads real data"
+            )
+        if self.lora_rank is None and (self._given("lora_alpha") or self._given("lora_targets")):
+            raise ValueError("--lora-alpha and --lora-targets shape adapters: add --lora-rank")
+        if self.lora_rank is not None and (
+            not scenario.trains or self.tensor_parallel > 1 or self.pipeline_stages > 1
+        ):
+            raise ValueError(
+                "--lora-rank fine-tunes: give --scenario train, without --tensor-parallel or "
+                "--pipeline-stages"
             )
         if self.replicas % self.bn_span:
             raise ValueError(

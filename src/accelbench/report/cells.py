@@ -17,7 +17,7 @@ SHOWN = frozenset(
         *("batch_size", "grad_accum", "replicas", "tensor_parallel", "sequence_parallel"),
         *("pipeline_stages", "nodes", "fsdp", "fsdp_offload", "precision", "compile"),
         *("compile_mode", "inputs_on_device", "cudnn_benchmark", "prompt_tokens", "new_tokens"),
-        *("lengths", "rate_per_s", "device", "platform"),
+        *("lengths", "rate_per_s", "device", "platform", "lora_rank"),
     }
 )
 """Spec fields that label(), configuration() and describe() name, or that the platform names
@@ -55,6 +55,7 @@ def configuration(
         parts += [f"in {spec.pipeline_stages} stages"] if spec.pipeline_stages > 1 else []
         parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 and replicas else []
     parts += ["fsdp" + ("+offload" if spec.fsdp_offload else "")] if spec.fsdp else []
+    parts += [f"lora r{spec.lora_rank}"] if spec.lora_rank else []
     parts.append(spec.precision)
     if spec.compile:
         mode = spec.compile_mode

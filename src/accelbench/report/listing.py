@@ -225,6 +225,11 @@ def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> st
     if m.state_gib is not None:
         where = "" if m.layout == "none" else f" per rank ({m.layout})"
         parts.append(f"weights and optimizer state {m.state_gib:.3g} GiB{where}")
+    if result.spec.lora_rank is not None and m.trainable_params is not None:
+        parts.append(
+            f"LoRA rank {result.spec.lora_rank}: {m.trainable_params:,} trainable weights; "
+            "MFU counted only (the frozen weights take no gradient: no 6N)"
+        )
     return f"{name(result.spec)}: " + "; ".join(parts)
 
 

@@ -231,7 +231,10 @@ def count_flops(
         found = efficiency.datasheet_peak(name, spec.precision) if name else None
         peak = found or efficiency.measured_peak(device, spec.precision)
     training = scenarios.get(spec.scenario).trains
-    analytic = workload.analytic_flops(training) if workload.analytic_flops else None
+    # 6 per weight assumes every weight's gradient: a LoRA run's frozen ones take 4, the
+    # counter sees that, no formula is given for it.
+    formula = workload.analytic_flops if spec.lora_rank is None else None
+    analytic = formula(training) if formula else None
     return Flops(
         per_item=per_micro_batch / spec.batch_size,
         analytic_per_item=analytic,

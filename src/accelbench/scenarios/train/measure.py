@@ -61,9 +61,10 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     del loader  # stops loader workers, so their peak memory is counted below
     raw.host_rss = dev.host_peak_rss_gib()
     raw, ranks = across_ranks(spec, raw)
-    return build_metrics(
+    metrics = build_metrics(
         spec, workload, raw, ranks, timer=timer.method, build_s=build_s, flops=flops
     )
+    return metrics.model_copy(update={"trainable_params": engine.trainable})
 
 
 def train_epoch(
