@@ -122,7 +122,7 @@ def test_a_mixture_of_experts_is_refused_tensor_parallelism_in_one_line() -> Non
 def test_lora_under_fsdp_matches_one_process(tmp_path: Path) -> None:
     """LoRA adapters on the tiny Llama's attention, FSDP over 2 ranks holding the frozen
     weights and the adapters alike: the same losses as one process."""
-    lora = {"lora_rank": 4, "lora_alpha": 8.0, "lora_targets": "q_proj,v_proj"}
+    lora: dict[str, Any] = {"lora_rank": 4, "lora_alpha": 8.0, "lora_targets": "q_proj,v_proj"}
     one = steps(tmp_path / "one", **lora)
     sharded = steps(tmp_path / "two", fsdp=True, replicas=2, **lora)
     assert one["losses"][0] - one["losses"][-1] > 0.01

@@ -224,25 +224,18 @@ class ResultStore:
         listing = "listing" if self._version() >= schema.LISTED else "NULL"
         sql = f"SELECT key, {listing}, created_at FROM results{where}"
         if limit is not None:  # the newest `limit`, oldest first
-            sql = (
-                f"SELECT * FROM ({sql} ORDER BY created_at DESC, key LIMIT {int(limit)}) AS newest"
-            )
+            sql = f"SELECT * FROM ({sql} ORDER BY created_at DESC, key LIMIT {int(limit)}) AS n"
         cursor = self._retrying(lambda: self._execute(sql + " ORDER BY created_at, key DESC", args))
         found = []
         collecting = gc.isenabled()
         gc.disable()  # 100,000 listings hold no cycle: the collector's passes cost a second
         try:
             while rows := cursor.fetchmany(1000):  # the text of a batch held, not of the table
-                found += [schema.listed(key, text, self._record) for key, text, _ in rows]
+                found += [schema.listed(k, t, lambda k: self.records([k])[0]) for k, t, _ in rows]
         finally:
             if collecting:
                 gc.enable()
                 gc.freeze()  # nor need later passes look at them (reference counts free them)
-        return found
-
-    def _record(self, key: str) -> Result:
-        found = self.get(key)
-        assert found is not None, key
         return found
 
     def records(self, keys: Sequence[str]) -> list[Result]:
