@@ -214,24 +214,33 @@ def test_gpt_oss_20b_counts_its_published_parameters_and_active_ones() -> None:
     workload = workloads.get("gpt_oss_20b")
     with torch.device("meta"):
         model = workload.build_model()
-    assert sum(p.numel() for p in model.parameters()) == pytest.approx(20.9e9, rel=0.005)
+    assert sum(p.numel() for p in model.parameters()) > 20e9  # test_workloads: 20.9B
     seq, layers, heads, head_dim = 2048, 24, 64, 64
     flops = (workload.analytic_flops(True) if workload.analytic_flops else None) or 0.0
     active = (flops / seq - 12 * layers * heads * head_dim * seq) / 6  # less attention's share
     assert active == pytest.approx(3.6e9, rel=0.01) and workload.active_share == 4 / 32
 
 
-def test_a_tiny_mixture_of_experts_trains_through_the_cli(tmp_path: Path) -> None:
-    db = tmp_path / "r.sqlite"
-    args = ["run", "moe_tiny", "--batch-size", "4", "--optimizer", "adamw", "--lr", "0.01"]
-    args += ["--epochs", "3", "--steps-per-epoch", "6", "--window-steps", "2", "--device", "cpu"]
-    done = CliRunner().invoke(app, [*args, "--db", str(db)])
+FINE_TUNE = ["--batch-size", "4", "--optimizer", "adamw", "--lr", "0.01", "--epochs", "3"]
+FINE_TUNE += ["--steps-per-epoch", "6", "--window-steps", "2", "--device", "cpu"]
+
+
+def _trains(db: Path, *args: str) -> tuple[Result, str]:
+    """A short adamw run through the CLI whose loss falls: its result and output."""
+    done = CliRunner().invoke(app, ["run", *args, *FINE_TUNE, "--db", str(db)])
     assert done.exit_code == 0, done.output
     with ResultStore(db) as store:
         (r,) = store.query()
     m = r.metrics
     assert r.status == "ok" and m is not None and m.flops is not None
     assert m.epochs[-1].loss_last < m.epochs[0].loss_mean  # type: ignore[operator]
+    return r, done.output
+
+
+def test_a_tiny_mixture_of_experts_trains_through_the_cli(tmp_path: Path) -> None:
+    r, _ = _trains(tmp_path / "r.sqlite", "moe_tiny")
+    m = r.metrics
+    assert m is not None and m.flops is not None
     assert m.flops.active_share == 0.5 and m.tokens_per_s
     with torch.device("meta"):
         total = sum(p.numel() for p in workloads.get("moe_tiny").build_model().parameters())
@@ -244,22 +253,17 @@ def test_a_tiny_mixture_of_experts_trains_through_the_cli(tmp_path: Path) -> Non
 
 def test_lora_fine_tunes_its_adapters_only_through_the_cli(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
-    args = ["run", "llama3_tiny", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj"]
-    args += ["--batch-size", "4", "--optimizer", "adamw", "--lr", "0.01", "--epochs", "3"]
-    args += ["--steps-per-epoch", "6", "--window-steps", "2", "--device", "cpu", "--db", str(db)]
-    done = CliRunner().invoke(app, args)
-    assert done.exit_code == 0, done.output
-    with ResultStore(db) as store:
-        (r,) = store.query()
+    lora = ["llama3_tiny", "--lora-rank", "8", "--lora-targets", "q_proj,v_proj"]
+    r, output = _trains(db, *lora)
     m = r.metrics
-    assert r.status == "ok" and m is not None and m.flops is not None
-    assert m.epochs[-1].loss_last < m.epochs[0].loss_mean  # type: ignore[operator]
+    assert m is not None and m.flops is not None
     # Per layer: q_proj 64 -> 64 and v_proj 64 -> 32 (2 key-value heads of 16), each adapter
     # A (8 x in) and B (out x 8); 2 layers.
     assert m.trainable_params == 2 * ((8 * 64 + 64 * 8) + (8 * 64 + 32 * 8))
     assert m.flops.analytic_per_item is None  # 6 per weight does not hold for frozen ones
-    assert "lora r8" in done.output and "LoRA rank 8: 3,584 trainable weights" in done.output
-    wrong = CliRunner().invoke(app, [*args[:-2], "--lora-targets", "nowhere", "--db", str(db)])
+    assert "lora r8" in output and "LoRA rank 8: 3,584 trainable weights" in output
+    args = ["run", *lora[:3], "--lora-targets", "nowhere", *FINE_TUNE, "--db", str(db)]
+    wrong = CliRunner().invoke(app, args)
     assert wrong.exit_code == 1 and "--lora-targets nowhere: Target modules" in wrong.output
     bare = CliRunner().invoke(app, ["run", "llama3_tiny", "--lora-alpha", "32", "--db", str(db)])
     assert bare.exit_code == 2 and "add --lora-rank" in bare.output

@@ -3,6 +3,7 @@ import, recommend."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import sys
@@ -136,7 +137,11 @@ def results(
             found = store.query(**filters, limit=limit) if limit else store.stream(**filters)
             (exchange.write_json if fmt is Format.json else exchange.write_csv)(found, sys.stdout)
         elif rows := store.listings(**filters, limit=limit):  # no record read but a few
-            show_rows(Rows(rows), store.records, latency_bound_ms)
+            gc.freeze()  # the collector need not walk them while the table is made (1 s)
+            try:
+                show_rows(Rows(rows), store.records, latency_bound_ms)
+            finally:
+                gc.unfreeze()
             projected = project_epochs is not None or tokens is not None
             found = store.records([r.key for r in rows]) if projected else []
             if project_epochs is not None and epoch_items is not None:

@@ -235,7 +235,6 @@ class ResultStore:
         finally:
             if collecting:
                 gc.enable()
-                gc.freeze()  # nor need later passes look at them (reference counts free them)
         return found
 
     def records(self, keys: Sequence[str]) -> list[Result]:

@@ -117,11 +117,7 @@ def read_lengths(path: Path) -> list[tuple[int, int]]:
     """(prompt_tokens, new_tokens) of each row of a lengths CSV; raises, naming the fix, on a
     file that is not one."""
     fix = f"lengths file {path}: give a CSV with columns prompt_tokens,new_tokens"
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+    rows = _csv_rows(path, fix)
     try:
         pairs = [(int(r["prompt_tokens"]), int(r["new_tokens"])) for r in rows]
     except (KeyError, TypeError, ValueError):
@@ -131,6 +127,15 @@ def read_lengths(path: Path) -> list[tuple[int, int]]:
     return pairs
 
 
+def _csv_rows(path: Path, fix: str) -> list[dict[str, str]]:
+    """The rows of a CSV file by its header; raises with `fix` on one that cannot be read."""
+    try:
+        with path.open(newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+
+
 TRACE_COLUMNS = ("timestamp_s", "prompt_tokens", "new_tokens")
 
 
@@ -138,11 +143,7 @@ def read_trace(path: Path) -> list[tuple[float, int, int]]:
     """(seconds from the trace's start, prompt_tokens, new_tokens) of each row of a trace CSV,
     in time order; raises, naming the fix, on a file that is not one."""
     fix = f"trace {path}: give a CSV with columns {','.join(TRACE_COLUMNS)}"
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+    rows = _csv_rows(path, fix)
     try:
         found = [
             (float(r["timestamp_s"]), int(r["prompt_tokens"]), int(r["new_tokens"])) for r in rows
