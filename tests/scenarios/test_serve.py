@@ -415,6 +415,9 @@ def test_an_slo_preset_gives_mlperfs_server_bounds() -> None:
 
     assert _slo("mlperf-llama3.1-8b-interactive") == {"slo_ttft_ms": 500, "slo_tpot_ms": 30}
     assert _slo("mlperf-llama2-70b") == {"slo_ttft_ms": 2000, "slo_tpot_ms": 200}
+    # MLPerf Inference v6.0's GPT-OSS 120B: TTFT 3000 ms, TPOT 80 ms; interactive 2000 and 15.
+    assert _slo("mlperf-gpt-oss-120b") == {"slo_ttft_ms": 3000, "slo_tpot_ms": 80}
+    assert SLO_PRESETS["mlperf-gpt-oss-120b-interactive"] == (2000, 15)
     defaults = {f: RunSpec.model_fields[f].default for f in ("slo_ttft_ms", "slo_tpot_ms")}
     assert SLO_PRESETS["mlperf-llama2-70b"] == tuple(defaults.values())  # the default is one
 
