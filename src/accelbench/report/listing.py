@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 from functools import cache
 from typing import Any
 
@@ -93,14 +93,20 @@ class Listing:
 
     @classmethod
     def loads(cls, text: str) -> Listing | None:
-        """The stored listing; None if other code made it (another VERSION)."""
-        data = json.loads(text)
-        if data[1] != VERSION:
+        """The stored listing; None if other code made it (another VERSION, another form)."""
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, list) or len(data) != _FIELDS or data[1] != VERSION:
             return None
         return cls(*data)  # its sequences as lists
 
     def knob(self, name: str) -> Any:
         return self.knobs.get(name, defaults()[name])
+
+
+_FIELDS = len(fields(Listing))
 
 
 @cache
