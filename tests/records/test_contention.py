@@ -3,7 +3,9 @@ several ranks combine."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -40,17 +42,25 @@ BUSY_CELL = (  # the first --epochs always run: 3 steady epochs outlast MIN_WIND
 
 @pytest.fixture
 def busy_host() -> Iterator[None]:
-    """A spinning process on every CPU: the second busy process a shared node has."""
-    spinners = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    """A spinning process on every CPU: the second busy process a shared node has. Started
+    through a launcher that exits, so that they are not this process's children, which the
+    busy-host reading counts as its own work (the test passed only while the suite's other
+    worker kept the host busy)."""
+    spin = (
+        "import subprocess, sys; print(subprocess.Popen([sys.executable, '-c', 'while True: pass'],"
+        " start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"
+    )
+    launched = [
+        subprocess.run([sys.executable, "-c", spin], capture_output=True, text=True, check=True)
         for _ in range(os.cpu_count() or 1)
     ]
+    pids = [int(done.stdout) for done in launched]
     try:
         yield
     finally:
-        for p in spinners:
-            p.kill()
-            p.wait()
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.slow
