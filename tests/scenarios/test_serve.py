@@ -810,7 +810,7 @@ def test_a_servers_energy_is_the_sum_of_its_counters_over_the_trial() -> None:
     from accelbench.records import energy
 
     readings = {"gpu0": iter([100.0, 160.0]), "gpu1": iter([7.0, 12.0]), "rapl": iter([18.0, 3.0])}
-    meter = energy.ServerMeter(
+    meter = energy.CounterMeter(
         "nvml-energy-counter",
         "GPU 0, 1 board(s) the server runs on",
         [
@@ -822,7 +822,7 @@ def test_a_servers_energy_is_the_sum_of_its_counters_over_the_trial() -> None:
     meter.start()
     drawn = meter.stop()
     assert drawn.joules == pytest.approx(60.0 + 5.0 + 5.0) and drawn.method == "nvml-energy-counter"
-    nothing = energy.ServerMeter("not available", "the server is not on this host").stop()
+    nothing = energy.CounterMeter("not available", "the server is not on this host").stop()
     assert nothing.joules is None and nothing.scope == "the server is not on this host"
 
 

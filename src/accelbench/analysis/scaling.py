@@ -7,34 +7,93 @@ as fast as one."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
-from accelbench.records.result import Result
+from accelbench.records.result import Result, cell_key
+from accelbench.records.spec import stable_hash
+
+
+class Scalable(Protocol):
+    """A result, or what is kept of one (report.listing.Listing, Scale), that can be paired
+    with the one-replica result of its cell."""
+
+    @property
+    def alone(self) -> str:
+        """Its cell with any accumulation: what a multi-replica result's `base` names."""
+        ...
+
+    @property
+    def base(self) -> str:
+        """Its one-replica cell, with any accumulation."""
+        ...
+
+    @property
+    def replicas(self) -> int: ...
+    @property
+    def items_per_s(self) -> float | None: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def threads(self) -> int: ...
+
+
+S = TypeVar("S", bound=Scalable)
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """What pairing a result with the one-replica result of its cell needs of it."""
+
+    alone: str
+    base: str
+    replicas: int
+    items_per_s: float | None
+    status: str
+    threads: int
+
+
+def scale(result: Result) -> Scale:
+    return Scale(
+        alone=stable_hash(cell_key(result, ignore=("grad_accum",))),
+        base=stable_hash(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1)),
+        replicas=result.spec.replicas,
+        items_per_s=result.items_per_s,
+        status=result.status,
+        threads=result.env.torch_num_threads,
+    )
 
 
 @dataclass(frozen=True)
-class Scaling:
-    result: Result
-    """The multi-replica run."""
-    base: Result
-    """The one-replica run of its cell."""
+class Pair(Generic[S]):
+    """A multi-replica result and the one-replica result of its cell."""
 
-    @property
-    def like_with_like(self) -> bool:
-        return self.result.env.torch_num_threads == self.base.env.torch_num_threads
+    row: S
+    base: S
 
     @property
     def speedup(self) -> float | None:
         """Throughput at N replicas over throughput at 1; None unless like with like."""
-        if not self.like_with_like:
+        if self.row.threads != self.base.threads:
             return None
-        return (self.result.items_per_s or 0.0) / (self.base.items_per_s or 1.0)
+        return (self.row.items_per_s or 0.0) / (self.base.items_per_s or 1.0)
 
     @property
     def efficiency(self) -> float | None:
         """The speed-up over N: 1 is linear scaling; above 1 means the one-replica run was held
         back or each replica's share fits a cache better, never a property of the platform."""
-        return None if self.speedup is None else self.speedup / self.result.spec.replicas
+        return None if self.speedup is None else self.speedup / self.row.replicas
+
+
+def pair_up(rows: Sequence[S]) -> list[Pair[S]]:
+    """Every multi-replica row with a measured one-replica row of its cell."""
+    single = {r.alone: r for r in rows if r.replicas == 1 and r.items_per_s and r.status == "ok"}
+    return [
+        Pair(r, base)
+        for r in rows
+        if r.replicas > 1 and r.items_per_s and (base := single.get(r.base)) is not None
+    ]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ NVIDIA GPUs: NVML's total-energy counter, read at the start and end of the windo
 SM clock and clock-event (throttle) reasons sampled in a thread. CPUs: RAPL package counters in
 /sys/class/powercap where the kernel exposes them and this user may read them. Anything else is
 "not available": no estimate from a TDP is ever shown as a measurement. A server under test on
-this host (serve) is metered by ServerMeter: the GPUs its processes run on, or the CPU packages.
+this host (serve) is metered by CounterMeter: the GPUs its processes run on, or the CPU packages.
 """
 
 from __future__ import annotations
@@ -73,8 +73,12 @@ class EnergyMeter:
         self._thread: threading.Thread | None = None
         self._start_j = 0.0
         self._start_s = 0.0
-        self._start_uj: list[int] = []
-        self._rapl = _rapl_domains(powercap) if device.type == "cpu" else []
+        domains = _rapl_domains(powercap) if device.type == "cpu" else []
+        self._rapl = (
+            CounterMeter("rapl", f"CPU packages ({len(domains)})", _rapl_counters(domains))
+            if domains
+            else None
+        )
         if device.type == "cuda":
             self._open_nvml()
 
@@ -85,7 +89,7 @@ class EnergyMeter:
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
         elif self._rapl:
-            self._start_uj = [_read_int(d / "energy_uj") for d in self._rapl]
+            self._rapl.start()
 
     def stop(self) -> EnergyMetrics:
         seconds = time.perf_counter() - self._start_s
@@ -114,18 +118,7 @@ class EnergyMeter:
                 num_samples=len(self._samples),
             )
         if self._rapl:
-            joules = 0.0
-            for domain, start in zip(self._rapl, self._start_uj, strict=True):
-                delta = _read_int(domain / "energy_uj") - start
-                if delta < 0:  # the counter wrapped around
-                    delta += _read_int(domain / "max_energy_range_uj")
-                joules += delta / 1e6
-            return EnergyMetrics(
-                method="rapl",
-                scope=f"CPU packages ({len(self._rapl)})",
-                joules=joules,
-                avg_power_w=joules / seconds,
-            )
+            return self._rapl.stop()
         scope = "CPU" if self.device.type == "cpu" else self.device.type
         return EnergyMetrics(method="not available", scope=scope)
 
@@ -207,9 +200,9 @@ def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
     )
 
 
-class ServerMeter:
-    """The energy of the devices a server on this host uses, over each window (a serving
-    trial): the sum of counters that only grow (a RAPL counter wraps at `wrap` joules)."""
+class CounterMeter:
+    """Energy over each window from counters that only grow (a RAPL counter wraps at `wrap`
+    joules), summed: a server's devices over a serving trial, a cell's CPU packages."""
 
     def __init__(
         self,
@@ -241,13 +234,13 @@ class ServerMeter:
         )
 
 
-def server_meter(pids: list[int], powercap: Path = POWERCAP) -> ServerMeter:
+def server_meter(pids: list[int], powercap: Path = POWERCAP) -> CounterMeter:
     """A meter of what a server whose processes are `pids` (found listening on this host; its
     children, as vLLM's engine workers, count too) draws: NVML's energy counter of each NVIDIA
     GPU one of them runs on; else, for a server on no GPU, RAPL's CPU packages, which count all
     of this host's work, the client's too; else none, its scope saying why."""
     if not pids:
-        return ServerMeter(
+        return CounterMeter(
             "not available", "the server is not on this host: give its devices' power another way"
         )
     family = set(pids) | {c for pid in pids for c in _children(pid)}
@@ -258,17 +251,13 @@ def server_meter(pids: list[int], powercap: Path = POWERCAP) -> ServerMeter:
             (functools.partial(_nvml_joules, nvml, handle), None) for _, handle, _ in gpus
         ]
         boards = ", ".join(str(index) for index, _, _ in gpus)
-        return ServerMeter(
+        return CounterMeter(
             "nvml-energy-counter", f"GPU {boards} board(s) the server runs on", counters
         )
     if domains := _rapl_domains(powercap):
-        counters = [
-            (functools.partial(_rapl_joules, d), _read_int(d / "max_energy_range_uj") / 1e6)
-            for d in domains
-        ]
         scope = f"CPU packages ({len(domains)}) of this host: the server's and all else's"
-        return ServerMeter("rapl", scope, counters)
-    return ServerMeter(
+        return CounterMeter("rapl", scope, _rapl_counters(domains))
+    return CounterMeter(
         "not available",
         "no counter the server's devices can be read by (NVML on its GPUs; RAPL's "
         f"{powercap} needs read access)",
@@ -277,6 +266,14 @@ def server_meter(pids: list[int], powercap: Path = POWERCAP) -> ServerMeter:
 
 def _nvml_joules(nvml: Any, handle: Any) -> float:
     return float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)) / 1e3
+
+
+def _rapl_counters(domains: list[Path]) -> list[tuple[Callable[[], float], float | None]]:
+    """Each RAPL domain's energy counter in joules, and where it wraps."""
+    return [
+        (functools.partial(_rapl_joules, d), _read_int(d / "max_energy_range_uj") / 1e6)
+        for d in domains
+    ]
 
 
 def _rapl_joules(domain: Path) -> float:

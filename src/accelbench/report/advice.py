@@ -230,12 +230,12 @@ def tune_lines(found: tuning.Search, max_batch: int) -> list[str]:
         )
     for n, r in sorted(found.scaling.items()):
         if r.metrics and r.items_per_s and fastest is not None:
-            curve = scaling.Scaling(r, found.trials[fastest])
+            curve = scaling.Pair(scaling.scale(r), scaling.scale(found.trials[fastest]))
             text = f"x{n} replicas at micro batch {fastest}: {rate_text(r.items_per_s)} {r.metrics.item_unit}/s"
             if curve.speedup is None or curve.efficiency is None:
                 text += (
-                    f", no scaling efficiency: {r.env.torch_num_threads} torch thread(s) per "
-                    f"replica against {curve.base.env.torch_num_threads} in the one-replica run"
+                    f", no scaling efficiency: {curve.row.threads} torch thread(s) per "
+                    f"replica against {curve.base.threads} in the one-replica run"
                 )
             else:
                 text += (

@@ -16,7 +16,7 @@ from functools import cache
 from typing import Any
 
 from accelbench import scenarios
-from accelbench.analysis import validity
+from accelbench.analysis import scaling, validity
 from accelbench.records.result import MEASURED, Result, cell_key
 from accelbench.records.spec import RunSpec, stable_hash
 from accelbench.report.cells import (
@@ -131,7 +131,7 @@ def of(result: Result) -> Listing:
         return NAME
 
     tokens = m is not None and m.tokens_per_item and tokens_per_item(spec)
-    scaled = scale(result)
+    scaled = scaling.scale(result)
     return Listing(
         key=result.key,
         version=VERSION,
@@ -176,31 +176,6 @@ def of(result: Result) -> Listing:
         and (
             scenarios.get(spec.scenario).batch_latency or record_of(result, TimeToTrain) is not None
         ),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Scale:
-    """What pairing a multi-replica result with the one-replica result of its cell needs."""
-
-    alone: str
-    """Its cell with any accumulation."""
-    base: str
-    """Its one-replica cell, with any accumulation."""
-    replicas: int
-    items_per_s: float | None
-    status: str
-    threads: int
-
-
-def scale(result: Result) -> Scale:
-    return Scale(
-        alone=_hashed(cell_key(result, ignore=("grad_accum",))),
-        base=_hashed(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1)),
-        replicas=result.spec.replicas,
-        items_per_s=result.items_per_s,
-        status=result.status,
-        threads=result.env.torch_num_threads,
     )
 
 

@@ -11,10 +11,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Generic, Protocol, TypeVar
 
 from accelbench import scenarios
 from accelbench.analysis import convergence, scaling, validity
+from accelbench.analysis.scaling import Pair, pair_up
 from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import inference, listing, tables
@@ -35,56 +35,6 @@ NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why
 
 Records = Callable[[Sequence[str]], Sequence[Result]]
 """The whole records of the keys given: what the few lines about several results read."""
-
-
-class Scalable(Protocol):
-    """A row that can be paired with its one-replica base (a Listing, a listing.Scale)."""
-
-    @property
-    def alone(self) -> str: ...
-    @property
-    def base(self) -> str: ...
-    @property
-    def replicas(self) -> int: ...
-    @property
-    def items_per_s(self) -> float | None: ...
-    @property
-    def status(self) -> str: ...
-    @property
-    def threads(self) -> int: ...
-
-
-S = TypeVar("S", bound=Scalable)
-
-
-@dataclass(frozen=True)
-class Pair(Generic[S]):
-    """A multi-replica row and the one-replica row of its cell."""
-
-    row: S
-    base: S
-
-    @property
-    def speedup(self) -> float | None:
-        """Throughput at N replicas over throughput at 1; None unless each replica ran the
-        torch threads the one-replica run had (see analysis.scaling)."""
-        if self.row.threads != self.base.threads:
-            return None
-        return (self.row.items_per_s or 0.0) / (self.base.items_per_s or 1.0)
-
-    @property
-    def efficiency(self) -> float | None:
-        return None if self.speedup is None else self.speedup / self.row.replicas
-
-
-def pair_up(rows: Sequence[S]) -> list[Pair[S]]:
-    """Every multi-replica row with a measured one-replica row of its cell."""
-    single = {r.alone: r for r in rows if r.replicas == 1 and r.items_per_s and r.status == "ok"}
-    return [
-        Pair(r, base)
-        for r in rows
-        if r.replicas > 1 and r.items_per_s and (base := single.get(r.base)) is not None
-    ]
 
 
 @dataclass

@@ -25,12 +25,12 @@ from typing import Any, TextIO
 from pydantic import ValidationError
 
 from accelbench import scenarios
-from accelbench.analysis import validity
+from accelbench.analysis import scaling, validity
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records import contention
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec
-from accelbench.report import inert, listing
+from accelbench.report import inert
 from accelbench.report.cells import differing_values
 from accelbench.report.results import pair_up
 
@@ -333,14 +333,14 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
     differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
     differently never read the same. The columns are known only when every result has been
     seen, so each flat row and spec waits in a temporary file, not in memory. Returns how many."""
-    scales: list[listing.Scale] = []
+    scales: list[scaling.Scale] = []
     columns: dict[str, None] = {}
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         for r in results:
             row = flat(r)
             columns |= dict.fromkeys(row)
             spool.write(json.dumps([row, r.spec.model_dump(mode="json")]) + "\n")
-            scales.append(listing.scale(r))
+            scales.append(scaling.scale(r))
         found = {id(p.row): p for p in pair_up(scales) if p.speedup is not None}
         speedups = [found.get(id(s)) for s in scales]
         del scales, found

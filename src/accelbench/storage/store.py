@@ -231,11 +231,14 @@ class ResultStore:
         gc.disable()  # 100,000 listings hold no cycle: the collector's passes cost a second
         try:
             while rows := cursor.fetchmany(1000):  # the text of a batch held, not of the table
-                found += [schema.listed(k, t, lambda k: self.records([k])[0]) for k, t, _ in rows]
+                found += [schema.listed(k, t, self._record) for k, t, _ in rows]
         finally:
             if collecting:
                 gc.enable()
         return found
+
+    def _record(self, key: str) -> Result:
+        return self.records([key])[0]
 
     def records(self, keys: Sequence[str]) -> list[Result]:
         """The results of these keys, in their order."""

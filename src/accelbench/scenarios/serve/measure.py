@@ -219,7 +219,7 @@ def arrival_times(
 
 
 async def arrivals(
-    spec: RunSpec, send: Send, rate: float, meter: energy.ServerMeter | None = None
+    spec: RunSpec, send: Send, rate: float, meter: energy.CounterMeter | None = None
 ) -> ServeTrial:
     """spec.num_queries requests arriving at `rate` (arrival_times: spec.burstiness, and a ramp
     to spec.ramp_to_per_s), each sent at its time whatever is in flight; none is sent after
@@ -236,7 +236,7 @@ async def replay(
     spec: RunSpec,
     send: Send,
     trace: list[tuple[float, int, int]],
-    meter: energy.ServerMeter | None = None,
+    meter: energy.CounterMeter | None = None,
 ) -> ServeTrial:
     """The trace's requests, each sent at its time with its lengths (endpoint.read_trace)."""
     rate = _rate([t for t, _, _ in trace])
@@ -248,7 +248,7 @@ async def _send_at(
     send: Send,
     plan: list[tuple[float, tuple[int, int] | None]],
     rate: float | None,
-    meter: energy.ServerMeter | None,
+    meter: energy.CounterMeter | None,
 ) -> ServeTrial:
     """Each request of `plan` sent at its time (seconds from now) whatever is in flight; none
     after spec.max_measure_s; the server's energy metered over it all."""
