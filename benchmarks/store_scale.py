@@ -9,6 +9,10 @@ printed is the JSON Lines export's time ratio.
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
     python benchmarks/store_scale.py --quick     # 1,000 and 3,000: what the test suite runs
+    python benchmarks/store_scale.py --postgres postgresql://me@host/db   # on that server
+
+With --postgres the two databases are made on that server (it must let the user create
+databases) and dropped after; the suite runs it quick on the server it starts.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from accelbench.cell.runner import run
 from accelbench.records.result import Result, result_key
@@ -48,7 +55,29 @@ RUN = (
 ru_maxrss, which exec keeps from the parent, it is this program's own) last on stderr."""
 
 
-def build(path: Path, base: Result, count: int) -> None:
+@contextmanager
+def databases(sizes: tuple[int, int], postgres: str | None) -> Iterator[list[str]]:
+    """A place for each size's database: SQLite files in a temporary folder, or databases
+    made on the PostgreSQL server of `postgres` (a URL) and dropped after."""
+    if postgres is None:
+        with tempfile.TemporaryDirectory() as tmp:
+            yield [str(Path(tmp, f"{n}.sqlite")) for n in sizes]
+        return
+    import psycopg
+
+    names = [f"accelbench_scale_{n}" for n in sizes]
+    with psycopg.connect(postgres, autocommit=True) as server:
+        for name in names:
+            server.execute(f"DROP DATABASE IF EXISTS {name}")
+            server.execute(f"CREATE DATABASE {name}")
+        try:
+            yield [urlsplit(postgres)._replace(path=f"/{name}").geturl() for name in names]
+        finally:
+            for name in names:
+                server.execute(f"DROP DATABASE IF EXISTS {name}")
+
+
+def build(path: str, base: Result, count: int) -> None:
     """A database of `count` copies of `base`, each another cell (seed and batch), a second
     apart so that they sort as a history does."""
     with ResultStore(path) as store:
@@ -71,11 +100,11 @@ def build(path: Path, base: Result, count: int) -> None:
         store.add(batch)
 
 
-def measure(command: list[str], db: Path) -> tuple[float, float]:
+def measure(command: list[str], db: str) -> tuple[float, float]:
     """Wall seconds and peak MB of one command on one database."""
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", RUN, *command, "--db", str(db)],
+        [sys.executable, "-c", RUN, *command, "--db", db],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -90,6 +119,7 @@ def main() -> None:
     options.add_argument("--records", type=int, default=10_000)
     options.add_argument("--device", default="cpu", help="where the one measured cell runs")
     options.add_argument("--quick", action="store_true", help="1,000 and 3,000 records")
+    options.add_argument("--postgres", metavar="URL", help="on this PostgreSQL server instead")
     args = options.parse_args()
     if args.quick:
         args.records = 1000
@@ -97,8 +127,7 @@ def main() -> None:
         RunSpec(workload="tiny_mlp", batch_size=4, epochs=2, steps_per_epoch=8, device=args.device)
     )
     sizes = (args.records, 3 * args.records)
-    with tempfile.TemporaryDirectory() as tmp:
-        dbs = [Path(tmp, f"{n}.sqlite") for n in sizes]
+    with databases(sizes, args.postgres) as dbs:
         for db, n in zip(dbs, sizes, strict=True):
             build(db, base, n)
         print(f"{'command':24} {sizes[0]:>8,} rec  {sizes[1]:>8,} rec  exponent  peak MB")

@@ -39,3 +39,17 @@ def test_gpu_check_says_plainly_that_it_needs_a_gpu(tmp_path: Path) -> None:
     )
     assert done.returncode == 2 and not (tmp_path / "g.md").exists()
     assert done.stderr == "error: make gpu-check needs a CUDA device, and torch sees none here\n"
+
+
+@pytest.mark.slow
+def test_store_scale_runs_on_postgresql(postgres_url: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "store_scale.py"), "--quick", "--postgres", postgres_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "report --format md" in done.stdout, done.stdout
+    last = done.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"ratio [\w/ ]+: \d+\.\d{3}", last), last

@@ -40,7 +40,7 @@ from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
 from accelbench.storage import exchange
-from accelbench.storage.several import stream_all
+from accelbench.storage.several import source_all, stream_all
 from accelbench.storage.store import ResultStore
 
 TokensOption = Annotated[
@@ -308,6 +308,20 @@ def make_report(
         )
         if out is not None:
             console.print(f"wrote {out}: {count} results, 0 figures")
+        return
+    if fmt is ReportFormat.md and figures_dir is None:  # listings and the records tables need
+        check_filters(workload, platform, status)
+        with source_all(db, workload=workload, platform=platform, status=status) as (source, _):
+            if not source.rows.rows:
+                raise AccelbenchError(NO_MATCH)
+            keys = [r.key for r in source.rows.rows]
+            projected = token_projection_lines(source.records(keys), tokens) if tokens else []
+            lines = document.markdown_lines(source, projected)
+            if out is None:
+                sys.stdout.writelines(lines)
+                return
+            write_stream(out, lambda f: f.writelines(lines))
+        console.print(f"wrote {out}: {len(keys)} results, 0 figures")
         return
     found, sources = load(db, workload, platform, status)
     if not found:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import html
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
@@ -19,6 +19,7 @@ from accelbench.report import acceptance as acceptance_text
 from accelbench.report import figures, inert, tables
 from accelbench.report import fleet as fleet_text
 from accelbench.report import results as results_text
+from accelbench.report.sections import Source
 from accelbench.report.time_to_train import time_to_train_grid
 
 CSS = """
@@ -36,9 +37,10 @@ li { margin: 0.2em 0; } .meta { color: #555; }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def grids(results: Sequence[Result], rows: results_text.Rows) -> list[tables.Grid]:
+def grids(source: Source) -> list[tables.Grid]:
     """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3, time
     to train, and the ceilings that bind (roofline) where the results have what they need."""
+    results = source.detail
     roofs = [r for r in roofline.roofs(results) if r.ceilings]
     optional = [
         tables.seed_table_1(results),
@@ -47,21 +49,17 @@ def grids(results: Sequence[Result], rows: results_text.Rows) -> list[tables.Gri
         acceptance_text.roofline_grid(roofs) if roofs else None,
     ]
     title = "Results (in the layout of PEARC '22, Table 4)"
-    main = results_text.grid(rows, title)
+    main = results_text.grid(source.rows, title)
     return [main, *(g for g in optional if g is not None)]
 
 
-def platforms_grid(results: Sequence[Result]) -> tables.Grid:
-    """Each platform and host the results came from, with what shapes their numbers."""
-    seen: dict[tuple[str, str], tuple[Result, int]] = {}
-    for r in results:
-        key = (r.platform, r.env.hostname)
-        first, count = seen.get(key, (r, 0))
-        seen[key] = (first, count + 1)
+def platforms_grid(platforms: Sequence[tuple[Result, int]]) -> tables.Grid:
+    """Each platform and host the results came from (the first result of each, and how many),
+    with what shapes their numbers."""
     rows = [
         (
-            platform,
-            host,
+            r.platform,
+            r.env.hostname,
             r.env.device_type,
             str(len(r.env.devices)),
             r.env.cpu_model,
@@ -70,7 +68,7 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
             r.env.driver_version or "",
             str(count),
         )
-        for (platform, host), (r, count) in seen.items()
+        for r, count in platforms
     ]
     headers = (
         "Platform",
@@ -86,16 +84,25 @@ def platforms_grid(results: Sequence[Result]) -> tables.Grid:
     return tables.Grid("Platforms", headers, rows, frozenset(range(8)) - {3})
 
 
-def markdown(results: Sequence[Result], extra: Sequence[str] = ()) -> str:
+def markdown(source: Source | Sequence[Result], extra: Sequence[str] = ()) -> str:
     """The tables and notes in Markdown; `extra` lines (projections) join the notes."""
-    rows, records = results_text.listed(results)
-    parts = [tables.markdown(g) for g in [*grids(results, rows), platforms_grid(results)]]
-    notes = [*results_text.row_notes(rows, records), *extra]
-    for title, lines in (("Notes", notes), (FLEET, fleet_lines(results))):
+    return "".join(markdown_lines(_source(source), extra))
+
+
+def markdown_lines(source: Source, extra: Sequence[str] = ()) -> Iterator[str]:
+    """markdown() a line at a time (a site's table need not be held twice as text)."""
+    for i, grid in enumerate([*grids(source), platforms_grid(source.platforms)]):
+        yield "\n" if i else ""
+        yield from tables.markdown_lines(grid)
+    notes = [*results_text.row_notes(source.rows, source.records), *extra]
+    for title, lines in (("Notes", notes), (FLEET, fleet_lines(source.detail))):
         if lines:
-            items = (f"- {inert.markdown(line.strip())}" for line in lines)
-            parts.append(f"**{title}**\n\n" + "\n".join(items) + "\n")
-    return "\n".join(parts)
+            yield f"\n**{title}**\n\n"
+            yield from (f"- {inert.markdown(line.strip())}\n" for line in lines)
+
+
+def _source(source: Source | Sequence[Result]) -> Source:
+    return source if isinstance(source, Source) else Source.held(source)
 
 
 FLEET = "Fleet: each node against the other nodes of its platform"
@@ -107,7 +114,7 @@ def fleet_lines(results: Sequence[Result]) -> list[str]:
 
 
 def page(
-    results: Sequence[Result],
+    source: Source | Sequence[Result],
     plots: Sequence[figures.Plot],
     sources: Sequence[str],
     extra: Sequence[str] = (),
@@ -115,12 +122,13 @@ def page(
     """The HTML report: summary, figures, tables, platforms and the verdicts' reasons; `extra`
     lines (projections) join the notes."""
     e = html.escape
-    statuses = Counter(r.status for r in results)
+    source = _source(source)
+    statuses = Counter(r.status for r in source.rows.rows)
     summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     body = [
         "<h1>accelbench report</h1>",
-        f'<p class="meta">{len(results)} results ({e(summary)}) from {e(", ".join(sources))}; '
+        f'<p class="meta">{len(source.rows.rows)} results ({e(summary)}) from {e(", ".join(sources))}; '
         f"made {made} by accelbench {e(version('accelbench'))}.</p>",
     ]
     if plots:
@@ -133,11 +141,10 @@ def page(
             f"{e(plot.caption)}</figcaption></figure>"
         )
     body.append("<h2>Tables</h2>")
-    rows, records = results_text.listed(results)
-    body += [tables.to_html(g) for g in grids(results, rows)]
-    body.append(tables.to_html(platforms_grid(results)))
-    notes = [*results_text.row_notes(rows, records), *extra]
-    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(results))):
+    body += [tables.to_html(g) for g in grids(source)]
+    body.append(tables.to_html(platforms_grid(source.platforms)))
+    notes = [*results_text.row_notes(source.rows, source.records), *extra]
+    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(source.detail))):
         if lines:
             body.append(f"<h2>{e(title)}</h2><ul>")
             body += [f"<li>{e(line.strip())}</li>" for line in lines]

@@ -66,13 +66,21 @@ def text_lines(grid: Grid) -> Iterator[str]:
 
 
 def markdown(grid: Grid) -> str:
-    def line(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(map(inert.markdown, cells)) + " |"
+    return "".join(markdown_lines(grid))
 
+
+def markdown_lines(grid: Grid) -> Iterator[str]:
+    """markdown() a line at a time, each with its newline."""
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(map(inert.markdown, cells)) + " |\n"
+
+    if grid.title:
+        yield f"**{inert.markdown(grid.title)}**\n\n"
     rule = ["---" if i in grid.text_columns else "---:" for i in range(len(grid.headers))]
-    body = [line(grid.headers), "|" + "|".join(rule) + "|", *map(line, grid.rows)]
-    title = f"**{inert.markdown(grid.title)}**\n\n" if grid.title else ""
-    return title + "\n".join(body) + "\n"
+    yield line(grid.headers)
+    yield "|" + "|".join(rule) + "|\n"
+    yield from map(line, grid.rows)
 
 
 def to_html(grid: Grid) -> str:

@@ -162,3 +162,19 @@ def _check_writable(path: Path) -> None:
     for place in (path, path.parent):
         if place.exists() and not os.access(place, os.W_OK):
             raise AccelbenchError(f"cannot write to {place}; pass --db with a writable path")
+
+
+def keep_copy(db: sqlite3.Connection, path: Path, version: int, target: int) -> None:
+    """A copy of the SQLite file as it was, beside it, before schema `version` is migrated to
+    `target`; a warning says where."""
+    backup = path.with_name(f"{path.name}.schema{version}.bak")
+    with sqlite3.connect(backup) as copy:
+        db.backup(copy)
+    copy.close()
+    log.warning(
+        "%s: migrating schema %d to %d; the database as it was is kept in %s",
+        path,
+        version,
+        target,
+        backup,
+    )

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from accelbench.records.result import Result
+from accelbench.report.results import Rows
+from accelbench.report.sections import Source
 from accelbench.storage.store import ResultStore
 
 
@@ -56,3 +58,39 @@ def query_all(
     with ExitStack() as stack:
         stores = _open_all(stack, wheres)
         return list(_merged(stores, workload, platform, status)), [s.where for s in stores]
+
+
+@contextmanager
+def source_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> Iterator[tuple[Source, list[str]]]:
+    """Several databases' results as a report reads them (report.sections.Source: listings,
+    and only the records its later tables need), merged by time, each key once; and where
+    they came from. The databases stay open inside the block, for the records a note reads."""
+    with ExitStack() as stack:
+        stores = _open_all(stack, wheres)
+        owner: dict[str, ResultStore] = {}
+        found = []
+        for store in stores:
+            briefs = {
+                b.key: b for b in store.briefs(workload=workload, platform=platform, status=status)
+            }
+            for row in store.listings(workload=workload, platform=platform, status=status):
+                if row.key not in owner and (b := briefs.get(row.key)) is not None:
+                    owner[row.key] = store
+                    found.append((b, row))
+        found.sort(key=lambda pair: pair[0].created_at)  # stable: each database's order kept
+
+        def records(keys: Sequence[str]) -> list[Result]:
+            by_key = {}
+            for store in stores:
+                mine = [k for k in keys if owner[k] is store]
+                by_key.update({r.key: r for r in store.records(mine)} if mine else {})
+            return [by_key[k] for k in keys]
+
+        rows = Rows([row for _, row in found])
+        yield Source.stored(rows, [b for b, _ in found], records), [s.where for s in stores]

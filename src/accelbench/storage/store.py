@@ -27,6 +27,7 @@ from typing import Any, TypeVar
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.records.result import Result
 from accelbench.report.listing import Listing
+from accelbench.report.sections import Brief
 from accelbench.storage import connect, schema
 
 log = logging.getLogger(__name__)
@@ -237,6 +238,15 @@ class ResultStore:
                 gc.enable()
         return found
 
+    def briefs(
+        self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
+    ) -> list[Brief]:
+        """query()'s results as their indexed columns (report.sections.Brief): no record read."""
+        where, args = self._filters(workload, platform, status)
+        sql = f"SELECT {', '.join(Brief._fields)} FROM results{where} ORDER BY created_at, key DESC"
+        rows = self._retrying(lambda: self._execute(sql, args).fetchall())
+        return [Brief.read(row) for row in rows]
+
     def _record(self, key: str) -> Result:
         return self.records([key])[0]
 
@@ -312,17 +322,7 @@ class ResultStore:
         if version == schema.SCHEMA_VERSION:
             return
         if version > 0 and self.path is not None:  # results in it: keep the file as it was
-            backup = self.path.with_name(f"{self.path.name}.schema{version}.bak")
-            with sqlite3.connect(backup) as copy:
-                self._db.backup(copy)
-            copy.close()
-            log.warning(
-                "%s: migrating schema %d to %d; the database as it was is kept in %s",
-                self.where,
-                version,
-                schema.SCHEMA_VERSION,
-                backup,
-            )
+            connect.keep_copy(self._db, self.path, version, schema.SCHEMA_VERSION)
         with self._migration_lock(), self._transaction():
             version = self._version()  # another process may have migrated it meanwhile
             if version == schema.SCHEMA_VERSION:

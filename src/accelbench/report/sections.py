@@ -1,0 +1,163 @@
+"""What a report is made from: the results table's listings, and the few whole records that its
+other tables read (the seed paper's Tables 1 and 3, time to train, the ceilings, the fleet, the
+platforms), chosen from each result's indexed columns (a Brief) before any record is read.
+
+A site database's report then holds its listings and those records, not every record: a table
+that needs several device counts, several hosts or a micro benchmark beside a model reads only
+the results of groups that have them. The choice may take more than a table uses (the table
+applies its own rules to what it is given), never less."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from accelbench import scenarios
+from accelbench.records.result import MEASURED, Result
+from accelbench.report.results import Records, Rows, listed
+from accelbench.scenarios.time_to_train import TimeToTrain
+
+
+class Brief(NamedTuple):
+    """A stored result's indexed columns (storage.schema.COLUMNS), read without its record."""
+
+    key: str
+    workload: str
+    scenario: str
+    platform: str
+    num_devices: int
+    micro_batch: int
+    precision: str
+    status: str
+    hostname: str
+    created_at: str
+
+    @classmethod
+    def read(cls, row: Sequence[Any]) -> Brief:
+        """A row as read from the database, its names held once (a site has few of them)."""
+        key, workload, scenario, platform, devices, batch, precision, status, host, made = row
+        i = sys.intern
+        names = i(workload), i(scenario), i(platform)
+        return cls(key, *names, devices, batch, i(precision), i(status), i(host), made)
+
+
+def brief(result: Result) -> Brief:
+    spec = result.spec
+    return Brief(
+        result.key,
+        spec.workload,
+        spec.scenario,
+        result.platform,
+        result.num_devices,
+        spec.batch_size,
+        spec.precision,
+        result.status,
+        result.env.hostname,
+        result.created_at.isoformat(),
+    )
+
+
+@dataclass(frozen=True)
+class Source:
+    """A report's inputs."""
+
+    rows: Rows
+    records: Records
+    detail: Sequence[Result]
+    """The whole records that the tables after the first read (wanted())."""
+    platforms: Sequence[tuple[Result, int]]
+    """The first result of each platform and host, and how many results they have."""
+
+    @classmethod
+    def held(cls, results: Sequence[Result]) -> Source:
+        """Results held in memory: every record is at hand."""
+        rows, records = listed(results)
+        firsts = first_of_each([brief(r) for r in results])
+        by_key = {r.key: r for r in results}
+        return cls(rows, records, results, [(by_key[k], n) for k, n in firsts])
+
+    @classmethod
+    def stored(cls, rows: Rows, briefs: Sequence[Brief], records: Records) -> Source:
+        """Results in a database: the records that wanted() and the platforms name, read."""
+        firsts = first_of_each(briefs)
+        keys = wanted(briefs)
+        read = {r.key: r for r in records(list(dict.fromkeys([*keys, *(k for k, _ in firsts)])))}
+        return cls(rows, records, [read[k] for k in keys], [(read[k], n) for k, n in firsts])
+
+
+def first_of_each(briefs: Iterable[Brief]) -> list[tuple[str, int]]:
+    """The key of the first result of each platform and host, and the results they have."""
+    firsts: dict[tuple[str, str], str] = {}
+    counts: Counter[tuple[str, str]] = Counter()
+    for b in briefs:
+        firsts.setdefault((b.platform, b.hostname), b.key)
+        counts[b.platform, b.hostname] += 1
+    return [(key, counts[where]) for where, key in firsts.items()]
+
+
+def wanted(briefs: Sequence[Brief]) -> list[str]:
+    """The keys, in order, of the results that some table after the first may read."""
+    measured = [b for b in briefs if b.status in MEASURED]
+    chosen: set[str] = set()
+    for view, group, spans in (  # Table 1: device counts; Table 3: batch sizes and counts
+        ("table-1", _table_1, (_devices,)),
+        ("table-3", _table_3, (_devices, _batches)),
+    ):
+        shown = scenarios.in_view(view)
+        chosen |= _spanning([b for b in measured if b.scenario in shown], group, spans)
+    trains = {s.name for s in scenarios.all_scenarios() if s.record is TimeToTrain}
+    chosen |= {b.key for b in measured if b.scenario in trains}
+    chosen |= _spanning(briefs, _fleet, (_hosts,))
+    ok = [b for b in briefs if b.status == "ok"]
+    roofed = {(b.platform, b.hostname) for b in ok if _ceiling(b)}
+    chosen |= {b.key for b in ok if (b.platform, b.hostname) in roofed}
+    return [b.key for b in briefs if b.key in chosen]
+
+
+def _spanning(
+    briefs: Sequence[Brief],
+    group: Callable[[Brief], tuple[object, ...]],
+    spans: Sequence[Callable[[Brief], object]],
+) -> set[str]:
+    """The keys of the groups that hold two or more values of each span."""
+    groups: dict[tuple[object, ...], list[Brief]] = defaultdict(list)
+    for b in briefs:
+        groups[group(b)].append(b)
+    return {
+        b.key
+        for members in groups.values()
+        if all(len({span(m) for m in members}) >= 2 for span in spans)
+        for b in members
+    }
+
+
+def _table_1(b: Brief) -> tuple[object, ...]:
+    return b.workload, b.platform, b.micro_batch, b.precision
+
+
+def _table_3(b: Brief) -> tuple[object, ...]:
+    return b.workload, b.platform, b.precision
+
+
+def _fleet(b: Brief) -> tuple[object, ...]:
+    return b.platform, b.workload, b.scenario
+
+
+def _devices(b: Brief) -> object:
+    return b.num_devices
+
+
+def _batches(b: Brief) -> object:
+    return b.micro_batch
+
+
+def _hosts(b: Brief) -> object:
+    return b.hostname
+
+
+def _ceiling(b: Brief) -> bool:
+    """A result that measures a ceiling for the roofline (analysis.roofline)."""
+    return b.workload == "micro/matmul" or b.scenario == "loader"
