@@ -41,6 +41,9 @@ COMMANDS = {
     "export --format jsonl": ["export", "--format", "jsonl"],
     "report --format csv": ["report", "--format", "csv"],
     "report --format md": ["report", "--format", "md"],
+    "fleet": ["fleet"],
+    "roofline": ["roofline"],
+    "recommend tiny_mlp": ["recommend", "tiny_mlp"],
 }
 RUN = (
     "import sys\n"

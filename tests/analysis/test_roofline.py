@@ -88,11 +88,14 @@ def test_the_roofline_command_says_what_binds(
     model, loader, _ = measured
     db = tmp_path / "r.sqlite"
     with ResultStore(db) as store:
-        store.add([at(model, 1000.0), at(loader, 1100.0)])
+        store.add([at(model, 1000.0), at(loader, 1100.0), at(model, 900.0, host="elsewhere")])
     done = CliRunner().invoke(app, ["roofline", "--db", str(db)])
     assert done.exit_code == 0, done.output
     assert "input" in done.stdout and "91%" in done.stdout
     assert "1,000 of 1,100 items/s a process, its loader alone (1 run(s))" in done.stdout
+    # The run on a host with no ceiling measured is not read, and is counted as left out.
+    assert "elsewhere" not in done.stdout
+    assert "1 other result(s) ran where no ceiling was measured: left out" in done.stdout
 
 
 def test_the_report_has_the_ceilings_table_where_ceilings_were_measured(

@@ -16,6 +16,7 @@ from accelbench.cli.app import (
     PlatformFilter,
     WorkloadFilter,
     app,
+    check_filters,
     console,
     load,
     show_grid,
@@ -23,6 +24,8 @@ from accelbench.cli.app import (
 from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import fleet as fleet_text
+from accelbench.report import sections
+from accelbench.storage.several import chosen_all
 
 
 @app.command()
@@ -40,7 +43,8 @@ def fleet(
     """The nodes whose rate in a cell lies outside the rates of the other nodes of their platform
     (the node: its host name): a modified z-score from the median and the median absolute
     deviation above 3.5. Merge each node's database with repeated --db, or import them into one."""
-    found, _ = load(db, workload, platform)
+    check_filters(workload, platform, None)  # only cells run on two hosts or more are read
+    found, _ = chosen_all(db, sections.for_fleet, workload=workload, platform=platform)
     cells = fleet_analysis.cells(found)
     for line in fleet_text.lines(cells):
         console.print(line)
@@ -114,14 +118,21 @@ def roofline(
 ) -> None:
     """Which ceiling binds each model result: the FLOP/s it achieved against the fastest matmul
     measured on its platform and host (--scenario micro, micro/matmul), and its items/s against
-    its loader's alone (--scenario loader, same workload, batch, data and workers)."""
-    found, _ = load(db, workload, platform)
+    its loader's alone (--scenario loader, same workload, batch, data and workers). Only results
+    from a platform and host where a ceiling was measured are read."""
+    check_filters(workload, platform, None)
+    found, matched = chosen_all(db, sections.for_roofline, workload=workload, platform=platform)
     roofs = roofline_analysis.roofs(found)
     if not roofs:
         console.print(
-            "no measured model result: run one, with micro/matmul and the loader beside it"
+            "no measured model result beside a ceiling: run micro/matmul and the loader on the "
+            "platform and host of a model result"
         )
         return
     show_grid(acceptance_text.roofline_grid(roofs))
     for line in acceptance_text.roofline_lines(roofs):
         console.print(line)
+    if matched > len(found):
+        console.print(
+            f"{matched - len(found)} other result(s) ran where no ceiling was measured: left out"
+        )

@@ -110,11 +110,23 @@ def wanted(briefs: Sequence[Brief]) -> list[str]:
         chosen |= _spanning([b for b in measured if b.scenario in shown], group, spans)
     trains = {s.name for s in scenarios.all_scenarios() if s.record is TimeToTrain}
     chosen |= {b.key for b in measured if b.scenario in trains}
-    chosen |= _spanning(briefs, _fleet, (_hosts,))
+    chosen |= {*for_fleet(briefs), *for_roofline(briefs)}
+    return [b.key for b in briefs if b.key in chosen]
+
+
+def for_fleet(briefs: Sequence[Brief]) -> list[str]:
+    """The keys of the results of cells that two hosts or more of one platform ran (the fleet
+    judges only those: analysis.fleet)."""
+    chosen = _spanning(briefs, _fleet, (_hosts,))
+    return [b.key for b in briefs if b.key in chosen]
+
+
+def for_roofline(briefs: Sequence[Brief]) -> list[str]:
+    """The keys of the results measured where a ceiling was (a matmul or a loader on the same
+    platform and host): the only ones with a ceiling to reach (analysis.roofline)."""
     ok = [b for b in briefs if b.status == "ok"]
     roofed = {(b.platform, b.hostname) for b in ok if _ceiling(b)}
-    chosen |= {b.key for b in ok if (b.platform, b.hostname) in roofed}
-    return [b.key for b in briefs if b.key in chosen]
+    return [b.key for b in ok if (b.platform, b.hostname) in roofed]
 
 
 def _spanning(

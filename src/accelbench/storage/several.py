@@ -4,13 +4,14 @@ merged by time, each result once."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from accelbench.records.result import Result
-from accelbench.report.results import Rows
-from accelbench.report.sections import Source
+from accelbench.report.listing import Listing
+from accelbench.report.results import Records, Rows
+from accelbench.report.sections import Brief, Source
 from accelbench.storage.store import ResultStore
 
 
@@ -73,24 +74,55 @@ def source_all(
     they came from. The databases stay open inside the block, for the records a note reads."""
     with ExitStack() as stack:
         stores = _open_all(stack, wheres)
-        owner: dict[str, ResultStore] = {}
-        found = []
-        for store in stores:
-            briefs = {
-                b.key: b for b in store.briefs(workload=workload, platform=platform, status=status)
-            }
-            for row in store.listings(workload=workload, platform=platform, status=status):
-                if row.key not in owner and (b := briefs.get(row.key)) is not None:
-                    owner[row.key] = store
-                    found.append((b, row))
-        found.sort(key=lambda pair: pair[0].created_at)  # stable: each database's order kept
-
-        def records(keys: Sequence[str]) -> list[Result]:
-            by_key = {}
-            for store in stores:
-                mine = [k for k in keys if owner[k] is store]
-                by_key.update({r.key: r for r in store.records(mine)} if mine else {})
-            return [by_key[k] for k in keys]
-
-        rows = Rows([row for _, row in found])
+        found, records = _briefed(stores, (workload, platform, status), listed=True)
+        rows = Rows([row for _, row in found if row is not None])
         yield Source.stored(rows, [b for b, _ in found], records), [s.where for s in stores]
+
+
+def chosen_all(
+    wheres: Sequence[Path | str] | None,
+    choose: Callable[[Sequence[Brief]], Sequence[str]],
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+) -> tuple[list[Result], int]:
+    """The results that `choose` picks (report.sections) from several databases' indexed
+    columns, oldest first, each key once, with no other record read; and how many matched."""
+    with ExitStack() as stack:
+        stores = _open_all(stack, wheres)
+        found, records = _briefed(stores, (workload, platform, None), listed=False)
+        briefs = [b for b, _ in found]
+        return list(records(choose(briefs))), len(briefs)
+
+
+def _briefed(
+    stores: Sequence[ResultStore], filters: tuple[str | None, str | None, str | None], listed: bool
+) -> tuple[list[tuple[Brief, Listing | None]], Records]:
+    """The stores' briefs (with their listings if `listed`) merged by time, each key once; and
+    a reader of the records of keys among them."""
+    owner: dict[str, ResultStore] = {}
+    found: list[tuple[Brief, Listing | None]] = []
+    workload, platform, status = filters
+    for store in stores:
+        briefs = store.briefs(workload=workload, platform=platform, status=status)
+        pairs: list[tuple[Brief, Listing | None]] = [(b, None) for b in briefs]
+        if listed:
+            rows = {
+                row.key: row
+                for row in store.listings(workload=workload, platform=platform, status=status)
+            }
+            pairs = [(b, rows[b.key]) for b in briefs if b.key in rows]
+        for b, row in pairs:
+            if b.key not in owner:
+                owner[b.key] = store
+                found.append((b, row))
+    found.sort(key=lambda pair: pair[0].created_at)  # stable: each database's order kept
+
+    def records(keys: Sequence[str]) -> list[Result]:
+        by_key = {}
+        for store in stores:
+            mine = [k for k in keys if owner[k] is store]
+            by_key.update({r.key: r for r in store.records(mine)} if mine else {})
+        return [by_key[k] for k in keys]
+
+    return found, records
