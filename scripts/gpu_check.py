@@ -81,6 +81,10 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             if float8
             else []
         ),
+        (
+            "which ceiling binds the LLM runs: the bf16 matmul, the triad's memory floor",
+            [*accelbench, "roofline", "--db", str(db)],
+        ),
         ("harness overhead", [python, "benchmarks/overhead.py", "--device", "cuda"]),
         (
             "generation against a bare generate loop",

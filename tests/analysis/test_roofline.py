@@ -13,6 +13,7 @@ from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec
+from accelbench.scenarios.micro import MicroMetrics
 from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny, with_rate
@@ -83,16 +84,18 @@ def test_ceilings_come_from_the_same_host_and_matmul_dtype(
 
 
 def test_the_roofline_command_says_what_binds(
-    measured: tuple[Result, Result, Result], tmp_path: Path
+    measured: tuple[Result, Result, Result], triad: Result, tmp_path: Path
 ) -> None:
     model, loader, _ = measured
     db = tmp_path / "r.sqlite"
     with ResultStore(db) as store:
         store.add([at(model, 1000.0), at(loader, 1100.0), at(model, 900.0, host="elsewhere")])
+        store.add([triad])  # as measured: the model's real state against the real bandwidth
     done = CliRunner().invoke(app, ["roofline", "--db", str(db)])
     assert done.exit_code == 0, done.output
     assert "input" in done.stdout and "91%" in done.stdout
     assert "1,000 of 1,100 items/s a process, its loader alone (1 run(s))" in done.stdout
+    assert "memory: at least" in done.stdout and "the triad measured here" in done.stdout
     # The run on a host with no ceiling measured is not read, and is counted as left out.
     assert "elsewhere" not in done.stdout
     assert "1 other result(s) ran where no ceiling was measured: left out" in done.stdout
@@ -107,3 +110,67 @@ def test_the_report_has_the_ceilings_table_where_ceilings_were_measured(
     page = document.page([at(model, 1000.0), at(loader, 1100.0)], [], ["here"])
     assert "Ceilings (binds: reached 80% or more)" in page and "<td" in page
     assert "Ceilings" not in document.markdown([at(model, 1000.0)])
+
+
+@pytest.fixture(scope="module")
+def triad() -> Result:
+    """A memory-bandwidth triad measured here (its rate set below)."""
+    found = run(
+        RunSpec(
+            workload="micro/triad",
+            scenario="micro",
+            device="cpu",
+            batch_size=2,
+            steps_per_epoch=8,
+            model_args={"mib": 1},
+        )
+    )
+    assert found.status == "ok"
+    return found
+
+
+def gb_per_s(micro: Result, value: float, **record: object) -> Result:
+    """`micro` with its headline at `value` GB/s: its record's bytes a call changed as given,
+    its calls a second set to match."""
+    m = micro.metrics
+    assert m is not None and isinstance(m.record, MicroMetrics)
+    changed = m.record.model_copy(update=record)
+    found = micro.model_copy(update={"metrics": m.model_copy(update={"record": changed})})
+    return with_rate(found, value * 1e9 / (changed.bytes_per_call or 1.0))
+
+
+def stepping(model: Result, step_ms: float, **metrics: object) -> Result:
+    """`model` with a steady step of `step_ms` and the other metrics given."""
+    m = model.metrics
+    assert m is not None
+    steady = m.step_ms_steady.model_copy(update={"median": step_ms})
+    return model.model_copy(
+        update={"metrics": m.model_copy(update={"step_ms_steady": steady, **metrics})}
+    )
+
+
+def test_the_memory_floor_and_the_all_reduce_are_shares_of_the_step(
+    measured: tuple[Result, Result, Result], triad: Result
+) -> None:
+    model, _, _ = measured
+    spec = model.spec.model_copy(update={"replicas": 2})
+    ddp = stepping(model, 100.0, state_gib=1.0, trainable_params=10_000_000)
+    ddp = ddp.model_copy(update={"spec": spec})
+    reduce_spec = triad.spec.model_copy(update={"workload": "micro/all_reduce", "replicas": 2})
+    reduce = triad.model_copy(update={"spec": reduce_spec})
+    mib = 2**20
+    bucket = gb_per_s(reduce, 10.0, measure="all_reduce", algorithm_bytes=25 * mib)
+    small = gb_per_s(reduce, 1.0, measure="all_reduce", algorithm_bytes=mib)
+    (roof,) = roofline.roofs([ddp, gb_per_s(triad, 100.0), bucket, small])
+    memory, communication = roof.ceilings
+    # The optimizer reads and writes 1 GiB once: 2 GiB at 100 GB/s is 21.5 ms of 100.
+    assert memory.name == "memory" and memory.share == pytest.approx(2 * 2**30 / 1e11 / 0.1)
+    # 10M fp32 gradients, 40 MB, ring all-reduced over 2 ranks (2(n-1)/n = 1) at the 25 MiB
+    # message's 10 GB/s: 4 ms of 100; the 1 MiB message's bandwidth is not the one DDP sees.
+    assert communication.name == "communication"
+    assert communication.share == pytest.approx(40e6 / 10e9 / 0.1)
+    assert "25 MiB" in communication.evidence and roof.binding is None
+    (bound,) = roofline.roofs([stepping(ddp, 5.0), bucket])  # 4 ms of a 5 ms step
+    assert bound.binding is not None and bound.binding.name == "communication"
+    alone = ddp.model_copy(update={"spec": model.spec})  # one replica: nothing to all-reduce
+    assert [c.name for c in roofline.roofs([alone, bucket])[0].ceilings] == []

@@ -116,10 +116,10 @@ def roofline(
     platform: PlatformFilter = None,
     db: DbsOption = None,
 ) -> None:
-    """Which ceiling binds each model result: the FLOP/s it achieved against the fastest matmul
-    measured on its platform and host (--scenario micro, micro/matmul), and its items/s against
-    its loader's alone (--scenario loader, same workload, batch, data and workers). Only results
-    from a platform and host where a ceiling was measured are read."""
+    """Which ceiling binds each model result, from what was measured on its platform and host
+    (analysis.roofline): compute (micro/matmul), a training step's memory floor (micro/triad),
+    a DDP step's all-reduce (micro/all_reduce) and input (--scenario loader). Only results from a
+    platform and host where a ceiling was measured are read."""
     check_filters(workload, platform, None)
     found, matched = chosen_all(db, sections.for_roofline, workload=workload, platform=platform)
     roofs = roofline_analysis.roofs(found)

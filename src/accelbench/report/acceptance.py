@@ -44,7 +44,17 @@ def summary(judged: Sequence[Judged]) -> str:
     return ", ".join(f"{n} {outcome}" for outcome, n in sorted(counts.items()))
 
 
-ROOF_HEADERS = ("Cell", "Platform", "Host", "Rate", "Compute", "Input", "Binds")
+ROOF_HEADERS = (
+    "Cell",
+    "Platform",
+    "Host",
+    "Rate",
+    "Compute",
+    "Memory (floor)",
+    "Communication",
+    "Input",
+    "Binds",
+)
 
 
 def roofline_grid(roofs: Sequence[Roof]) -> Grid:
@@ -69,12 +79,14 @@ def roofline_grid(roofs: Sequence[Roof]) -> Grid:
                 r.env.hostname,
                 f"{rate_text(headline.value)} {headline.unit}" if headline else "",
                 reach.get("compute", ""),
+                reach.get("memory", ""),
+                reach.get("communication", ""),
                 reach.get("input", ""),
                 binds,
             )
         )
     return Grid(
-        "Ceilings (binds: reached 80% or more)", ROOF_HEADERS, rows, frozenset({0, 1, 2, 6})
+        "Ceilings (binds: reached 80% or more)", ROOF_HEADERS, rows, frozenset({0, 1, 2, 8})
     )
 
 

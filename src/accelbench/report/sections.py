@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from accelbench import scenarios
+from accelbench.analysis.roofline import CEILINGS
 from accelbench.records.result import MEASURED, Result
 from accelbench.report.results import Records, Rows, listed
 from accelbench.scenarios.time_to_train import TimeToTrain
@@ -172,4 +173,4 @@ def _hosts(b: Brief) -> object:
 
 def _ceiling(b: Brief) -> bool:
     """A result that measures a ceiling for the roofline (analysis.roofline)."""
-    return b.workload == "micro/matmul" or b.scenario == "loader"
+    return b.workload in CEILINGS or b.scenario == "loader"
