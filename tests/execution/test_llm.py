@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,6 +22,7 @@ from accelbench.records.spec import RunSpec
 from accelbench.report.listing import tokens_line
 from accelbench.report.results import notes, token_projection_lines
 from accelbench.storage.store import ResultStore
+from accelbench.workloads.language import expert_load
 
 from ..conftest import _with_peak, on_platform
 
@@ -249,6 +251,28 @@ def test_a_tiny_mixture_of_experts_trains_through_the_cli(tmp_path: Path) -> Non
     peak = m.flops.model_copy(update={"peak_per_s": 1e12, "peak_source": "constructed"})
     peaked = r.model_copy(update={"metrics": m.model_copy(update={"flops": peak})})
     assert "by 6N + attention (N active: 0.5 of the experts' weights)" in tokens_line(peaked)
+    # Its routers' balance, per MoE layer: the busiest expert gets an even share or more.
+    assert m.expert_load is not None and len(m.expert_load) == 2
+    assert all(1.0 <= load <= 2.0 for load in m.expert_load)  # 4 experts, 2 a token: at most 2x
+    assert "busiest expert" in tokens_line(r)
+
+
+class _Routed(torch.nn.Module):
+    """A stand-in mixture of experts whose routers send 3 tokens of 4 to expert 0 (layer 1)
+    and 2 to each of 2 experts (layer 2), one expert a token."""
+
+    config = SimpleNamespace(num_experts_per_tok=1)
+
+    def forward(self, input_ids: torch.Tensor, output_router_logits: bool) -> SimpleNamespace:
+        uneven = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+        return SimpleNamespace(router_logits=(uneven, uneven[[0, 3, 0, 3]]))
+
+
+def test_expert_load_is_the_busiest_experts_tokens_over_an_even_share() -> None:
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    assert expert_load(_Routed(), {"input_ids": ids}) == [1.5, 1.0]  # 3 of 4 over 2; 2 over 2
+    dense = workloads.get("llama3_tiny").build_model()
+    assert expert_load(dense, {"input_ids": ids}) is None
 
 
 def test_lora_fine_tunes_its_adapters_only_through_the_cli(tmp_path: Path) -> None:

@@ -40,6 +40,11 @@ class Engine(Protocol):
         """Weights and optimizer state this process holds (sharding.state_gib)."""
         ...
 
+    def expert_load(self, micro_batch: Batch) -> list[float] | None:
+        """A mixture of experts' routing of one micro-batch (language.expert_load); None for a
+        dense model or where the whole model is not in this process."""
+        ...
+
     def to_device(self, batch: Batch) -> Batch:
         """A host batch as `step` feeds it to the model (device, dtype, memory format), so that
         a batch kept on the device costs `step` no copy."""
@@ -142,6 +147,12 @@ class TorchEngine:
 
     def held_gib(self) -> float:
         return sharding.state_gib(self.eager, self.optimizer)
+
+    def expert_load(self, micro_batch: Batch) -> list[float] | None:
+        from accelbench.workloads.language import expert_load
+
+        with self._autocast():
+            return expert_load(self.eager, self.to_device(micro_batch))
 
     def to_device(self, batch: Batch) -> Batch:
         return {

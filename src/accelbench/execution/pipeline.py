@@ -152,6 +152,9 @@ class PipelineEngine:
     def held_gib(self) -> float:
         return sharding.state_gib(self.stage.submod, self.optimizer)
 
+    def expert_load(self, micro_batch: Batch) -> list[float] | None:
+        return None  # a stage holds some layers: its routers see no whole forward
+
     def to_device(self, batch: Batch) -> Batch:
         return {k: to_device(v, self.device, self.dtype) for k, v in batch.items()}
 

@@ -150,6 +150,10 @@ class Metrics(Frozen):
     trainable_params: int | None = None
     """Weights the optimizer stepped: all of them, or a LoRA run's adapters; None where no
     optimizer ran, and in older records."""
+    expert_load: list[float] | None = None
+    """A mixture of experts' router balance: per MoE layer, the busiest expert's tokens over an
+    even share (1.0: even), as rank 0's routers sent one micro-batch after the timed steps;
+    None for a dense model, a pipeline, and in older records."""
     host_peak_rss_gib: float
     build_s: float
     """Model, optimizer and data set up before the first step."""

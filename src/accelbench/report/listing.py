@@ -10,6 +10,7 @@ it (VERSION); one from other code is made again from its record when read."""
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from functools import cache
@@ -206,6 +207,12 @@ def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> st
     if m.state_gib is not None:
         where = "" if m.layout == "none" else f" per rank ({m.layout})"
         parts.append(f"weights and optimizer state {m.state_gib:.3g} GiB{where}")
+    if m.expert_load:
+        loads = sorted(m.expert_load)
+        parts.append(
+            f"busiest expert {statistics.median(loads):.2f}x an even share (median of "
+            f"{len(loads)} MoE layers; worst {loads[-1]:.2f}x)"
+        )
     if result.spec.lora_rank is not None and m.trainable_params is not None:
         parts.append(
             f"LoRA rank {result.spec.lora_rank}: {m.trainable_params:,} trainable weights; "

@@ -245,6 +245,26 @@ def analytic_flops(
     return per_token * seq_len / (1 if training else 3)
 
 
+def expert_load(model: torch.nn.Module, batch: Batch) -> list[float] | None:
+    """Per mixture-of-experts layer, the busiest expert's tokens over an even share (1.0: every
+    expert got as many; experts per token / experts of the tokens each), as the routers sent one
+    batch (a forward without gradients, after the timed steps); None for a dense model."""
+    import torch
+
+    config = getattr(model, "config", None)
+    per_token = getattr(config, "num_experts_per_tok", None)
+    if not per_token:
+        return None
+    with torch.no_grad():
+        out = model(input_ids=batch["input_ids"], output_router_logits=True)
+    loads = []
+    for logits in getattr(out, "router_logits", None) or ():
+        chosen = logits.float().topk(per_token, dim=-1).indices.flatten()
+        counts = torch.bincount(chosen, minlength=logits.shape[-1]).float()
+        loads.append(float(counts.max() / counts.mean()))
+    return loads or None
+
+
 def active_share(config: Any) -> float:
     """The share of a mixture of experts' expert weights each token runs through: experts per
     token over experts (1 for a dense model)."""

@@ -57,14 +57,16 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     raw.state_gib = engine.held_gib()
     # Counted after the timing, so that it cannot warm anything up for the first step.
-    flops = count_flops(spec, workload, engine, next(iter(loader)), device)
+    example = next(iter(loader))
+    flops = count_flops(spec, workload, engine, example, device)
+    routed = engine.expert_load(example)
     del loader  # stops loader workers, so their peak memory is counted below
     raw.host_rss = dev.host_peak_rss_gib()
     raw, ranks = across_ranks(spec, raw)
     metrics = build_metrics(
         spec, workload, raw, ranks, timer=timer.method, build_s=build_s, flops=flops
     )
-    return metrics.model_copy(update={"trainable_params": engine.trainable})
+    return metrics.model_copy(update={"trainable_params": engine.trainable, "expert_load": routed})
 
 
 def train_epoch(
