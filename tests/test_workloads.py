@@ -44,7 +44,7 @@ SMALLER: dict[str, dict[str, int | float]] = {
 # and optimizer state. llama3_tiny runs the same code (LlamaConfig); their full shapes are
 # checked by parameter count below.
 # So do the mixtures of experts' (21B and 47B weights: 84 GB in fp32); moe_tiny runs their code.
-TOO_LARGE_FOR_A_STEP = {"llama3_2_1b", "llama3_2_3b", "llama3_1_8b", "llama3_1_70b"}
+TOO_LARGE_FOR_A_STEP = {"llama3_2_1b", "llama3_2_3b", "llama3_1_8b", "llama3_1_70b", "llama2_70b"}
 TOO_LARGE_FOR_A_STEP |= {"gpt_oss_20b", "mixtral_8x7b"}
 # torch_geometric replaces torch.index_select for the whole process, which breaks effdet's
 # TorchScript; accelbench runs every cell in a process of its own, and so does this test.
@@ -92,6 +92,8 @@ def test_every_workload_trains_one_step(name: str) -> None:
         ("llama3_2_3b", 3.21e9),
         ("llama3_1_8b", 8.03e9),
         ("llama3_1_70b", 70.6e9),
+        # Meta's Llama 2 paper (Touvron et al. 2023): 70B; transformers counts 68.98B.
+        ("llama2_70b", 68.98e9),
         # Mistral AI's Mixtral 8x7B announcement: 46.7B; OpenAI's gpt-oss model card: 21B
         # (20.9B counted by transformers), test_llm checks its 3.6B active.
         ("mixtral_8x7b", 46.7e9),

@@ -291,3 +291,23 @@ def test_lora_fine_tunes_its_adapters_only_through_the_cli(tmp_path: Path) -> No
     assert wrong.exit_code == 1 and "--lora-targets nowhere: Target modules" in wrong.output
     bare = CliRunner().invoke(app, ["run", "llama3_tiny", "--lora-alpha", "32", "--db", str(db)])
     assert bare.exit_code == 2 and "add --lora-rank" in bare.output
+
+
+def test_the_mlperf_lora_example_is_its_reference_configuration() -> None:
+    """examples/mlperf-llama2-70b-lora.toml: MLPerf's Llama 2 70B LoRA settings, its adapters
+    counted on the meta device against the count by hand."""
+    pytest.importorskip("peft")
+    from accelbench.execution import lora
+    from accelbench.orchestration.sweep import load_sweep
+
+    example = Path(__file__).parents[2] / "examples" / "mlperf-llama2-70b-lora.toml"
+    (spec,) = load_sweep(example).specs()
+    shown = (spec.num_processes, spec.global_batch, spec.fsdp, spec.precision, spec.recompute)
+    assert shown == (8, 8, True, "amp-bf16", True)
+    assert (spec.lora_rank, spec.lora_alpha, spec.model_args) == (16, 32.0, {"seq_len": 8192})
+    with torch.device("meta"):
+        model = lora.adapt(workloads.get(spec.workload, spec.model_args).build_model(), spec)
+    # Rank 16 on q and o (8,192 -> 8,192) and k and v (8,192 -> 1,024: 8 key-value heads of
+    # 128): A is 16 x in, B out x 16; 80 layers.
+    square, narrow = 16 * 8192 + 8192 * 16, 16 * 8192 + 1024 * 16
+    assert lora.trainable(model) == 80 * (2 * square + 2 * narrow)  # 65,536,000

@@ -61,6 +61,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "llama3_2_3b": language.llama3_2_3b,
     "llama3_1_8b": language.llama3_1_8b,
     "llama3_1_70b": language.llama3_1_70b,
+    "llama2_70b": language.llama2_70b,
     "llama3_tiny": language.llama3_tiny,
     "gpt_oss_20b": language.gpt_oss_20b,
     "mixtral_8x7b": language.mixtral_8x7b,

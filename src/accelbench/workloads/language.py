@@ -104,6 +104,13 @@ def llama3_1_70b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 80) -> Workload
     return _llama("70b", seq_len, num_layers)
 
 
+def llama2_70b(seq_len: int = 4096, num_layers: int = 80) -> Workload:
+    """Llama 2 70B (transformers LlamaConfig, random weights; meta-llama/Llama-2-70b-hf's
+    shape: Llama 3 70B's layers with a 32,000-token vocabulary), causal LM, sequence length
+    4096: the model of MLPerf Training's LoRA benchmark (examples/mlperf-llama2-70b-lora.toml)."""
+    return _llama("70b", seq_len, num_layers, vocab_size=32000)
+
+
 def llama3_tiny(seq_len: int = 64, num_layers: int = 2) -> Workload:
     """A tiny Llama 3 (hidden 64, 2 layers, vocabulary 512): the Llama code path for tests."""
     return _llama("tiny", seq_len, num_layers, vocab_size=512)
