@@ -130,6 +130,7 @@ class Format(StrEnum):
 class ExportFormat(StrEnum):
     json = "json"
     jsonl = "jsonl"
+    mllog = "mllog"
 
 
 def validation_message(exc: ValidationError) -> str:

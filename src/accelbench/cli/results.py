@@ -39,7 +39,7 @@ from accelbench.records import environment
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
-from accelbench.storage import exchange
+from accelbench.storage import exchange, mllog
 from accelbench.storage.several import source_all, stream_all
 from accelbench.storage.store import ResultStore
 
@@ -353,16 +353,29 @@ def export(
         ExportFormat,
         typer.Option(
             help="json: one document; jsonl: a header line, then one result a line, written "
-            "and imported a result at a time (for large sets)."
+            "and imported a result at a time (for large sets); mllog: each training run as "
+            "MLPerf's :::MLLOG lines (not for import)."
         ),
     ] = ExportFormat.json,
     db: DbsOption = None,
 ) -> None:
-    """Stored results as JSON, for `accelbench import` on another machine."""
+    """Stored results as JSON, for `accelbench import` on another machine; or training runs as
+    MLPerf logs."""
     if out is not None:
         check_out(out)
     check_filters(workload, platform, status)
     each = stream_all(db, workload=workload, platform=platform, status=status)
+    if format == ExportFormat.mllog:
+        written, left_out = (
+            mllog.write(each, sys.stdout)
+            if out is None
+            else write_stream(out, lambda f: mllog.write(each, f))
+        )
+        if left_out:
+            typer.echo(f"{left_out} result(s) are not training runs: left out", err=True)
+        if out is not None:
+            console.print(f"wrote {written} training run(s) to {out} as MLPerf logs")
+        return
     write = exchange.write_document if format == ExportFormat.json else exchange.write_lines
     if out is None:  # either format a result at a time: memory holds one
         write(each, sys.stdout)
