@@ -37,6 +37,47 @@ def test_cell_runs_in_a_child_and_reports_overhead(env: Environment) -> None:
     assert result.overhead_s is not None and 0 < result.overhead_s < result.wall_s
 
 
+def test_a_cell_tells_each_phase_as_it_begins(env: Environment) -> None:
+    phases: list[str] = []
+    result = launch.run_in_child(tiny(epochs=3), env, timeout_s=120, on_phase=phases.append)
+    assert result.status == "ok"
+    assert phases == [
+        "building the model",
+        "epoch 1 of 3 (warm-up and compilation)",
+        "epoch 2 of 3",
+        "epoch 3 of 3",
+    ]
+
+
+def test_the_sweep_shows_its_progress_on_a_terminal_only(tmp_path: Path) -> None:
+    """The cell in flight, its phase and the cells done, on a terminal (a pseudo-terminal
+    here); nothing of it where the output goes to a file."""
+    import os
+    import pty
+
+    command = [sys.executable, "-m", "accelbench", "run", "tiny_mlp", "--epochs", "3"]
+    command += ["--steps-per-epoch", "3000", "--device", "cpu", "--db", str(tmp_path / "r.db")]
+    leader, follower = pty.openpty()
+    child = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the last process on it
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert child.wait(timeout=120) == 0
+    text = shown.decode(errors="replace")
+    assert "tiny_mlp bs=8 fp32: epoch 2 of 3" in text and "/1 cells" in text
+    piped = subprocess.run([*command, "--force"], capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and "samples/s" in piped.stdout + piped.stderr
+    assert "epoch 2 of 3" not in piped.stdout + piped.stderr
+    assert "/1 cells" not in piped.stdout + piped.stderr
+
+
 def test_cell_past_its_limit_is_a_timeout(
     env: Environment, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
-from accelbench.execution import interruption
+from accelbench.execution import interruption, progress
 from accelbench.records.result import MEASURED
 from accelbench.records.spec import RunSpec
 
@@ -25,6 +25,7 @@ def child_main(argv: list[str]) -> int:
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     if world_size == 1:  # ranks must stop together: torchrun's SIGTERM ends them as before
         interruption.stop_on_sigterm()
+    progress.report_to(Path(out).with_name(progress.FILE) if what == "cell" and rank == 0 else None)
     failed = False
     try:
         if what in ("env", "check"):

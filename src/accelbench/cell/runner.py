@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from accelbench import scenarios, workloads
 from accelbench.errors import AccelbenchError, is_oom, missing_extra, one_line
-from accelbench.execution import distributed, interruption
+from accelbench.execution import distributed, interruption, progress
 from accelbench.records import environment
 from accelbench.records.environment import Environment
 from accelbench.records.metrics import Metrics
@@ -36,6 +36,7 @@ def run(spec: RunSpec) -> Result:
     rank = distributed.join(spec, env.device_type)
 
     def on_device() -> Metrics:
+        progress.phase("measuring the device" if scenario.device_only else "building the model")
         device = distributed.device_of(rank, env.device_type)
         if scenario.device_only:  # no model: the device by itself
             metrics = scenario.measure_fn()(spec, device)

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import Progress
+from rich.progress import Progress, TextColumn
 
 from accelbench import scenarios
 from accelbench.analysis import validity
@@ -274,17 +274,28 @@ def _sweep(
     )
     if quiet:
         return sweep()
-    with Progress(console=stderr_console, transient=True, disable=verbose) as progress:
+    with Progress(
+        *Progress.get_default_columns(),
+        TextColumn("{task.completed}/{task.total} cells"),
+        console=stderr_console,
+        transient=True,
+        disable=verbose,
+    ) as progress:
         task = progress.add_task("starting", total=len(cells))
+        cell = [""]
 
         def started(spec: RunSpec) -> None:
-            progress.update(task, description=escape(inert.plain(describe(spec))))
+            cell[0] = escape(inert.plain(describe(spec)))
+            progress.update(task, description=f"{cell[0]}: starting")
+
+        def phased(text: str) -> None:
+            progress.update(task, description=f"{cell[0]}: {escape(inert.plain(text))}")
 
         def finished(result: Result, skipped: bool) -> None:
             progress.console.print(cell_line(result, skipped))
             progress.advance(task)
 
-        return sweep(on_start=started, on_result=finished)
+        return sweep(on_start=started, on_result=finished, on_phase=phased)
 
 
 def cells_of(

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
@@ -33,6 +33,7 @@ from typing import TextIO
 from accelbench import scenarios
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
+from accelbench.execution import progress
 from accelbench.orchestration import forks
 from accelbench.records.environment import Environment
 from accelbench.records.result import Result, Status
@@ -130,11 +131,15 @@ def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -
 
 
 def run_in_child(
-    spec: RunSpec, env: Environment, timeout_s: float, stream: TextIO | None = None
+    spec: RunSpec,
+    env: Environment,
+    timeout_s: float,
+    stream: TextIO | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> Result:
     """Run one cell in a fresh process; a crash or timeout becomes the result's status. Its
     output is kept in the log directory, named in the result, and copied to `stream` as it
-    comes, if given."""
+    comes, if given; `on_phase` is told each phase the cell begins (execution.progress)."""
     # Ranks on other nodes read the spec and write results here: a shared directory under Slurm.
     with tempfile.TemporaryDirectory(prefix="accelbench-", dir=os.environ.get(CELL_DIR)) as tmp:
         spec_path, out, log_path = (
@@ -145,12 +150,21 @@ def run_in_child(
         spec_path.write_text(spec.model_dump_json())
         start, oom_kills = time.perf_counter(), _oom_kills()
         log_path.touch()
+        phases = out.with_name(progress.FILE)
+        phases.touch()
         # A session of its own, so a timeout kills the cell's loader workers with it.
         child = _start(spec, [str(spec_path), str(out)], log_path)
-        done, follower = threading.Event(), None
+        done, followers = threading.Event(), []
         if stream is not None:
-            follower = threading.Thread(target=_follow, args=(log_path, stream, done), daemon=True)
-            follower.start()
+            followers.append((log_path, _copied_to(stream)))
+        if on_phase is not None:
+            followers.append((phases, _by_line(on_phase)))
+        threads = [
+            threading.Thread(target=_follow, args=(path, write, done), daemon=True)
+            for path, write in followers
+        ]
+        for thread in threads:
+            thread.start()
         try:
             child.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -167,8 +181,8 @@ def run_in_child(
             raise
         finally:
             done.set()
-            if follower is not None:
-                follower.join(timeout=5)
+            for thread in threads:
+                thread.join(timeout=5)
         _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
@@ -196,17 +210,36 @@ def _kept(result: Result, log_path: Path) -> Result:
     return result.model_copy(update={"log_path": str(target)})
 
 
-def _follow(path: Path, stream: TextIO, done: threading.Event) -> None:
-    """Copy what a cell writes to its log to `stream` as it comes, until `done`."""
-    with path.open(errors="replace") as log_file:
+def _follow(path: Path, write: Callable[[str], None], done: threading.Event) -> None:
+    """Give `write` what a cell writes to a file as it comes, until `done`."""
+    with path.open(errors="replace") as file:
         while True:
             finished = done.is_set()
-            if text := log_file.read():
-                stream.write(text)
-                stream.flush()
+            if text := file.read():
+                write(text)
             if finished:
                 return
             time.sleep(0.1)
+
+
+def _copied_to(stream: TextIO) -> Callable[[str], None]:
+    def write(text: str) -> None:
+        stream.write(text)
+        stream.flush()
+
+    return write
+
+
+def _by_line(on_line: Callable[[str], None]) -> Callable[[str], None]:
+    """A writer that calls `on_line` with each whole line it is given, in order."""
+    pending = [""]
+
+    def write(text: str) -> None:
+        *lines, pending[0] = (pending[0] + text).split("\n")
+        for line in lines:
+            on_line(line)
+
+    return write
 
 
 def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float) -> Result:

@@ -278,9 +278,11 @@ def run_cells(
     on_result: Callable[[Result, bool], None] | None = None,
     stream: TextIO | None = None,
     tags: dict[str, str] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> list[Result]:
     """Run each planned cell in a fresh process and store it as it finishes; each cell's output
-    is kept in the log directory and, with `stream`, copied there as it comes.
+    is kept in the log directory and, with `stream`, copied there as it comes; `on_phase` is
+    told each phase a cell begins.
 
     A cell already in the store for this platform is skipped (its stored result is returned and
     reported with `skipped=True`) unless `force` or it was interrupted: a sweep killed at any
@@ -289,7 +291,9 @@ def run_cells(
     and raises launch.Interrupted."""
     with launch.sigterm_interrupts():
         return [
-            _run_cell(spec, env, store, force, timeout_s, on_start, on_result, stream, tags or {})
+            _run_cell(
+                spec, env, store, force, timeout_s, on_start, on_result, stream, tags, on_phase
+            )
             for spec, env in cells
         ]
 
@@ -323,6 +327,7 @@ def _run_cell(
     on_result: Callable[[Result, bool], None] | None,
     stream: TextIO | None = None,
     tags: dict[str, str] | None = None,
+    on_phase: Callable[[str], None] | None = None,
 ) -> Result:
     """The stored result of a cell, else its new one, stored the moment it exists with the
     user's command (not the child's) and labels. An interrupted cell is stored as such before
@@ -336,7 +341,8 @@ def _run_cell(
         on_start(spec)
     named = {"argv": sys.argv, "tags": tags or {}}
     try:
-        result = launch.run_in_child(spec, env, timeout_s, stream).model_copy(update=named)
+        found = launch.run_in_child(spec, env, timeout_s, stream, on_phase)
+        result = found.model_copy(update=named)
     except launch.Interrupted as exc:
         if exc.result is not None:
             exc.result = exc.result.model_copy(update=named)

@@ -19,7 +19,7 @@ import torch
 from accelbench import scenarios
 from accelbench.errors import one_line
 from accelbench.execution import device as dev
-from accelbench.execution import distributed, efficiency, interruption, sharding
+from accelbench.execution import distributed, efficiency, interruption, progress, sharding
 from accelbench.records import contention, throughput
 from accelbench.records.energy import EnergyMeter, EnergyMetrics
 from accelbench.records.energy import combine as combine_energy
@@ -44,6 +44,7 @@ def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[i
     while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
         if raw.epoch_s and interruption.requested():  # stopped: keep the epochs measured
             break
+        progress.phase(progress.epoch_text(len(raw.epoch_s), spec.epochs))  # outside the epoch
         if len(raw.epoch_s) == min(1, spec.epochs - 1):
             meter.start()
             monitor.start()

@@ -34,7 +34,7 @@ import torch
 
 from accelbench.analysis.validity import keeps_up
 from accelbench.errors import AccelbenchError
-from accelbench.execution import interruption
+from accelbench.execution import interruption, progress
 from accelbench.records import contention, energy
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
@@ -252,6 +252,8 @@ async def _send_at(
 ) -> ServeTrial:
     """Each request of `plan` sent at its time (seconds from now) whatever is in flight; none
     after spec.max_measure_s; the server's energy metered over it all."""
+    at_rate = f" at {rate:.3g}/s" if rate else ""
+    progress.phase(f"serving trial: {len(plan)} requests{at_rate}")
     if meter is not None:
         meter.start()
     start, tasks = time.perf_counter(), list[asyncio.Task[ServedRequest]]()
