@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 # 2-core CPU).
 DEMO := autoencoder --batch-size 10,32,128 --epochs 2 --steps-per-epoch 10 --window-steps 1
 
-.PHONY: install demo test lint gpu-check clean
+.PHONY: install demo test lint docs gpu-check clean
 
 install: $(STAMP)
 
@@ -33,10 +33,15 @@ lint: install
 test: lint
 	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=20
 
+# The docs site (docs/, mkdocs.yml), built strictly: a broken link or reference fails it. The
+# suite builds it too (tests/test_docs.py).
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 # On a CUDA machine: the gpu-marked tests, the quick suite against published figures and both
 # benchmarks, summarised in gpu-check.md (scripts/gpu_check.py).
 gpu-check: install
 	$(BIN)/python scripts/gpu_check.py --out gpu-check.md
 
 clean:
-	rm -rf $(VENV) build src/*.egg-info
+	rm -rf $(VENV) build site src/*.egg-info

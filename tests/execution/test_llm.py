@@ -22,7 +22,7 @@ from accelbench.records.spec import RunSpec
 from accelbench.report.listing import tokens_line
 from accelbench.report.results import notes, token_projection_lines
 from accelbench.storage.store import ResultStore
-from accelbench.workloads.language import expert_load
+from accelbench.workloads.experts import expert_load
 
 from ..conftest import _with_peak, on_platform
 

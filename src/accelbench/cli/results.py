@@ -18,7 +18,6 @@ from accelbench.analysis import comparison, references
 from accelbench.cli.app import (
     DbOption,
     DbsOption,
-    ExportFormat,
     Format,
     LatencyBoundOption,
     PlatformFilter,
@@ -39,7 +38,7 @@ from accelbench.records import environment
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
-from accelbench.storage import exchange, mllog
+from accelbench.storage import exchange
 from accelbench.storage.several import source_all, stream_all
 from accelbench.storage.store import ResultStore
 
@@ -64,7 +63,7 @@ def list_workloads() -> None:
         "\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function, served/<model> "
         "(--scenario serve), micro/<kind> (--scenario micro: "
         + ", ".join(workloads.MICRO)
-        + ") (see README)"
+        + ") (see docs/usage.md)"
     )
 
 
@@ -341,68 +340,3 @@ def make_report(
             for suffix in ("svg", "png"):
                 (figures_dir / f"{plot.name}.{suffix}").write_bytes(plot.render(suffix))
         console.print(f"wrote {2 * len(plots)} figure files (PNG and SVG) to {figures_dir}")
-
-
-@app.command()
-def export(
-    workload: WorkloadFilter = None,
-    platform: PlatformFilter = None,
-    status: StatusFilter = None,
-    out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
-    format: Annotated[
-        ExportFormat,
-        typer.Option(
-            help="json: one document; jsonl: a header line, then one result a line, written "
-            "and imported a result at a time (for large sets); mllog: each training run as "
-            "MLPerf's :::MLLOG lines (not for import)."
-        ),
-    ] = ExportFormat.json,
-    db: DbsOption = None,
-) -> None:
-    """Stored results as JSON, for `accelbench import` on another machine; or training runs as
-    MLPerf logs."""
-    if out is not None:
-        check_out(out)
-    check_filters(workload, platform, status)
-    each = stream_all(db, workload=workload, platform=platform, status=status)
-    if format == ExportFormat.mllog:
-        written, left_out = (
-            mllog.write(each, sys.stdout)
-            if out is None
-            else write_stream(out, lambda f: mllog.write(each, f))
-        )
-        if left_out:
-            typer.echo(f"{left_out} result(s) are not training runs: left out", err=True)
-        if out is not None:
-            console.print(f"wrote {written} training run(s) to {out} as MLPerf logs")
-        return
-    write = exchange.write_document if format == ExportFormat.json else exchange.write_lines
-    if out is None:  # either format a result at a time: memory holds one
-        write(each, sys.stdout)
-        return
-    count = write_stream(out, lambda f: write(each, f))
-    console.print(f"wrote {count} results to {out}")
-
-
-@app.command("import")
-def import_results(
-    files: Annotated[
-        list[Path],
-        typer.Argument(help="Files made by `accelbench export`, or accelbench SQLite databases."),
-    ],
-    db: DbOption = None,
-) -> None:
-    """Merge results from other machines into the database. A malformed file changes nothing:
-    JSON exports and databases are checked whole first; JSON Lines exports are read a result at
-    a time into one transaction, undone at the first bad line. Results stored already (same
-    key) are kept as they are."""
-    lines = [path for path in files if exchange.is_lines(path)]
-    checked = [r for path in files if path not in lines for r in exchange.load(path)]
-    streamed = (r for path in lines for r in exchange.read_lines(path))
-    with ResultStore(db) as store:
-        new, read = store.add_stream(itertools.chain(checked, streamed))
-        where = store.where
-    console.print(
-        f"imported {new} new results into {where}; {read - new} were stored already "
-        "(same cell, same platform)"
-    )

@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import sys
 from enum import Enum, StrEnum
-from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
-from rich.progress import Progress, TextColumn
 
 from accelbench import scenarios
 from accelbench.analysis import validity
+from accelbench.cli import progress
 from accelbench.cli.app import (
     DbOption,
     LatencyBoundOption,
@@ -34,15 +31,12 @@ from accelbench.orchestration.sweep import (
     SweepFile,
     load_sweep,
     plan,
-    run_cells,
     stored_result,
 )
 from accelbench.records import contention, environment
-from accelbench.records.result import MEASURED, Result
+from accelbench.records.result import MEASURED
 from accelbench.records.spec import MAX_REPEATS, RunSpec
-from accelbench.report import inert
 from accelbench.report.cells import describe
-from accelbench.report.results import cell_line
 from accelbench.storage.store import ResultStore
 
 AXES = (
@@ -119,7 +113,7 @@ def run(
         typer.Option(
             help="serve: the targets of a request, ttft_ms=X,tpot_ms=Y (either or both; "
             "defaults: MLPerf Inference's Llama 2 70B server bounds, 2000 and 200 ms), or an "
-            "MLPerf Server preset such as mlperf-llama3.1-8b-interactive (see README)."
+            "MLPerf Server preset such as mlperf-llama3.1-8b-interactive (see docs/llm.md)."
         ),
     ] = None,
     global_batch: Annotated[
@@ -219,7 +213,7 @@ def run(
             _warn_if_busy(cells, busy)
             if not quiet:
                 stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
-            results = _sweep(
+            results = progress.sweep(
                 cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags
             )
     show(results, latency_bound_ms)
@@ -254,48 +248,6 @@ def _list(cells: list[Cell], db: str | None, force: bool) -> None:
         console.print(f"{'stored' if skipped else 'to run'}: {describe(spec)}", soft_wrap=True)
     to_run = done.count(False)
     console.print(f"{len(cells)} cell(s), {to_run} to run; nothing was run (--dry-run)")
-
-
-def _sweep(
-    cells: list[Cell],
-    store: ResultStore,
-    force: bool,
-    timeout_s: float,
-    *,
-    verbose: bool = False,
-    quiet: bool = False,
-    tags: dict[str, str] | None = None,
-) -> list[Result]:
-    """Run the cells with a progress bar, printing each as it finishes (`quiet`: neither), and
-    with `verbose`, each cell's output on stderr as it comes."""
-    stream = sys.stderr if verbose else None
-    sweep = partial(
-        run_cells, cells, store, force=force, timeout_s=timeout_s, stream=stream, tags=tags
-    )
-    if quiet:
-        return sweep()
-    with Progress(
-        *Progress.get_default_columns(),
-        TextColumn("{task.completed}/{task.total} cells"),
-        console=stderr_console,
-        transient=True,
-        disable=verbose,
-    ) as progress:
-        task = progress.add_task("starting", total=len(cells))
-        cell = [""]
-
-        def started(spec: RunSpec) -> None:
-            cell[0] = escape(inert.plain(describe(spec)))
-            progress.update(task, description=f"{cell[0]}: starting")
-
-        def phased(text: str) -> None:
-            progress.update(task, description=f"{cell[0]}: {escape(inert.plain(text))}")
-
-        def finished(result: Result, skipped: bool) -> None:
-            progress.console.print(cell_line(result, skipped))
-            progress.advance(task)
-
-        return sweep(on_start=started, on_result=finished, on_phase=phased)
 
 
 def cells_of(

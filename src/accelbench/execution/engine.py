@@ -149,7 +149,7 @@ class TorchEngine:
         return sharding.state_gib(self.eager, self.optimizer)
 
     def expert_load(self, micro_batch: Batch) -> list[float] | None:
-        from accelbench.workloads.language import expert_load
+        from accelbench.workloads.experts import expert_load
 
         with self._autocast():
             return expert_load(self.eager, self.to_device(micro_batch))

@@ -31,7 +31,7 @@ from typing import Any
 
 from accelbench.errors import AccelbenchError
 from accelbench.workload import Workload
-from accelbench.workloads import autoencoder, language, sequence, toy, vision
+from accelbench.workloads import autoencoder, experts, language, sequence, toy, vision
 
 WORKLOADS: dict[str, Callable[..., Workload]] = {
     "resnet50": vision.resnet50,
@@ -63,9 +63,9 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "llama3_1_70b": language.llama3_1_70b,
     "llama2_70b": language.llama2_70b,
     "llama3_tiny": language.llama3_tiny,
-    "gpt_oss_20b": language.gpt_oss_20b,
-    "mixtral_8x7b": language.mixtral_8x7b,
-    "moe_tiny": language.moe_tiny,
+    "gpt_oss_20b": experts.gpt_oss_20b,
+    "mixtral_8x7b": experts.mixtral_8x7b,
+    "moe_tiny": experts.moe_tiny,
     "lstm": sequence.lstm,
     "conformer_medium": sequence.conformer_medium,
     "gin": sequence.gin,
