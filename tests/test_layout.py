@@ -24,6 +24,7 @@ LAYERS = (
     ("accelbench.storage",),
     ("accelbench.orchestration",),
     ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
+    ("accelbench.integrations",),
 )
 """From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
 their records, torch-free); analysis of results as data; how a step executes; how each scenario
@@ -150,7 +151,7 @@ def test_the_layers_place_modules_as_documented() -> None:
     assert layer("accelbench.scenarios.serve") == 1  # a plug-in: its record, torch-free
     assert layer("accelbench.scenarios.serve.measure") == 4  # its measurement
     assert layer("accelbench.scenarios") == 1  # the registry
-    assert layer("accelbench.cli.run") == len(LAYERS) - 1
+    assert layer("accelbench.cli.run") == len(LAYERS) - 2  # below only the integrations
 
 
 def test_no_module_is_long() -> None:
