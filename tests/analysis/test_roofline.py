@@ -19,21 +19,24 @@ from accelbench.storage.store import ResultStore
 from ..conftest import tiny, with_rate
 
 
+def micro(kind: str, **sizes: int) -> RunSpec:
+    """A short micro cell of `kind` on the CPU."""
+    return RunSpec(
+        workload=f"micro/{kind}",
+        scenario="micro",
+        device="cpu",
+        batch_size=2,
+        steps_per_epoch=8,
+        model_args=sizes,
+    )
+
+
 @pytest.fixture(scope="module")
 def measured() -> tuple[Result, Result, Result]:
     """A training run, its loader alone and a matmul, measured here (rates set below)."""
     model = run(tiny(batch_size=4, steps_per_epoch=8))
     loader = run(tiny(batch_size=4, steps_per_epoch=8, scenario="loader"))
-    matmul = run(
-        RunSpec(
-            workload="micro/matmul",
-            scenario="micro",
-            device="cpu",
-            batch_size=2,
-            steps_per_epoch=8,
-            model_args={"n": 64},
-        )
-    )
+    matmul = run(micro("matmul", n=64))
     assert model.status == loader.status == matmul.status == "ok"
     return model, loader, matmul
 
@@ -115,16 +118,7 @@ def test_the_report_has_the_ceilings_table_where_ceilings_were_measured(
 @pytest.fixture(scope="module")
 def triad() -> Result:
     """A memory-bandwidth triad measured here (its rate set below)."""
-    found = run(
-        RunSpec(
-            workload="micro/triad",
-            scenario="micro",
-            device="cpu",
-            batch_size=2,
-            steps_per_epoch=8,
-            model_args={"mib": 1},
-        )
-    )
+    found = run(micro("triad", mib=1))
     assert found.status == "ok"
     return found
 

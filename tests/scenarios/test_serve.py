@@ -879,3 +879,28 @@ def test_a_stub_server_on_this_host_gets_an_energy_reading_or_the_reason_it_has_
         assert (
             drawn.method in ("rapl", "nvml-energy-counter") and "J per output token" in done.output
         )
+
+
+def test_a_logged_power_series_gives_a_remote_servers_energy(tmp_path: Path) -> None:
+    """--power-series: a constant 150 W logged by time_s,watts around the run, so each trial's
+    energy is 150 W over its window, whatever the window's length."""
+    series = tmp_path / "power.csv"
+    now = time.time()
+    rows = [f"{now + t:.3f},150" for t in range(-60, 600, 5)]
+    series.write_text("time_s,watts\n" + "\n".join(rows) + "\n")
+    db = tmp_path / "r.sqlite"
+    with stub_server(_Steady) as url:
+        done = runner.invoke(app, [*stub_cell(url), "--power-series", str(series), "--db", str(db)])
+        assert done.exit_code == 0, done.output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    s = record_of(r, ServeMetrics)
+    assert s is not None
+    drawn = s.trials[1].energy
+    assert drawn is not None and drawn.method == "power series"
+    assert drawn.avg_power_w == pytest.approx(150.0) and "J per output token" in done.output
+    bad = tmp_path / "bad.csv"
+    bad.write_text("when,power\n1,2\n")
+    with stub_server(_Steady) as url:
+        refused = runner.invoke(app, [*stub_cell(url), "--power-series", str(bad), "--db", str(db)])
+    assert refused.exit_code == 2 and "columns time_s,watts" in refused.output

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import Field
 
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EnergyMethod = Literal["nvml-energy-counter", "rapl", "not available"]
+EnergyMethod = Literal["nvml-energy-counter", "rapl", "power series", "not available"]
 POWERCAP = Path("/sys/class/powercap")
 SAMPLE_S = 0.1
 
@@ -198,6 +198,14 @@ def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
         throttle_reasons=sorted({r for e in readings for r in e.throttle_reasons}),
         num_samples=sum(e.num_samples for e in readings),
     )
+
+
+class WindowMeter(Protocol):
+    """Energy over a window: start before it, stop after it (CounterMeter, a logged series)."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> EnergyMetrics: ...
 
 
 class CounterMeter:

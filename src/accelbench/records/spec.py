@@ -22,7 +22,7 @@ _ADDED_NAMES = (
     "lr_base_batch warmup_steps diverge_factor threads compile_mode cudnn_benchmark fsdp "
     "fsdp_offload tensor_parallel sequence_parallel prompt_tokens new_tokens endpoint "
     "platform lengths slo_ttft_ms slo_tpot_ms request_timeout_s code_digest api_key_env "
-    "chat burstiness ramp_to_per_s trace lora_rank lora_alpha lora_targets"
+    "chat burstiness ramp_to_per_s trace power_series lora_rank lora_alpha lora_targets"
 )
 _ADDED_LATER = tuple(_ADDED_NAMES.split())
 """Fields added after the first release, new ones last: left out of a cell's identity while at
@@ -143,6 +143,9 @@ class RunSpec(Frozen):
     trace: str | None = None
     """serve: a CSV of arrivals to replay, columns timestamp_s,prompt_tokens,new_tokens (as
     examples/serve-trace.csv): each request sent at its time with its lengths, in one trial."""
+    power_series: str | None = None
+    """serve: a CSV of the server's power that its host logs through the run (nvidia-smi's, or
+    time_s,watts): each trial's energy from it (records.power_series), for a remote server."""
     lora_rank: int | None = Field(default=None, gt=0, le=4096)
     """train: fine-tune LoRA adapters of this rank (peft) on lora_targets, every other weight
     frozen; None: train every weight."""

@@ -35,7 +35,7 @@ import torch
 from accelbench.analysis.validity import keeps_up
 from accelbench.errors import AccelbenchError
 from accelbench.execution import interruption, progress
-from accelbench.records import contention, energy
+from accelbench.records import contention, energy, power_series
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
@@ -106,7 +106,11 @@ async def _measure(spec: RunSpec) -> Metrics:
         trials = [loop]
         # The headline is an arrival trial's: what else the host did is read over the trials.
         monitor = contention.HostMonitor(spec, torch.device("cpu"))
-        meter = energy.server_meter(contention.server_pids(url))
+        meter: energy.WindowMeter = (
+            power_series.SeriesMeter(Path(spec.power_series))
+            if spec.power_series
+            else energy.server_meter(contention.server_pids(url))
+        )
         monitor.start()
         if spec.trace is not None:
             trace = endpoint.read_trace(Path(spec.trace))
@@ -219,7 +223,7 @@ def arrival_times(
 
 
 async def arrivals(
-    spec: RunSpec, send: Send, rate: float, meter: energy.CounterMeter | None = None
+    spec: RunSpec, send: Send, rate: float, meter: energy.WindowMeter | None = None
 ) -> ServeTrial:
     """spec.num_queries requests arriving at `rate` (arrival_times: spec.burstiness, and a ramp
     to spec.ramp_to_per_s), each sent at its time whatever is in flight; none is sent after
@@ -236,7 +240,7 @@ async def replay(
     spec: RunSpec,
     send: Send,
     trace: list[tuple[float, int, int]],
-    meter: energy.CounterMeter | None = None,
+    meter: energy.WindowMeter | None = None,
 ) -> ServeTrial:
     """The trace's requests, each sent at its time with its lengths (endpoint.read_trace)."""
     rate = _rate([t for t, _, _ in trace])
@@ -248,7 +252,7 @@ async def _send_at(
     send: Send,
     plan: list[tuple[float, tuple[int, int] | None]],
     rate: float | None,
-    meter: energy.CounterMeter | None,
+    meter: energy.WindowMeter | None,
 ) -> ServeTrial:
     """Each request of `plan` sent at its time (seconds from now) whatever is in flight; none
     after spec.max_measure_s; the server's energy metered over it all."""

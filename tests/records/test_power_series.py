@@ -1,0 +1,61 @@
+"""A logged power series: read in nvidia-smi's form and a plain one, integrated over a window."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from accelbench.errors import AccelbenchError
+from accelbench.records import power_series
+
+
+def test_energy_is_the_area_under_the_series_within_the_window() -> None:
+    ramp = [(0.0, 0.0), (10.0, 100.0)]  # 0 to 100 W over 10 s
+    assert power_series.joules(ramp, 0.0, 10.0) == pytest.approx(500.0)
+    assert power_series.joules(ramp, 5.0, 10.0) == pytest.approx((50 + 100) / 2 * 5)
+    steps = [(0.0, 100.0), (1.0, 200.0), (2.0, 100.0), (3.0, 100.0)]
+    assert power_series.joules(steps, 0.5, 2.5) == pytest.approx(
+        (150 + 200) / 2 * 0.5 + (200 + 100) / 2 * 1 + 100 * 0.5
+    )
+    assert power_series.joules(ramp, -1.0, 5.0) is None  # the logger started after the window
+    assert power_series.joules(ramp, 5.0, 11.0) is None
+
+
+def test_nvidia_smis_csv_and_a_plain_one_are_read(tmp_path: Path) -> None:
+    smi = tmp_path / "smi.csv"
+    smi.write_text(
+        "index, timestamp, power.draw [W]\n"
+        "0, 2026/11/26 10:00:00.000, 70.00 W\n"
+        "1, 2026/11/26 10:00:00.000, 80.50 W\n"
+        "0, 2026/11/26 10:00:00.200, 72.00 W\n"
+    )
+    found = power_series.read(smi)
+    assert sorted(found) == ["0", "1"]
+    assert [w for _, w in found["0"]] == [70.0, 72.0] and found["1"][0][1] == 80.5
+    assert found["0"][1][0] - found["0"][0][0] == pytest.approx(0.2)
+    plain = tmp_path / "plain.csv"
+    plain.write_text("time_s,watts\n2,20\n1,10\n")
+    assert power_series.read(plain) == {"0": [(1.0, 10.0), (2.0, 20.0)]}  # in time order
+    for text in ("time_s,watts\n", "when,power\n1,2\n", "time_s,watts\n1,many\n"):
+        plain.write_text(text)
+        with pytest.raises(AccelbenchError, match="nvidia-smi's CSV"):
+            power_series.read(plain)
+
+
+def test_the_meter_sums_the_devices_or_says_the_series_misses_the_window(tmp_path: Path) -> None:
+    path = tmp_path / "power.csv"
+    now = time.time()
+    devices = zip("ab", (50, 70), strict=True)
+    rows = [f"{now + t},{device},{watts}" for device, watts in devices for t in (-10, 10, 20)]
+    path.write_text("time_s,device,watts\n" + "\n".join(rows) + "\n")
+    meter = power_series.SeriesMeter(path)
+    meter.start()
+    drawn = meter.stop()
+    assert drawn.method == "power series" and "2 device(s)" in drawn.scope
+    assert drawn.avg_power_w == pytest.approx(120.0)  # 50 W and 70 W, all through the window
+    path.write_text("time_s,watts\n1,10\n2,10\n")  # long before the window
+    meter.start()
+    missed = meter.stop()
+    assert missed.method == "not available" and "do not cover the trial" in missed.scope
