@@ -131,6 +131,7 @@ class ExportFormat(StrEnum):
     json = "json"
     jsonl = "jsonl"
     mllog = "mllog"
+    br02 = "br0.2"
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -23,9 +23,15 @@ from accelbench.cli.app import (
     console,
     write_stream,
 )
-from accelbench.storage import exchange, mllog
+from accelbench.storage import exchange, llmd, mllog
 from accelbench.storage.several import stream_all
 from accelbench.storage.store import ResultStore
+
+FIELD_FORMATS = {
+    ExportFormat.mllog: (mllog.write, "training runs", "training run(s) as MLPerf logs"),
+    ExportFormat.br02: (llmd.write, "serve results", "serving trial(s) as llm-d reports"),
+}
+"""The field's formats: the writer, the kind of result it takes, what it wrote."""
 
 
 @app.command()
@@ -39,27 +45,29 @@ def export(
         typer.Option(
             help="json: one document; jsonl: a header line, then one result a line, written "
             "and imported a result at a time (for large sets); mllog: each training run as "
-            "MLPerf's :::MLLOG lines (not for import)."
+            "MLPerf's :::MLLOG lines; br0.2: each serving trial as an llm-d benchmark report, "
+            "a JSON object a line (neither is for import)."
         ),
     ] = ExportFormat.json,
     db: DbsOption = None,
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine; or training runs as
-    MLPerf logs."""
+    MLPerf logs, serving trials as llm-d benchmark reports."""
     if out is not None:
         check_out(out)
     check_filters(workload, platform, status)
     each = stream_all(db, workload=workload, platform=platform, status=status)
-    if format == ExportFormat.mllog:
+    if format in FIELD_FORMATS:  # a result at a time, the results of other kinds left out
+        writer, kind, what = FIELD_FORMATS[format]
         written, left_out = (
-            mllog.write(each, sys.stdout)
+            writer(each, sys.stdout)
             if out is None
-            else write_stream(out, lambda f: mllog.write(each, f))
+            else write_stream(out, lambda f: writer(each, f))
         )
         if left_out:
-            typer.echo(f"{left_out} result(s) are not training runs: left out", err=True)
+            typer.echo(f"{left_out} result(s) are not {kind}: left out", err=True)
         if out is not None:
-            console.print(f"wrote {written} training run(s) to {out} as MLPerf logs")
+            console.print(f"wrote {written} {what} to {out}")
         return
     write = exchange.write_document if format == ExportFormat.json else exchange.write_lines
     if out is None:  # either format a result at a time: memory holds one

@@ -1,0 +1,78 @@
+"""Serving trials as llm-d benchmark reports (schema 0.2): each request's own times summarised,
+the load as it was sent, nothing the record does not know."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.cell.runner import run
+from accelbench.cli import app
+from accelbench.records.result import Result
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServeMetrics
+from accelbench.storage import llmd
+from accelbench.storage.store import ResultStore
+
+from ..conftest import tiny
+from ..scenarios.test_serve import _Steady, stub_cell, stub_server
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Result:
+    db = tmp_path_factory.mktemp("served") / "r.sqlite"
+    with stub_server(_Steady) as url:
+        done = CliRunner().invoke(app, [*stub_cell(url), "--db", str(db)])
+        assert done.exit_code == 0, done.output
+    with ResultStore(db) as store:
+        (r,) = store.query()
+    return r
+
+
+def test_a_report_a_trial_with_its_requests_summarised(served: Result) -> None:
+    serve = record_of(served, ServeMetrics)
+    assert serve is not None
+    found = llmd.reports(served)
+    assert len(found) == len(serve.trials) == 2  # the closed loop, then 50/s
+    loop, arrivals = found
+    assert loop["scenario"]["load"]["standardized"]["concurrency"] == serve.trials[0].concurrency
+    trial = serve.trials[1]
+    load = arrivals["scenario"]["load"]["standardized"]
+    assert (load["stage"], load["rate_qps"], load["tool"]) == (1, 50.0, "accelbench")
+    assert "concurrency" not in load  # arrivals are not held back: no bound to give
+    assert load["output_seq_len"] == {"distribution": "fixed", "value": served.spec.new_tokens}
+    aggregate = arrivals["results"]["request_performance"]["aggregate"]
+    assert aggregate["requests"]["total"] == len(trial.requests) == 4
+    assert aggregate["requests"]["failures"] == 0
+    ttft = [r.ttft_ms / 1e3 for r in trial.requests if r.ttft_ms is not None]
+    drawn = aggregate["latency"]["time_to_first_token"]
+    assert drawn["units"] == "s" and drawn["mean"] == pytest.approx(np.mean(ttft))
+    assert drawn["p90"] == pytest.approx(np.percentile(ttft, 90))
+    assert (drawn["min"], drawn["max"]) == (min(ttft), max(ttft))
+    assert aggregate["latency"]["time_per_output_token"]["units"] == "s/token"
+    rates = aggregate["throughput"]
+    assert rates["output_token_rate"] == {"units": "tokens/s", "mean": trial.output_tokens_per_s}
+    assert rates["request_rate"] == {"units": "queries/s", "mean": trial.requests_per_s}
+    assert arrivals["version"] == "0.2" and arrivals["run"]["eid"] == served.key
+    assert "stack" not in arrivals["scenario"]  # the server's engine and devices are not known
+
+
+def test_the_export_writes_a_report_a_line_and_leaves_out_other_results(
+    served: Result, tmp_path: Path
+) -> None:
+    db, out = tmp_path / "r.sqlite", tmp_path / "reports.jsonl"
+    with ResultStore(db) as store:
+        store.add([served, run(tiny())])
+    done = CliRunner().invoke(
+        app, ["export", "--format", "br0.2", "--out", str(out), "--db", str(db)]
+    )
+    assert done.exit_code == 0, done.output
+    assert "wrote 2 serving trial(s)" in done.stdout and "1 result(s) are not serve" in done.stderr
+    lines = out.read_text().splitlines()
+    assert [json.loads(line)["run"]["uid"] for line in lines] == [
+        f"{served.key}-{k}" for k in (0, 1)
+    ]
