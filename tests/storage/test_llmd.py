@@ -19,18 +19,12 @@ from accelbench.storage import llmd
 from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
-from ..scenarios.test_serve import _Steady, stub_cell, stub_server
+from ..scenarios.test_serve import served_once
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Result:
-    db = tmp_path_factory.mktemp("served") / "r.sqlite"
-    with stub_server(_Steady) as url:
-        done = CliRunner().invoke(app, [*stub_cell(url), "--db", str(db)])
-        assert done.exit_code == 0, done.output
-    with ResultStore(db) as store:
-        (r,) = store.query()
-    return r
+    return served_once(tmp_path_factory.mktemp("served") / "r.sqlite")[0]
 
 
 def test_a_report_a_trial_with_its_requests_summarised(served: Result) -> None:
