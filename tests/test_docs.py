@@ -75,6 +75,15 @@ def test_the_readme_is_a_front_door_to_every_page() -> None:
     assert len(_commands(README)) >= 5
 
 
+def test_every_scenario_has_its_row() -> None:
+    from accelbench import scenarios
+
+    text = (DOCS / "scenarios.md").read_text()
+    assert {s.name for s in scenarios.all_scenarios()} <= set(
+        re.findall(r"^\| `([\w-]+)` \|", text, re.M)
+    )
+
+
 def test_the_docs_site_builds_strictly(tmp_path: Path) -> None:
     mkdocs = shutil.which("mkdocs", path=str(Path(sys.executable).parent))
     if mkdocs is None:
