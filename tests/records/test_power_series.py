@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
+import numpy as np
 import pytest
 
 from accelbench.errors import AccelbenchError
@@ -59,3 +64,51 @@ def test_the_meter_sums_the_devices_or_says_the_series_misses_the_window(tmp_pat
     meter.start()
     missed = meter.stop()
     assert missed.method == "not available" and "do not cover the trial" in missed.scope
+
+
+class _Prometheus(BaseHTTPRequestHandler):
+    """A Prometheus range query's answer: two GPUs' constant board power, 100 W and 50 W, at
+    every step asked for; any other path answers what is not Prometheus."""
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        asked = {k: v[0] for k, v in parse_qs(url.query).items()}
+        if url.path != "/api/v1/query_range":
+            body = b"<html>not here</html>"
+        else:
+            start, end, step = (float(asked[k]) for k in ("start", "end", "step"))
+            times = np.arange(start, end + step / 2, step)
+            result = [
+                {"metric": {"gpu": gpu}, "values": [[t, str(watts)] for t in times]}
+                for gpu, watts in (("0", 100), ("1", 50))
+            ]
+            body = json.dumps(
+                {"status": "success", "data": {"resultType": "matrix", "result": result}}
+            ).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_prometheus_servers_range_query_is_a_series(tmp_path: Path) -> None:
+    pytest.importorskip("httpx")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        meter = power_series.meter(url)
+        assert isinstance(meter, power_series.PrometheusMeter)
+        assert meter.query == power_series.DCGM_POWER
+        meter.start()
+        drawn = meter.stop()
+        assert drawn.method == "power series" and drawn.avg_power_w == pytest.approx(150.0)
+        assert power_series.PrometheusMeter(f"{url}/?query=sum(watts)").query == "sum(watts)"
+        with pytest.raises(AccelbenchError, match="give the server's URL"):
+            power_series.check(f"{url}/elsewhere")
+    finally:
+        server.shutdown()
+        server.server_close()

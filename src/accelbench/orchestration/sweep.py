@@ -189,8 +189,8 @@ def _check_servers(specs: Sequence[RunSpec]) -> None:
         endpoint.read_lengths(Path(path))
     for path in sorted({s.trace for s in served if s.trace}):
         endpoint.read_trace(Path(path))
-    for path in sorted({s.power_series for s in served if s.power_series}):
-        power_series.read(Path(path))  # a file that is not a series stops the run here
+    for source in sorted({s.power_series for s in served if s.power_series}):
+        power_series.check(source)  # a file or server that gives no series stops the run here
     asked = {(s.endpoint, s.workload, s.api_key_env, s.chat) for s in served if s.endpoint}
     for url, name, key, chat in sorted(asked, key=str):
         endpoint.check(url, name.removeprefix("served/"), api_key_env=key, chat=chat)

@@ -11,8 +11,9 @@ Two forms of CSV are read:
 - a plain one: columns `time_s` (Unix seconds) and `watts`, and optionally `device`, a series
   per device, summed.
 
-The logger must run through the trials, and the two hosts' clocks agree (NTP): a series that
-does not cover a trial's window gives no energy for it, and says so.
+Or a Prometheus server's URL: its range query (by default DCGM's board power, summed) over each
+trial. The logger must run through the trials, and the two hosts' clocks agree (NTP): a series
+that does not cover a trial's window gives no energy for it, and says so.
 """
 
 from __future__ import annotations
@@ -20,10 +21,12 @@ from __future__ import annotations
 import bisect
 import csv
 import itertools
+import json
 import time
 from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from accelbench.errors import AccelbenchError
 from accelbench.records.energy import EnergyMetrics
@@ -79,20 +82,25 @@ def _at(points: list[tuple[float, float]], t: float) -> float:
 
 class SeriesMeter:
     """The energy a logged power series holds over each window (start, then stop), as
-    CounterMeter gives a counter's."""
+    CounterMeter gives a counter's: from a file (this class) or a Prometheus server
+    (PrometheusMeter)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.name = path.name
         self._start = 0.0
+
+    def series(self, start: float, end: float) -> Series:
+        return read(self.path)
 
     def start(self) -> None:
         self._start = time.time()
 
     def stop(self) -> EnergyMetrics:
         end = time.time()
-        series = read(self.path)
+        series = self.series(self._start, end)
         found = [joules(points, self._start, end) for points in series.values()]
-        scope = f"{self.path.name}: {len(series)} device(s) as logged on the server's host"
+        scope = f"{self.name}: {len(series)} device(s) as logged on the server's host"
         if None in found:
             return EnergyMetrics(
                 method="not available",
@@ -108,3 +116,63 @@ class SeriesMeter:
                 sum(1 for t, _ in points if self._start <= t <= end) for points in series.values()
             ),
         )
+
+
+DCGM_POWER = "sum(DCGM_FI_DEV_POWER_USAGE)"
+"""The GPUs' board power in watts as NVIDIA's DCGM exporter names it, summed."""
+
+
+class PrometheusMeter(SeriesMeter):
+    """A power series from a Prometheus server's range query (its `query` parameter, else
+    DCGM_POWER), evaluated every `step` seconds over the window: a series per label set, summed.
+    Prometheus evaluates each step at the newest sample scraped before it, so the series is as
+    fine as its scrape interval."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        self.base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+        self.query = parse_qs(parts.query).get("query", [DCGM_POWER])[0]
+        self.name = f"Prometheus {parts.netloc} {self.query}"
+        self._start = 0.0
+
+    def series(self, start: float, end: float) -> Series:
+        import httpx
+
+        step = max(0.5, (end - start) / 1000)
+        params: dict[str, str | float] = {
+            "query": self.query,
+            "start": start,
+            "end": end + step,
+            "step": step,
+        }
+        fix = f"Prometheus at {self.base}: give the server's URL (and a query giving watts)"
+        try:
+            answer = httpx.get(f"{self.base}/api/v1/query_range", params=params, timeout=30)
+            found = answer.json()["data"]["result"]
+            series = {
+                json.dumps(r["metric"], sort_keys=True): [
+                    (float(t), float(v)) for t, v in r["values"]
+                ]
+                for r in found
+            }
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+        if not series:
+            raise AccelbenchError(f"{fix}: {self.query} gave no series")
+        return series
+
+
+def meter(source: str) -> SeriesMeter:
+    """The meter of a --power-series: a Prometheus server's URL, else a file."""
+    return PrometheusMeter(source) if is_url(source) else SeriesMeter(Path(source))
+
+
+def is_url(source: str) -> bool:
+    return source.startswith(("http://", "https://"))
+
+
+def check(source: str) -> None:
+    """Raise, naming the fix, where the series cannot be read: before any cell runs."""
+    found = meter(source)
+    now = time.time()
+    found.series(now - 60, now)

@@ -144,8 +144,8 @@ class RunSpec(Frozen):
     """serve: a CSV of arrivals to replay, columns timestamp_s,prompt_tokens,new_tokens (as
     examples/serve-trace.csv): each request sent at its time with its lengths, in one trial."""
     power_series: str | None = None
-    """serve: a CSV of the server's power that its host logs through the run (nvidia-smi's, or
-    time_s,watts): each trial's energy from it (records.power_series), for a remote server."""
+    """serve: the server's power for a remote server: a CSV its host logs through the run
+    (nvidia-smi's, or time_s,watts), or a Prometheus URL (records.power_series)."""
     lora_rank: int | None = Field(default=None, gt=0, le=4096)
     """train: fine-tune LoRA adapters of this rank (peft) on lora_targets, every other weight
     frozen; None: train every weight."""

@@ -107,7 +107,7 @@ async def _measure(spec: RunSpec) -> Metrics:
         # The headline is an arrival trial's: what else the host did is read over the trials.
         monitor = contention.HostMonitor(spec, torch.device("cpu"))
         meter: energy.WindowMeter = (
-            power_series.SeriesMeter(Path(spec.power_series))
+            power_series.meter(spec.power_series)
             if spec.power_series
             else energy.server_meter(contention.server_pids(url))
         )
