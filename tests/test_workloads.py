@@ -45,7 +45,7 @@ SMALLER: dict[str, dict[str, int | float]] = {
 # checked by parameter count below.
 # So do the mixtures of experts' (21B and 47B weights: 84 GB in fp32); moe_tiny runs their code.
 TOO_LARGE_FOR_A_STEP = {"llama3_2_1b", "llama3_2_3b", "llama3_1_8b", "llama3_1_70b", "llama2_70b"}
-TOO_LARGE_FOR_A_STEP |= {"gpt_oss_20b", "mixtral_8x7b"}
+TOO_LARGE_FOR_A_STEP |= {"gpt_oss_20b", "gpt_oss_120b", "mixtral_8x7b"}
 # torch_geometric replaces torch.index_select for the whole process, which breaks effdet's
 # TorchScript; accelbench runs every cell in a process of its own, and so does this test.
 OWN_PROCESS = {"gin"}
@@ -98,6 +98,8 @@ def test_every_workload_trains_one_step(name: str) -> None:
         # (20.9B counted by transformers), test_llm checks its 3.6B active.
         ("mixtral_8x7b", 46.7e9),
         ("gpt_oss_20b", 20.9e9),
+        # OpenAI's gpt-oss model card: 117B (116.83B), 5.1B active.
+        ("gpt_oss_120b", 116.83e9),
     ],
 )
 def test_full_size_models_have_the_published_parameter_count(name: str, published: float) -> None:

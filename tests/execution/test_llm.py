@@ -131,6 +131,34 @@ def test_a_run_is_set_beside_torchtitans_tokens_per_gpu(sharded: Result) -> None
     assert found.published == 8532
 
 
+def test_a_run_is_set_beside_megatron_bridges_gpt_oss_120b(sharded: Result) -> None:
+    """Megatron-Bridge's DGX-H100 GPT-OSS 120B pre-training figure (64 GPUs, micro batch 4,
+    sequence length 4096): tokens/s per GPU, matched as torchtitan's are."""
+    h100 = on_platform(
+        sharded,
+        "NVIDIA H100 80GB HBM3",
+        1.0,
+        workload="gpt_oss_120b",
+        model_args={"seq_len": 4096},
+        batch_size=4,
+        tensor_parallel=1,
+        sequence_parallel=False,
+        replicas=64,
+    )
+    assert h100.metrics is not None and sharded.metrics is not None
+    h100 = h100.model_copy(
+        update={"metrics": h100.metrics.model_copy(update={"tokens_per_item": 4096})}
+    )
+    found = references.match(h100)
+    assert found is not None and "Megatron-Bridge" in found.reference.source
+    assert found.published == 5630
+    assert found.measured == pytest.approx(sharded.metrics.items_per_s * 4096 / 64)
+    assert "micro batch" not in " ".join(found.differences)
+    elsewhere = h100.model_copy(update={"spec": h100.spec.model_copy(update={"batch_size": 2})})
+    near = references.match(elsewhere)  # the nearest figure, its difference said
+    assert near is not None and "micro batch 2 against 4 published" in near.differences
+
+
 def test_fewest_devices_doubles_then_bisects(sharded: Result) -> None:
     asked: list[int] = []
 

@@ -9,7 +9,8 @@ as claims, unit "x"; NVIDIA's DGX A100 ResNet-50 training figures from DeepLearn
 torchtitan's Llama 3.1 8B FSDP training on H100s, in tokens/s per GPU (its Float8 rows are left
 out: accelbench does not train in float8); the device's own: the Maximum Achievable Matmul FLOPS
 (a measured BF16 matmul at its best shape) and the datasheet memory bandwidth of A100, H100 and
-H200 SXM, from Bekman's Machine Learning Engineering Open Book.
+H200 SXM, from Bekman's Machine Learning Engineering Open Book; and Megatron-Bridge's DGX-H100
+GPT-OSS 120B pre-training figure, in tokens/s per GPU.
 """
 
 from __future__ import annotations

@@ -64,6 +64,7 @@ WORKLOADS: dict[str, Callable[..., Workload]] = {
     "llama2_70b": language.llama2_70b,
     "llama3_tiny": language.llama3_tiny,
     "gpt_oss_20b": experts.gpt_oss_20b,
+    "gpt_oss_120b": experts.gpt_oss_120b,
     "mixtral_8x7b": experts.mixtral_8x7b,
     "moe_tiny": experts.moe_tiny,
     "lstm": sequence.lstm,

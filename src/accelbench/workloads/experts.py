@@ -1,4 +1,5 @@
-"""Mixtures of experts: the published shapes (GPT-OSS 20B, Mixtral 8x7B, a tiny one for tests),
+"""Mixtures of experts: the published shapes (GPT-OSS 20B and 120B, Mixtral 8x7B, a tiny one for
+tests),
 built as any transformers model is (language.hf_model), and the routers' balance a run records.
 Their analytic FLOPs count the experts a token runs through (language.active_share)."""
 
@@ -28,6 +29,22 @@ GPT_OSS_20B = {
     "num_experts_per_tok": 4,
     "vocab_size": 201088,
 }
+
+
+GPT_OSS_120B = GPT_OSS_20B | {"num_local_experts": 128}
+"""openai/gpt-oss-120b's config.json: gpt-oss-20b's layers, 128 experts, 36 layers."""
+
+
+def gpt_oss_120b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 36) -> Workload:
+    """GPT-OSS 120B (transformers GptOssConfig, random weights): mixture of experts, 4 of 128;
+    Megatron-Bridge's published H100 figure is in references.csv."""
+    return hf_model(
+        "gpt_oss",
+        seq_len=seq_len,
+        num_hidden_layers=num_layers,
+        max_position_embeddings=max(seq_len, 131072),
+        **GPT_OSS_120B,
+    )
 
 
 def gpt_oss_20b(seq_len: int = LLAMA_SEQ_LEN, num_layers: int = 24) -> Workload:
