@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import bisect
 import csv
+import functools
 import itertools
 import json
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
@@ -80,25 +82,25 @@ def _at(points: list[tuple[float, float]], t: float) -> float:
     return w0 + (w1 - w0) * (t - t0) / (t1 - t0)
 
 
+Fetch = Callable[[float, float], Series]
+"""The series over a window (start, end in Unix seconds)."""
+
+
 class SeriesMeter:
     """The energy a logged power series holds over each window (start, then stop), as
-    CounterMeter gives a counter's: from a file (this class) or a Prometheus server
-    (PrometheusMeter)."""
+    CounterMeter gives a counter's; the series from `fetch` (meter(): a file or a Prometheus
+    server), named `name`."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.name = path.name
+    def __init__(self, name: str, fetch: Fetch) -> None:
+        self.name, self.fetch = name, fetch
         self._start = 0.0
-
-    def series(self, start: float, end: float) -> Series:
-        return read(self.path)
 
     def start(self) -> None:
         self._start = time.time()
 
     def stop(self) -> EnergyMetrics:
         end = time.time()
-        series = self.series(self._start, end)
+        series = self.fetch(self._start, end)
         found = [joules(points, self._start, end) for points in series.values()]
         scope = f"{self.name}: {len(series)} device(s) as logged on the server's host"
         if None in found:
@@ -122,57 +124,44 @@ DCGM_POWER = "sum(DCGM_FI_DEV_POWER_USAGE)"
 """The GPUs' board power in watts as NVIDIA's DCGM exporter names it, summed."""
 
 
-class PrometheusMeter(SeriesMeter):
-    """A power series from a Prometheus server's range query (its `query` parameter, else
-    DCGM_POWER), evaluated every `step` seconds over the window: a series per label set, summed.
-    Prometheus evaluates each step at the newest sample scraped before it, so the series is as
-    fine as its scrape interval."""
-
-    def __init__(self, url: str) -> None:
-        parts = urlsplit(url)
-        self.base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
-        self.query = parse_qs(parts.query).get("query", [DCGM_POWER])[0]
-        self.name = f"Prometheus {parts.netloc} {self.query}"
-        self._start = 0.0
-
-    def series(self, start: float, end: float) -> Series:
-        import httpx
-
-        step = max(0.5, (end - start) / 1000)
-        params: dict[str, str | float] = {
-            "query": self.query,
-            "start": start,
-            "end": end + step,
-            "step": step,
-        }
-        fix = f"Prometheus at {self.base}: give the server's URL (and a query giving watts)"
-        try:
-            answer = httpx.get(f"{self.base}/api/v1/query_range", params=params, timeout=30)
-            found = answer.json()["data"]["result"]
-            series = {
-                json.dumps(r["metric"], sort_keys=True): [
-                    (float(t), float(v)) for t, v in r["values"]
-                ]
-                for r in found
-            }
-        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
-            raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
-        if not series:
-            raise AccelbenchError(f"{fix}: {self.query} gave no series")
-        return series
-
-
 def meter(source: str) -> SeriesMeter:
-    """The meter of a --power-series: a Prometheus server's URL, else a file."""
-    return PrometheusMeter(source) if is_url(source) else SeriesMeter(Path(source))
+    """The meter of a --power-series: a Prometheus server's URL (its range query, query_range),
+    else a file (read as each window ends)."""
+    if not source.startswith(("http://", "https://")):
+        path = Path(source)
+        return SeriesMeter(path.name, lambda start, end: read(path))
+    parts = urlsplit(source)
+    base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
+    query = parse_qs(parts.query).get("query", [DCGM_POWER])[0]
+    return SeriesMeter(
+        f"Prometheus {parts.netloc} {query}", functools.partial(query_range, base, query)
+    )
 
 
-def is_url(source: str) -> bool:
-    return source.startswith(("http://", "https://"))
+def query_range(base: str, query: str, start: float, end: float) -> Series:
+    """A Prometheus server's range query (its `query`, else DCGM_POWER) over the window,
+    evaluated every step: a series per label set. Prometheus evaluates each step at the newest
+    sample scraped before it, so the series is as fine as its scrape interval."""
+    import httpx
+
+    step = max(0.5, (end - start) / 1000)
+    params: dict[str, str | float] = {"query": query, "start": start, "end": end + step}
+    fix = f"Prometheus at {base}: give the server's URL (and a query giving watts)"
+    try:
+        answer = httpx.get(f"{base}/api/v1/query_range", params=params | {"step": step}, timeout=30)
+        found = answer.json()["data"]["result"]
+        series = {
+            json.dumps(r["metric"], sort_keys=True): [(float(t), float(v)) for t, v in r["values"]]
+            for r in found
+        }
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+        raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+    if not series:
+        raise AccelbenchError(f"{fix}: {query} gave no series")
+    return series
 
 
 def check(source: str) -> None:
     """Raise, naming the fix, where the series cannot be read: before any cell runs."""
-    found = meter(source)
     now = time.time()
-    found.series(now - 60, now)
+    meter(source).fetch(now - 60, now)
