@@ -67,12 +67,21 @@ def write_document(results: Iterable[Result], out: TextIO) -> int:
     results = _primed(results)
     head = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
     before, after = json.dumps(head | {"results": []}, indent=1).rsplit("[]", 1)
-    out.write(before + "[")
+    out.write(before)
+    count = _json_array((r.model_dump_json() for r in results), out, close="\n ]")
+    out.write(after + "\n")
+    return count
+
+
+def _json_array(items: Iterable[str], out: TextIO, close: str = "\n]") -> int:
+    """A JSON array of the items (JSON texts), an item a line, written as they come; returns
+    how many."""
+    out.write("[")
     count = 0
-    for result in results:
-        out.write(("\n" if count == 0 else ",\n") + result.model_dump_json())
+    for item in items:
+        out.write(("\n" if count == 0 else ",\n") + item)
         count += 1
-    out.write("\n ]" + after + "\n")
+    out.write(close)
     return count
 
 
@@ -390,10 +399,6 @@ def to_json(results: Sequence[Result]) -> str:
 
 def write_json(results: Iterable[Result], out: TextIO) -> int:
     """to_json written as the results come, a record at a time; returns how many."""
-    out.write("[")
-    count = 0
-    for r in results:
-        out.write(("\n" if count == 0 else ",\n") + r.model_dump_json(indent=2))
-        count += 1
-    out.write("\n]\n")
+    count = _json_array((r.model_dump_json(indent=2) for r in results), out)
+    out.write("\n")
     return count
