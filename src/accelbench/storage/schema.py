@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report import listing
+from accelbench.report.sections import brief
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
@@ -126,23 +127,25 @@ INSERT = (
 
 
 def row(result: Result) -> tuple[object, ...]:
-    spec, metrics = result.spec, result.metrics
+    """The row's columns, in COLUMNS' order; those a Brief holds as report.sections.brief
+    reads them from the result, so that a stored brief and one made in memory agree."""
+    b, metrics = brief(result), result.metrics
     return (
-        result.key,
-        spec.workload,
-        spec.scenario,
-        result.platform,
+        b.key,
+        b.workload,
+        b.scenario,
+        b.platform,
         result.env.device_type,
-        result.num_devices,
-        spec.batch_size,
-        spec.global_batch,
-        spec.precision,
-        result.status,
+        b.num_devices,
+        b.micro_batch,
+        result.spec.global_batch,
+        b.precision,
+        b.status,
         result.items_per_s,
         metrics.epochs[-1].time_s if metrics else None,
         ttt.time_to_target_s if (ttt := record_of(result, TimeToTrain)) else None,
-        result.env.hostname,
-        result.created_at.isoformat(),
+        b.hostname,
+        b.created_at,
         result.model_dump_json(),
         listing.of(result).dumps(),
     )
