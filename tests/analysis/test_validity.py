@@ -11,7 +11,7 @@ from accelbench.records.energy import EnergyMetrics
 from accelbench.records.metrics import Flops
 from accelbench.records.result import Result
 from accelbench.report import results as results_text
-from accelbench.storage import exchange
+from accelbench.storage import tabular
 
 from ..conftest import rate, tiny
 
@@ -96,7 +96,7 @@ def test_table_and_notes_show_verdicts_and_repeat_spread(measured: Result) -> No
     assert any(
         "2 repeats, 100 120 items/s, spread 18.2%: noisy, target 5%" in line for line in lines
     )
-    assert exchange.flat(a)["verdict"] == "valid"
+    assert tabular.flat(a)["verdict"] == "valid"
 
 
 def quiet(**changes: Any) -> HostActivity:
@@ -198,5 +198,5 @@ def test_a_steady_state_shorter_than_a_cpu_reading_is_never_valid(measured: Resu
         load_avg_end=0.1,
         window_s=0.075,
     )
-    row = exchange.flat(varied(measured, delivered=brief, host=busy))
+    row = tabular.flat(varied(measured, delivered=brief, host=busy))
     assert row["others_cpus"] is None  # no CPU figure from a window the clock cannot resolve

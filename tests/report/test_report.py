@@ -13,7 +13,7 @@ from accelbench.records.stats import summarize
 from accelbench.report import cells, tables
 from accelbench.report import results as results_text
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
-from accelbench.storage import exchange
+from accelbench.storage import tabular
 
 from ..conftest import tiny, with_rate
 
@@ -58,11 +58,11 @@ def test_rate_text_keeps_three_digits_for_slow_rates() -> None:
 
 def test_flat_row_holds_spec_and_headline_metrics() -> None:
     result = run(tiny(grad_accum=2))
-    row = exchange.flat(result)
+    row = tabular.flat(result)
     assert (row["micro_batch"], row["grad_accum"], row["global_batch"]) == (4, 2, 8)
     assert row["items_per_s"] == result.items_per_s
     assert row["num_steady_steps"] == 8 - result.metrics.steady_from_step  # type: ignore[union-attr]
-    header = exchange.to_csv([result]).splitlines()[0].split(",")
+    header = tabular.to_csv([result]).splitlines()[0].split(",")
     assert header[:3] == ["key", "created_at", "workload"]
 
 
@@ -189,10 +189,10 @@ def test_rows_that_differ_in_a_knob_say_so_in_the_table_and_the_csv() -> None:
     settings = [row[grid.headers.index("Precision, settings")] for row in grid.rows]
     assert settings[0].endswith("threads=default") and settings[1].endswith("threads=1")
     assert "tp=2" in settings[2]  # a tensor-parallel row never reads as a single-device one
-    rows = list(csv.DictReader(io.StringIO(exchange.to_csv([base, tp, sharded]))))
+    rows = list(csv.DictReader(io.StringIO(tabular.to_csv([base, tp, sharded]))))
     assert [r["threads"] for r in rows] == ["", "1", ""]
     assert [r["tensor_parallel"] for r in rows] == ["1", "1", "2"]
-    alone = exchange.to_csv([base]).splitlines()[0].split(",")
+    alone = tabular.to_csv([base]).splitlines()[0].split(",")
     assert "threads" not in alone  # a knob that does not differ adds no column
     failed = tp.model_copy(update={"status": "error", "reason": "boom", "metrics": None})
     lines = results_text.notes([base, failed])

@@ -38,7 +38,7 @@ from accelbench.records import environment
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
-from accelbench.storage import exchange
+from accelbench.storage import exchange, tabular
 from accelbench.storage.several import source_all, stream_all
 from accelbench.storage.store import ResultStore
 
@@ -134,7 +134,7 @@ def results(
     with ResultStore(db, writable=False) as store:
         if fmt is not Format.table:  # a record at a time (csv: a row waits in a file)
             found = store.query(**filters, limit=limit) if limit else store.stream(**filters)
-            (exchange.write_json if fmt is Format.json else exchange.write_csv)(found, sys.stdout)
+            (exchange.write_json if fmt is Format.json else tabular.write_csv)(found, sys.stdout)
         elif rows := store.listings(**filters, limit=limit):  # no record read but a few
             gc.freeze()  # the collector need not walk them while the table is made (1 s)
             try:
@@ -175,7 +175,7 @@ def list_references(
     elif fmt is Format.json:
         print(json.dumps([r.model_dump() for r in found], indent=2))
     else:
-        print(exchange.rows_csv([r.model_dump() for r in found]), end="")
+        print(tabular.rows_csv([r.model_dump() for r in found]), end="")
 
 
 @app.command()
@@ -299,7 +299,7 @@ def make_report(
         first = next(each, None)
         if first is None:
             raise AccelbenchError(NO_MATCH)
-        write = exchange.write_csv if fmt is ReportFormat.csv else exchange.write_json
+        write = tabular.write_csv if fmt is ReportFormat.csv else exchange.write_json
         count = (
             write(itertools.chain([first], each), sys.stdout)
             if out is None
@@ -332,7 +332,7 @@ def make_report(
     elif fmt is ReportFormat.md:
         text = document.markdown(found, projected)
     else:
-        text = exchange.to_json(found) if fmt is ReportFormat.json else exchange.to_csv(found)
+        text = exchange.to_json(found) if fmt is ReportFormat.json else tabular.to_csv(found)
     emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
     if figures_dir is not None:
         figures_dir.mkdir(exist_ok=True)

@@ -1,6 +1,6 @@
-"""Every machine format of results: `accelbench export` writes them as JSON, `accelbench
-import` reads such a file, or another accelbench SQLite database, into the store; and the flat
-CSV schema of `results --format csv` and `report --format csv`.
+"""The JSON formats of results: `accelbench export` writes them, `accelbench import` reads such a
+file, or another accelbench SQLite database, into the store; `results --format json`. The flat
+CSV schema is tabular.py's.
 
 A file to import is read whole and every record validated (the same model the store uses) before
 anything is written, and then written in one transaction: a malformed or hostile file changes
@@ -10,29 +10,20 @@ skipped, never overwritten.
 
 from __future__ import annotations
 
-import csv
 import io
 import itertools
 import json
-import shlex
 import sqlite3
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 from pydantic import ValidationError
 
-from accelbench import scenarios
-from accelbench.analysis import scaling, validity
 from accelbench.errors import AccelbenchError, first_invalid, one_line
-from accelbench.records import contention
 from accelbench.records.result import Result, result_key
-from accelbench.records.spec import RunSpec
-from accelbench.report import inert
-from accelbench.report.cells import differing_values
-from accelbench.report.results import pair_up
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -48,8 +39,13 @@ MAX_LINE_BYTES = 256 << 20
 
 def dumps(results: Sequence[Result]) -> str:
     """The export file (write_document's)."""
+    return text_of(write_document, results)
+
+
+def text_of(write: Callable[[Iterable[Result], TextIO], int], results: Sequence[Result]) -> str:
+    """What `write` writes of the results, as text."""
     buffer = io.StringIO()
-    write_document(results, buffer)
+    write(results, buffer)
     return buffer.getvalue()
 
 
@@ -252,149 +248,9 @@ def _from_sqlite(path: Path) -> list[Result]:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
 
 
-def flat(result: Result) -> dict[str, object]:
-    """One row of plain values: the spec, the platform and the headline metrics."""
-    spec, m = result.spec, result.metrics
-    row: dict[str, object] = {
-        "key": result.key,
-        "created_at": result.created_at.isoformat(),
-        "workload": spec.workload,
-        "model_args": json.dumps(spec.model_args) if spec.model_args else None,
-        "data": spec.data,
-        "scenario": spec.scenario,
-        "platform": result.platform,
-        "device_model": result.device_model,
-        "device_type": result.env.device_type,
-        "hostname": result.env.hostname,
-        "replicas": spec.replicas,
-        "nodes": spec.nodes,
-        "micro_batch": spec.batch_size,
-        "grad_accum": spec.grad_accum,
-        "global_batch": spec.global_batch,
-        "precision": spec.precision,
-        "compile": spec.compile,
-        "channels_last": spec.channels_last,
-        "workers": spec.workers,
-        "repeat": spec.repeat,
-        "status": result.status,
-        "reason": result.reason,
-        "wall_s": result.wall_s,
-        "overhead_s": result.overhead_s,
-        "tags": json.dumps(result.tags) if result.tags else None,
-        "command": shlex.join(result.argv) if result.argv else None,
-    }
-    if m is not None:
-        w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci
-        headline = result.headline
-        row |= {
-            "item_unit": m.item_unit,
-            "items_per_s": result.items_per_s,
-            "headline_unit": headline.unit if headline else None,
-            "items_per_s_ci_low": ci[0] if ci else None,
-            "items_per_s_ci_high": ci[1] if ci else None,
-            "steady_items": m.delivered.num_items,
-            "steady_s": m.delivered.time_s,
-            "window_items_per_s_median": w.median,
-            "window_items_per_s_p25": w.p25,
-            "window_items_per_s_p75": w.p75,
-            "num_windows": w.n,
-            # No CPU figure from a window shorter than CPU times can resolve.
-            "others_cpus": m.host.others_cpus
-            if m.host and m.host.window_s >= contention.MIN_WINDOW_S
-            else None,
-            "load_avg_start": m.host.load_avg_start if m.host else None,
-            "ci_met": m.ci_met,
-            "verdict": validity.verdict_text(result),
-            "flops_per_item": m.flops.per_item if m.flops else None,
-            "mfu": m.mfu,
-            "mfu_peak_source": m.flops.peak_source if m.flops else None,
-            "energy_method": m.energy.method if m.energy else None,
-            "joules_per_item": m.joules_per_item,
-            "avg_power_w": m.energy.avg_power_w if m.energy else None,
-            "compute_items_per_s": m.compute_items_per_s,
-            "input_wait_frac": m.input_wait_frac,
-            "step_ms_median": s.median,
-            "step_ms_p90": s.p90,
-            "step_ms_p99": s.p99,
-            "num_steady_steps": s.n,
-            "first_step_ms": m.first_step_ms,
-            "first_epoch_s": m.epochs[0].time_s,
-            "last_epoch_s": m.epochs[-1].time_s,
-            "loss_last": m.epochs[-1].loss_last,
-            "diverged_at_step": m.diverged_at_step,
-            "peak_mem_allocated_gib": m.peak_mem_allocated_gib,
-            "host_peak_rss_gib": m.host_peak_rss_gib,
-            "timer": m.timer,
-        }
-        row |= scenarios.get(spec.scenario).columns(result)
-    return row
-
-
-def to_csv(results: Sequence[Result]) -> str:
-    """write_csv's CSV, as text."""
-    buffer = io.StringIO()
-    write_csv(results, buffer)
-    return buffer.getvalue()
-
-
-def write_csv(results: Iterable[Result], out: TextIO) -> int:
-    """flat() rows with the speed-ups, and a column for every other spec field whose value
-    differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
-    differently never read the same. The columns are known only when every result has been
-    seen, so each flat row and spec waits in a temporary file, not in memory. Returns how many."""
-    scales: list[scaling.Scale] = []
-    columns: dict[str, None] = {}
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        for r in results:
-            row = flat(r)
-            columns |= dict.fromkeys(row)
-            spool.write(json.dumps([row, r.spec.model_dump(mode="json")]) + "\n")
-            scales.append(scaling.scale(r))
-        found = {id(p.row): p for p in pair_up(scales) if p.speedup is not None}
-        speedups = [found.get(id(s)) for s in scales]
-        del scales, found
-        spool.seek(0)
-        names = [n for n in RunSpec.model_fields if n not in RENAMED]
-        knobs = differing_values(names, (json.loads(line)[1] for line in spool))
-        added = ["speedup", "scaling_efficiency", *(k for k in knobs if k not in columns)]
-        writer = csv.DictWriter(out, fieldnames=[*columns, *added], lineterminator="\n")
-        writer.writeheader()
-        spool.seek(0)
-        for line, pair in zip(spool, speedups, strict=True):
-            row, spec = json.loads(line)
-            row |= {
-                "speedup": pair.speedup if pair else None,
-                "scaling_efficiency": pair.efficiency if pair else None,
-            }
-            row |= {k: _cell(spec[k]) for k in knobs if k not in row}
-            writer.writerow({k: inert.csv_cell(v) for k, v in row.items()})
-    return len(speedups)
-
-
-RENAMED = ("batch_size", "device", "platform")
-"""Spec fields flat() gives under other names (micro_batch, device_type, platform)."""
-
-
-def _cell(value: object) -> object:
-    return json.dumps(value) if isinstance(value, dict | list) else value
-
-
-def rows_csv(rows: Sequence[dict[str, object]]) -> str:
-    """CSV of plain rows, with every column any row has; no cell can run as a formula in a
-    spreadsheet (report.inert.csv_cell)."""
-    columns = list(dict.fromkeys(c for row in rows for c in row))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows({k: inert.csv_cell(v) for k, v in row.items()} for row in rows)
-    return buffer.getvalue()
-
-
 def to_json(results: Sequence[Result]) -> str:
     """The full stored records, as a JSON list (NaN and infinity written as strings)."""
-    buffer = io.StringIO()
-    write_json(results, buffer)
-    return buffer.getvalue()
+    return text_of(write_json, results)
 
 
 def write_json(results: Iterable[Result], out: TextIO) -> int:
