@@ -41,6 +41,7 @@ COMMANDS = {
     "export --format jsonl": ["export", "--format", "jsonl"],
     "report --format csv": ["report", "--format", "csv"],
     "report --format md": ["report", "--format", "md"],
+    "report (html, figures)": ["report"],
     "fleet": ["fleet"],
     "roofline": ["roofline"],
     "recommend tiny_mlp": ["recommend", "tiny_mlp"],
@@ -105,15 +106,17 @@ def build(path: str, base: Result, count: int) -> None:
 
 def measure(command: list[str], db: str) -> tuple[float, float]:
     """Wall seconds and peak MB of one command on one database."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", RUN, *command, "--db", db],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        check=True,
-    )
-    seconds = time.perf_counter() - start
+    with tempfile.TemporaryDirectory() as here:  # where an HTML report is written
+        start = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-c", RUN, *command, "--db", db],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=True,
+            cwd=here,
+        )
+        seconds = time.perf_counter() - start
     return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 

@@ -27,7 +27,6 @@ from accelbench.cli.app import (
     check_filters,
     check_out,
     console,
-    emit,
     load,
     show_rows,
     write_stream,
@@ -285,7 +284,7 @@ def make_report(
 ) -> None:
     """The stored runs as a report: figures (throughput against batch size, scaling, first
     against steady epoch, latency, time to train, energy and MFU) and the seed paper's tables."""
-    from accelbench.report import document, figures
+    from accelbench.report import document, figures, plotted
 
     if fmt is ReportFormat.html:
         out = out or Path("report.html")
@@ -293,9 +292,10 @@ def make_report(
         check_out(out)
     if figures_dir is not None:
         check_out(figures_dir, "a folder", "--figures")
-    if fmt in (ReportFormat.csv, ReportFormat.json) and figures_dir is None:
-        check_filters(workload, platform, status)  # the records, a result at a time
-        each = stream_all(db, workload=workload, platform=platform, status=status)
+    check_filters(workload, platform, status)
+    filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
+    if fmt in (ReportFormat.csv, ReportFormat.json):  # the records, a result at a time
+        each = stream_all(db, **filters)
         first = next(each, None)
         if first is None:
             raise AccelbenchError(NO_MATCH)
@@ -306,34 +306,29 @@ def make_report(
             else write_stream(out, lambda f: write(itertools.chain([first], each), f))
         )
         if out is not None:
-            console.print(f"wrote {out}: {count} results, 0 figures")
-        return
-    if fmt is ReportFormat.md and figures_dir is None:  # listings and the records tables need
-        check_filters(workload, platform, status)
-        with source_all(db, workload=workload, platform=platform, status=status) as (source, _):
-            if not source.rows.rows:
-                raise AccelbenchError(NO_MATCH)
-            keys = [r.key for r in source.rows.rows]
-            projected = token_projection_lines(source.records(keys), tokens) if tokens else []
-            lines = document.markdown_lines(source, projected)
+            console.print(f"wrote {out}: {count} results")
+        if figures_dir is None:
+            return
+    # Otherwise the listings, the records the tables read and the records the figures draw.
+    with source_all(db, **filters) as (source, sources):
+        if not source.rows.rows:
+            raise AccelbenchError(NO_MATCH)
+        keys = [r.key for r in source.rows.rows]
+        plots = []
+        if fmt is ReportFormat.html or figures_dir:
+            plots = figures.plots([], plotted.read(source, stream_all(db, **filters)))
+        projected = token_projection_lines(source.records(keys), tokens) if tokens else []
+        if fmt in (ReportFormat.html, ReportFormat.md):
+            lines = (
+                document.page_lines(source, plots, sources, projected)
+                if fmt is ReportFormat.html
+                else document.markdown_lines(source, projected)
+            )
             if out is None:
                 sys.stdout.writelines(lines)
-                return
-            write_stream(out, lambda f: f.writelines(lines))
-        console.print(f"wrote {out}: {len(keys)} results, 0 figures")
-        return
-    found, sources = load(db, workload, platform, status)
-    if not found:
-        raise AccelbenchError(NO_MATCH)
-    plots = figures.plots(found) if fmt is ReportFormat.html or figures_dir else []
-    projected = token_projection_lines(found, tokens) if tokens else []
-    if fmt is ReportFormat.html:
-        text = document.page(found, plots, sources, projected)
-    elif fmt is ReportFormat.md:
-        text = document.markdown(found, projected)
-    else:
-        text = exchange.to_json(found) if fmt is ReportFormat.json else tabular.to_csv(found)
-    emit(text, out, f"wrote {out}: {len(found)} results, {len(plots)} figures")
+            else:
+                write_stream(out, lambda f: f.writelines(lines))
+                console.print(f"wrote {out}: {len(keys)} results, {len(plots)} figures")
     if figures_dir is not None:
         figures_dir.mkdir(exist_ok=True)
         for plot in plots:

@@ -102,15 +102,16 @@ def _comparable(value: object) -> object:
     return type(value), value
 
 
-def knobs_text(spec: RunSpec, names: Sequence[str]) -> str:
-    """The named knobs' values, as name=value ("threads=1 epochs=3"; unset: "threads=default")."""
-    values = spec.model_dump(mode="json")
+def knobs_text(values: Mapping[str, object], names: Sequence[str]) -> str:
+    """The named knobs' values (a spec's model_dump(mode="json"), or a listing's knobs over
+    their defaults), as name=value ("threads=1 epochs=3"; unset: "threads=default")."""
     return " ".join(f"{n}={'default' if values[n] is None else values[n]}" for n in names)
 
 
 def settings(spec: RunSpec, knobs: Sequence[str] = (), **axes: bool) -> str:
     """configuration() (its keywords: what an axis or column shows) and the knobs' values."""
-    return " ".join(filter(None, [configuration(spec, **axes), knobs_text(spec, knobs)]))
+    values = spec.model_dump(mode="json") if knobs else {}
+    return " ".join(filter(None, [configuration(spec, **axes), knobs_text(values, knobs)]))
 
 
 def describe(spec: RunSpec, knobs: Sequence[str] = ()) -> str:

@@ -121,39 +121,43 @@ def page(
 ) -> str:
     """The HTML report: summary, figures, tables, platforms and the verdicts' reasons; `extra`
     lines (projections) join the notes."""
+    return "".join(page_lines(_source(source), plots, sources, extra))
+
+
+def page_lines(
+    source: Source, plots: Sequence[figures.Plot], sources: Sequence[str], extra: Sequence[str]
+) -> Iterator[str]:
+    """page() a part at a time (a site's table need not be held twice as text)."""
     e = html.escape
-    source = _source(source)
     statuses = Counter(r.status for r in source.rows.rows)
     summary = ", ".join(f"{n} {status}" for status, n in statuses.most_common())
     made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    body = [
-        "<h1>accelbench report</h1>",
-        f'<p class="meta">{len(source.rows.rows)} results ({e(summary)}) from {e(", ".join(sources))}; '
-        f"made {made} by accelbench {e(version('accelbench'))}.</p>",
-    ]
-    if plots:
-        body.append("<h2>Figures</h2>")
-    for plot in plots:
-        svg = base64.b64encode(plot.render("svg")).decode()
-        body.append(
-            f'<figure id="{e(plot.name)}"><img alt="{e(plot.title)}" '
-            f'src="data:image/svg+xml;base64,{svg}"><figcaption>{e(plot.title)}. '
-            f"{e(plot.caption)}</figcaption></figure>"
-        )
-    body.append("<h2>Tables</h2>")
-    body += [tables.to_html(g) for g in grids(source)]
-    body.append(tables.to_html(platforms_grid(source.platforms)))
-    notes = [*results_text.row_notes(source.rows, source.records), *extra]
-    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(source.detail))):
-        if lines:
-            body.append(f"<h2>{e(title)}</h2><ul>")
-            body += [f"<li>{e(line.strip())}</li>" for line in lines]
-            body.append("</ul>")
-    return (
+    yield (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>accelbench report</title><style>{CSS}</style></head>\n<body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
+        "<h1>accelbench report</h1>\n"
+        f'<p class="meta">{len(source.rows.rows)} results ({e(summary)}) from {e(", ".join(sources))}; '
+        f"made {made} by accelbench {e(version('accelbench'))}.</p>"
     )
+    if plots:
+        yield "\n<h2>Figures</h2>"
+    for plot in plots:
+        svg = base64.b64encode(plot.render("svg")).decode()
+        yield (
+            f'\n<figure id="{e(plot.name)}"><img alt="{e(plot.title)}" '
+            f'src="data:image/svg+xml;base64,{svg}"><figcaption>{e(plot.title)}. '
+            f"{e(plot.caption)}</figcaption></figure>"
+        )
+    yield "\n<h2>Tables</h2>"
+    for grid in [*grids(source), platforms_grid(source.platforms)]:
+        yield "\n"
+        yield from tables.html_lines(grid)
+    notes = [*results_text.row_notes(source.rows, source.records), *extra]
+    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(source.detail))):
+        if lines:
+            yield f"\n<h2>{e(title)}</h2><ul>"
+            yield from (f"\n<li>{e(line.strip())}</li>" for line in lines)
+            yield "\n</ul>"
+    yield "\n</body></html>\n"

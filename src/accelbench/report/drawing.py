@@ -171,17 +171,28 @@ def median_by_x(
     x: Callable[[Result], float],
     left_out: list[Result] | None = None,
 ) -> list[Result]:
-    """One result per x, so a line has one point per x: the repeat with the median throughput
-    among the valid ones where any is valid (a flagged repeat never hides a valid one), else
-    among all. Flagged repeats passed over for a valid one are added to `left_out`."""
+    """One result per x, so a line has one point per x: median_pick of each x's repeats.
+    Flagged repeats passed over for a valid one are added to `left_out`."""
     out = []
     for _, group in sorted(group_by(members, x).items()):
-        valid = [r for r in group if validity.verdict_text(r) == "valid"]
-        if valid and left_out is not None:
-            left_out += [r for r in group if r not in valid]
-        pool = sorted(valid or group, key=lambda r: r.items_per_s or 0)
-        out.append(pool[(len(pool) - 1) // 2])
+        pick, passed = median_pick(group, validity.verdict_text, lambda r: r.items_per_s)
+        out.append(pick)
+        if left_out is not None:
+            left_out += passed
     return out
+
+
+def median_pick(
+    group: Sequence[T], verdict: Callable[[T], str], rate: Callable[[T], float | None]
+) -> tuple[T, list[T]]:
+    """The repeat with the median throughput among the valid ones where any is valid (a
+    flagged repeat never hides a valid one), else among all; and the flagged repeats passed
+    over for a valid one. report.plotted makes the same choice from a few fields per result."""
+    valid = [r for r in group if verdict(r) == "valid"]
+    pool = sorted(valid or group, key=lambda r: rate(r) or 0)
+    chosen = {id(r) for r in valid}
+    passed = [r for r in group if id(r) not in chosen] if valid else []
+    return pool[(len(pool) - 1) // 2], passed
 
 
 def left_out_note(left_out: Sequence[Result]) -> str:

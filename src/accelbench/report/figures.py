@@ -11,7 +11,7 @@ of the axis, not at 0 s. matplotlib is imported here only, when a report is draw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from accelbench import scenarios
 from accelbench.analysis import convergence, validity
@@ -40,20 +40,22 @@ FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the
 MAX_EPOCH_BARS = 24
 
 
-def plots(results: Sequence[Result]) -> list[Plot]:
-    """Every figure the results have data for."""
-    drawers: list[Callable[[Sequence[Result]], Iterator[Plot]]] = [
-        throughput_vs_batch,
-        scaling,
-        first_vs_steady,
-        latency_vs_throughput,
-        generation,
-        serving.curves,
-        time_to_train,
-        efficiency,
-    ]
+def plots(
+    results: Sequence[Result], drawn: Mapping[str, Sequence[Result]] | None = None
+) -> list[Plot]:
+    """Every figure the results have data for; with `drawn` (report.plotted.chosen), each
+    figure from its own results instead, the efficiency figure's panels each from theirs."""
+
+    def own(name: str) -> Sequence[Result]:
+        return results if drawn is None else drawn.get(name, [])
+
+    panels = {name: own(f"efficiency/{name}") for name, _ in PANELS}
+    joined = list({r.key: r for rs in panels.values() for r in rs}.values())
     with style():
-        return [plot for draw in drawers for plot in draw(results)]
+        return [
+            *(plot for name, draw in DRAWERS.items() for plot in draw(own(name))),
+            *efficiency(results if drawn is None else joined, None if drawn is None else panels),
+        ]
 
 
 def throughput_vs_batch(results: Sequence[Result]) -> Iterator[Plot]:
@@ -313,24 +315,34 @@ def _plausible_mfu_pct(r: Result) -> float | None:
     return 100 * m.mfu
 
 
-def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
+def _joules_per_item(r: Result) -> float | None:
+    return r.metrics.joules_per_item if r.metrics else None
+
+
+PANELS: list[tuple[str, Callable[[Result], float | None]]] = [
+    ("joules per item", _joules_per_item),
+    ("MFU (%)", _plausible_mfu_pct),
+]
+"""The efficiency figure's panels: each drawn where a result of the workload has its value."""
+
+
+def efficiency(
+    results: Sequence[Result], panels: Mapping[str, Sequence[Result]] | None = None
+) -> Iterator[Plot]:
     """Energy per item and MFU against batch size, where they were measured (an implausible
-    MFU is left out)."""
+    MFU is left out); with `panels`, each panel from its own results."""
     found = measured(results, "efficiency")
-    panels = [
-        ("joules per item", lambda r: r.metrics.joules_per_item if r.metrics else None),
-        ("MFU (%)", _plausible_mfu_pct),
-    ]
     for workload, members in group_by(found, lambda r: r.spec.workload).items():
         shown = [
-            (name, value) for name, value in panels if any(value(r) is not None for r in members)
+            (name, value) for name, value in PANELS if any(value(r) is not None for r in members)
         ]
         if not shown:
             continue
         fig, axes = new_figure(len(shown))
         left_out: list[Result] = []
         for ax, (name, value) in zip(axes, shown, strict=True):
-            have = [r for r in members if value(r) is not None]
+            pool = members if panels is None else panels[name]
+            have = [r for r in pool if r.spec.workload == workload and value(r) is not None]
             for series, group, color in colored(group_by(have, namer(have))):
                 line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
                 points(
@@ -346,3 +358,15 @@ def efficiency(results: Sequence[Result]) -> Iterator[Plot]:
         fig.suptitle(title, fontsize=10)
         note = FLAGGED_NOTE + left_out_note(list({id(r): r for r in left_out}.values()))
         yield Plot(slug("efficiency", workload), title, note, fig)
+
+
+DRAWERS: dict[str, Callable[[Sequence[Result]], Iterator[Plot]]] = {
+    "batch": throughput_vs_batch,
+    "scaling": scaling,
+    "first-epoch": first_vs_steady,
+    "latency": latency_vs_throughput,
+    "generation": generation,
+    "serving": serving.curves,
+    "time-to-train": time_to_train,
+}
+"""Each figure but efficiency (drawn per panel) by the name report.plotted chooses for it."""

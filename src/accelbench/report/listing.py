@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
 from functools import cache
@@ -101,13 +102,20 @@ class Listing:
             return None
         if not isinstance(data, list) or len(data) != _FIELDS or data[1] != VERSION:
             return None
-        return cls(*data)  # its sequences as lists
-
-    def knob(self, name: str) -> Any:
-        return self.knobs.get(name, defaults()[name])
+        return cls(*map(_shared, data))  # its sequences as lists
 
 
 _FIELDS = len(fields(Listing))
+
+
+def _shared(value: Any) -> Any:
+    """A value read back with its strings interned: a site's rows repeat the same platforms,
+    words, cells and reasons, and hold each once."""
+    if isinstance(value, str):
+        return sys.intern(value)
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    return value
 
 
 @cache
@@ -121,12 +129,18 @@ def defaults() -> dict[str, Any]:
     }
 
 
+def knobs_of(spec: RunSpec) -> dict[str, Any]:
+    """The spec's knobs (the fields `cells.differing` may name) that are not at their default,
+    as model_dump(mode="json") writes them."""
+    dump = spec.model_dump(mode="json")
+    return {n: dump[n] for n, default in defaults().items() if dump[n] != default}
+
+
 def of(result: Result) -> Listing:
     spec, m = result.spec, result.metrics
     measured = result.status in MEASURED
     own = validity.verdict(result) if measured else []
     throughput = "" if result.items_per_s is None else rate_text(result.items_per_s)
-    dump = spec.model_dump(mode="json")
 
     def named(_: RunSpec) -> str:
         return NAME
@@ -142,7 +156,7 @@ def of(result: Result) -> Listing:
         label=label(spec),
         words=describe(spec),
         config=configuration(spec, batch=False, replicas=False),
-        knobs={n: dump[n] for n, default in defaults().items() if dump[n] != default},
+        knobs=knobs_of(spec),
         replicas=spec.replicas,
         batch_size=spec.batch_size,
         items_per_s=result.items_per_s,

@@ -7,7 +7,7 @@ compile's pay-off) is computed here once per listing, from one index per groupin
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import ChainMap, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -24,6 +24,7 @@ from accelbench.report.cells import (
     describe,
     differing_values,
     iqr_text,
+    knobs_text,
     mfu_text,
     rate_text,
     wait_text,
@@ -54,9 +55,7 @@ class Rows:
         return " ".join(filter(None, [row.words, self.knobs_text(row)]))
 
     def knobs_text(self, row: Listing) -> str:
-        return " ".join(
-            f"{n}={'default' if row.knob(n) is None else row.knob(n)}" for n in self.knobs
-        )
+        return knobs_text(ChainMap(row.knobs, listing.defaults()), self.knobs)
 
     def lines(self, row: Listing, lines: Sequence[str]) -> list[str]:
         """`lines` with the row's name where they name it."""

@@ -85,6 +85,11 @@ def markdown_lines(grid: Grid) -> Iterator[str]:
 
 def to_html(grid: Grid) -> str:
     """An HTML table; every string from the data is escaped."""
+    return "".join(html_lines(grid))
+
+
+def html_lines(grid: Grid) -> Iterator[str]:
+    """to_html() a row at a time."""
 
     def cells(tag: str, row: Sequence[str]) -> str:
         return "".join(
@@ -92,9 +97,10 @@ def to_html(grid: Grid) -> str:
             for i, c in enumerate(row)
         )
 
-    body = "".join(f"<tr>{cells('td', row)}</tr>" for row in grid.rows)
     caption = f"<caption>{html.escape(grid.title)}</caption>" if grid.title else ""
-    return f"<table>{caption}<thead><tr>{cells('th', grid.headers)}</tr></thead><tbody>{body}</tbody></table>"
+    yield f"<table>{caption}<thead><tr>{cells('th', grid.headers)}</tr></thead><tbody>"
+    yield from (f"<tr>{cells('td', row)}</tr>" for row in grid.rows)
+    yield "</tbody></table>"
 
 
 def seed_table_1(results: Sequence[Result]) -> Grid | None:
