@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from accelbench.analysis import advice, objectives, validity
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
-from accelbench.records.result import Result
+from accelbench.records.result import Result, result_key
 from accelbench.records.stats import summarize
 from accelbench.report import advice as advice_text
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
@@ -263,3 +263,33 @@ def test_high_confidence_is_earned_by_three_fresh_runs_of_each(chips: list[Resul
     fewer = [r for r in repeated if (r.spec.batch_size, r.spec.repeat) != (512, 2)]
     (two,) = advice.recommend(fewer, "tiny_mlp", "throughput")  # the best: 2 runs
     assert two.confidence is not None and two.confidence.level is advice.Level.FEW_RUNS
+
+
+def test_advice_reads_runs_once_and_holds_one_whole_record_per_configuration(
+    chips: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gpu = [r for r in chips if r.status == "ok" and r.env.platform == "Sim GPU"]
+    repeated = [
+        with_rate(r.model_copy(update={"spec": spec, "key": result_key(spec, r.env)}), v)
+        for r in gpu
+        for i, v in enumerate((r.items_per_s or 0) * f for f in (0.99, 1.0, 1.01))
+        if (spec := r.spec.model_copy(update={"repeat": i}))
+    ]
+    (a,) = advice.recommend(iter(repeated), "tiny_mlp", "throughput")  # read once, in order
+    best = a.options[0]
+    at_512 = [r for r in repeated if r.spec.batch_size == 512]
+    assert best.result is at_512[0]  # the first run, whole: what the answer names
+    assert [run.key for run in best.runs] == [r.key for r in at_512]
+    assert not any(isinstance(run, Result) for o in a.options for run in o.runs)
+    assert [run.items_per_s for run in best.runs] == [r.items_per_s for r in at_512]
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as store:
+        store.add(repeated)
+
+    def held(*_: object, **__: object) -> None:
+        raise AssertionError("recommend held every record")
+
+    monkeypatch.setattr(ResultStore, "query", held)
+    out = CliRunner().invoke(app, ["recommend", "tiny_mlp", "--db", str(db)])
+    assert out.exit_code == 0, out.output
+    assert "1. Sim GPU: bs=512 fp32: 8,600 items/s" in out.output

@@ -13,25 +13,16 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from accelbench import scenarios
-from accelbench.analysis import references, validity
-from accelbench.analysis.comparison import Band, band
-from accelbench.analysis.objectives import (
-    GOALS,
-    Constraints,
-    Goal,
-    goal_of,
-    latency,
-    price_of,
-    within_latency,
-)
+from accelbench.analysis import references
+from accelbench.analysis.comparison import Band, band_of
+from accelbench.analysis.objectives import GOALS, Constraints, Goal, goal_of, latency, price_of
+from accelbench.analysis.tally import Out, Run, Tally
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import ANY_BATCH, Result, cell_key
-from accelbench.scenarios.time_to_train import TimeToTrain
 
 MIN_RUNS = 3
 """Fresh-process runs (repeats or seeds) of each option before an answer is called sure."""
@@ -41,17 +32,15 @@ BATCH_RANGE_FRAC = 0.95
 
 @dataclass(frozen=True)
 class Option:
-    """One configuration on one platform: its runs (repeats and seeds) and the objective."""
+    """One configuration on one platform: its first run, its runs (repeats and seeds) and the
+    objective."""
 
-    runs: list[Result]
+    result: Result
+    runs: list[Run]
     value: float
     low: float | None
     high: float | None
     """Interval of the value: the runs' 95% intervals of throughput, or the seeds' range."""
-
-    @property
-    def result(self) -> Result:
-        return self.runs[0]
 
 
 class Level(StrEnum):
@@ -76,19 +65,6 @@ class Level(StrEnum):
 class Confidence:
     level: Level
     runner_up: Option | None = None
-
-
-class Out(StrEnum):
-    """Why a measured configuration is left out of the answer."""
-
-    CONTENDED = "contended"
-    GLOBAL_BATCH = "global-batch"
-    DEVICES = "devices"
-    LATENCY = "latency"
-    MEMORY = "memory"
-    NO_PRICE = "no-price"
-    NO_ENERGY = "no-energy"
-    SLO = "slo"
 
 
 @dataclass(frozen=True)
@@ -127,77 +103,42 @@ def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | No
     return scale / rate.median, (scale / high if high else None), (scale / low if low else None)
 
 
-def _option(runs: list[Result], objective: str, constraints: Constraints) -> Option | None:
-    first = runs[0]
-    if objective == "time-to-train" and constraints.tokens is not None:
+def _option(first: Result, runs: list[Run], objective: str, c: Constraints) -> Option | None:
+    rate = band_of([(r.items_per_s, r.items_per_s_ci, False) for r in runs])  # none contended
+    if objective == "time-to-train" and c.tokens is not None:
         tokens_per_item = first.metrics.tokens_per_item if first.metrics else None
         if not tokens_per_item:
             return None
-        days = constraints.tokens / tokens_per_item / 86400  # x seconds per item
-        return Option(runs, *_per_rate(days, band(runs)))
+        days = c.tokens / tokens_per_item / 86400  # x seconds per item
+        return Option(first, runs, *_per_rate(days, rate))
     if objective == "time-to-train":
-        times = sorted(
-            t.time_to_target_s
-            for r in runs
-            if r.metrics and (t := r.metrics.of(TimeToTrain)) and t.time_to_target_s is not None
-        )
+        times = sorted(r.time_to_target_s for r in runs if r.time_to_target_s is not None)
         if not times:
             return None
-        return Option(runs, statistics.median(times), times[0], times[-1])
-    rate = band(runs)
+        return Option(first, runs, statistics.median(times), times[0], times[-1])
     if objective == "energy":
-        joules = [
-            r.metrics.joules_per_item for r in runs if r.metrics and r.metrics.joules_per_item
-        ]
+        joules = [r.joules_per_item for r in runs if r.joules_per_item]
         if not joules:
             return None
-        return Option(runs, *_per_rate(statistics.median(joules) * rate.median, rate))
+        return Option(first, runs, *_per_rate(statistics.median(joules) * rate.median, rate))
     if objective == "cost":
-        price = price_of(first.platform, constraints.prices)
+        price = price_of(first.platform, c.prices)
         if price is None:
             return None
-        return Option(runs, *_per_rate(price * first.num_devices / 3600 * 1e6, rate))
-    return Option(runs, rate.median, rate.low, rate.high)
-
-
-def _why_out(r: Result, constraints: Constraints) -> Out | None:
-    c, m = constraints, r.metrics
-    if any(flag is validity.Flag.CONTENDED for flag, _ in validity.verdict(r)):
-        return Out.CONTENDED
-    if c.global_batch is not None and r.spec.global_batch != c.global_batch:
-        return Out.GLOBAL_BATCH
-    if c.max_devices is not None and r.num_devices > c.max_devices:
-        return Out.DEVICES
-    if r.spec.scenario in scenarios.with_objective("goodput") and r.items_per_s is None:
-        return Out.SLO
-    if (
-        c.latency_bound_ms is not None
-        and r.spec.scenario in scenarios.with_objective("latency")
-        and not within_latency(r, c.latency_bound_ms)
-    ):
-        return Out.LATENCY
-    memory = r.env.devices[0].memory_gib if r.env.devices else None
-    peak = m.peak_mem_allocated_gib if m else None
-    headroom = c.memory_headroom_pct
-    if (
-        headroom is not None
-        and peak is not None
-        and memory
-        and peak > memory * (1 - headroom / 100)
-    ):
-        return Out.MEMORY
-    return None
+        return Option(first, runs, *_per_rate(price * first.num_devices / 3600 * 1e6, rate))
+    return Option(first, runs, rate.median, rate.low, rate.high)
 
 
 def recommend(
-    results: Sequence[Result],
+    results: Iterable[Result],
     workload: str,
     objective: str,
     constraints: Constraints | None = None,
     scenario: str | None = None,
 ) -> list[Advice]:
     """Advice per platform, the platform with the best answer first; `scenario` (train or
-    infer) picks the results throughput, energy and cost are read from."""
+    infer) picks the results throughput, energy and cost are read from. `results` are read
+    once, a result at a time (analysis.tally)."""
     constraints = constraints or Constraints()
     if objective not in GOALS:
         raise AccelbenchError(f"unknown objective {objective!r}: give one of {', '.join(GOALS)}")
@@ -211,55 +152,42 @@ def recommend(
         raise AccelbenchError("--tokens projects a training time: give --objective time-to-train")
     goal = goal_of(objective, constraints)
     wanted = (scenario,) if scenario else goal.scenarios
-    mine = [r for r in results if r.spec.workload == workload and r.spec.scenario in wanted]
-    if constraints.tokens is not None and any(
-        r.metrics and not r.metrics.tokens_per_item for r in mine
-    ):
-        raise AccelbenchError(
-            f"{workload} reads no tokens: --tokens projects language models (llama3_*, gpt2_*, "
-            "bert_*, hf/...); leave it out"
-        )
-    by_platform: dict[str, list[Result]] = defaultdict(list)
-    for r in mine:
-        by_platform[r.platform].append(r)
-    out = [
-        _platform_advice(platform, runs, objective, constraints)
-        for platform, runs in by_platform.items()
-    ]
+    tallies: dict[str, Tally] = {}
+    for r in results:
+        if r.spec.workload != workload or r.spec.scenario not in wanted:
+            continue
+        if constraints.tokens is not None and r.metrics and not r.metrics.tokens_per_item:
+            raise AccelbenchError(
+                f"{workload} reads no tokens: --tokens projects language models (llama3_*, "
+                "gpt2_*, bert_*, hf/...); leave it out"
+            )
+        tallies.setdefault(r.platform, Tally(constraints)).add(r)
+    out = [_platform_advice(p, tally, objective) for p, tally in tallies.items()]
     ranked = [a for a in out if a.options]
     ranked.sort(key=lambda a: a.options[0].value, reverse=not goal.lower_is_better)
     return ranked + [a for a in out if not a.options]
 
 
-def _platform_advice(
-    platform: str, runs: list[Result], objective: str, constraints: Constraints
-) -> Advice:
-    goal = goal_of(objective, constraints)
-    advice = Advice(platform, [])
-    cells: dict[str, list[Result]] = defaultdict(list)
-    reasons: dict[Out, int] = defaultdict(int)
-    for r in runs:
-        if r.status not in ("ok", "not-converged") or not r.metrics:
-            continue
-        why = _why_out(r, constraints)
-        if why is None:
-            cells[cell_key(r, ignore=("seed",))].append(r)
-        else:
-            reasons[why] += 1
-    advice.excluded = dict(reasons)
-    options = [o for cell in cells.values() if (o := _option(cell, objective, constraints))]
+def _platform_advice(platform: str, tally: Tally, objective: str) -> Advice:
+    goal = goal_of(objective, tally.constraints)
+    advice = Advice(platform, [], dict(tally.excluded))
+    options = [
+        o
+        for cell, runs in tally.cells.items()
+        if (o := _option(tally.firsts[cell], runs, objective, tally.constraints))
+    ]
     options.sort(key=lambda o: o.value, reverse=not goal.lower_is_better)
     advice.options = options
-    if objective in ("cost", "energy") and cells and not options:
+    if objective in ("cost", "energy") and tally.cells and not options:
         unknown = Out.NO_PRICE if objective == "cost" else Out.NO_ENERGY
-        advice.excluded[unknown] = sum(map(len, cells.values()))
+        advice.excluded[unknown] = sum(map(len, tally.cells.values()))
     if not options:
         return advice
+    best = options[0].result
+    sweep = tally.sweeps[cell_key(best, ignore=("seed",))]
     advice.confidence = _confidence(options, goal)
-    advice.batch_range = batch_range(
-        options[0].result, [r for cell in cells.values() for r in cell]
-    )
-    advice.gaps = _gaps(options[0], runs, objective)
+    advice.batch_range = _within_best(tally.rates[sweep])
+    advice.gaps = _gaps(best, tally.ran[sweep], tally.ooms[sweep], objective)
     advice.pareto = _pareto(options)
     return advice
 
@@ -295,26 +223,28 @@ def batch_range(best: Result, runs: Sequence[Result]) -> list[int]:
     for r in runs:
         if r.status == "ok" and r.metrics and cell_key(r, ignore=ANY_BATCH) == same:
             rates[r.spec.batch_size].append(r.metrics.items_per_s)
+    return _within_best(rates)
+
+
+def _within_best(rates: Mapping[int, Sequence[float]]) -> list[int]:
+    """The micro batches whose median throughput is within 5% of the best micro batch's."""
     medians = {b: statistics.median(v) for b, v in rates.items()}
     top = max(medians.values())
     return sorted(b for b, v in medians.items() if v >= BATCH_RANGE_FRAC * top)
 
 
-def _gaps(best: Option, runs: list[Result], objective: str) -> Gaps:
-    """What the answer cannot see: batches beyond those tried, the memory boundary, energy
-    and memory where they were not measured."""
-    batch, m = best.result.spec.batch_size, best.result.metrics
-    same = [
-        r for r in runs if cell_key(r, ignore=ANY_BATCH) == cell_key(best.result, ignore=ANY_BATCH)
-    ]
-    fits = sorted({r.spec.batch_size for r in same if r.metrics})
-    ooms = sorted({r.spec.batch_size for r in same if r.status == "oom"})
-    below = [b for b in fits if ooms and b < ooms[0]]
+def _gaps(best: Result, ran: set[int], ooms: set[int], objective: str) -> Gaps:
+    """What the answer cannot see: batches beyond those tried (`ran` with metrics, `ooms` out
+    of memory, in the best's batch sweep), the memory boundary, energy and memory where they
+    were not measured."""
+    batch, m = best.spec.batch_size, best.metrics
+    fits, oom = sorted(ran), sorted(ooms)
+    below = [b for b in fits if oom and b < oom[0]]
     return Gaps(
         batch,
         largest_fit=below[-1] if below else None,
-        first_oom=ooms[0] if ooms else None,
-        larger_untried=batch == fits[-1] and not ooms,
+        first_oom=oom[0] if oom else None,
+        larger_untried=batch == fits[-1] and not oom,
         smaller_untried=batch == fits[0] and batch > 1,
         no_energy=objective not in ("time-to-train", "goodput")
         and m is not None

@@ -47,12 +47,21 @@ class Band:
 
 
 def band(runs: Sequence[Result]) -> Band:
-    rated = [r for r in runs if r.items_per_s is not None]
-    median = statistics.median(r.items_per_s or 0.0 for r in rated)
-    contended = any(
-        flag is validity.Flag.CONTENDED for r in rated for flag, _ in validity.verdict(r)
+    """The runs' throughputs pooled: their median, and the span of their 95% intervals."""
+    return band_of(
+        [
+            (r.items_per_s, r.items_per_s_ci, validity.flagged(r, validity.Flag.CONTENDED))
+            for r in runs
+        ]
     )
-    intervals = [r.items_per_s_ci for r in rated]
+
+
+def band_of(runs: Sequence[tuple[float | None, tuple[float, float] | None, bool]]) -> Band:
+    """band() of (throughput, its 95% interval, contended) per run."""
+    rated = [(rate, ci, contended) for rate, ci, contended in runs if rate is not None]
+    median = statistics.median(rate for rate, _, _ in rated)
+    contended = any(c for _, _, c in rated)
+    intervals = [ci for _, ci, _ in rated]
     if any(ci is None for ci in intervals):
         return Band(median, None, None, len(rated), contended)
     lows = [ci[0] for ci in intervals if ci]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from enum import StrEnum
+from typing import Protocol
 
 from accelbench import scenarios
 from accelbench.records import contention, throughput
@@ -239,13 +240,27 @@ def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:
     return flags
 
 
+def flagged(result: Result, flag: Flag) -> bool:
+    """Whether the result's own verdict raises `flag`."""
+    return any(f is flag for f, _ in verdict(result))
+
+
 def verdict_text(result: Result, repeats: Sequence[Result] = ()) -> str:
     """ "valid", or the flags that apply, comma separated."""
     flags = dict.fromkeys(flag for flag, _ in verdict(result, repeats))
     return ", ".join(flags) if flags else "valid"
 
 
-def repeat_spread(repeats: Sequence[Result]) -> float | None:
+class Repeat(Protocol):
+    """A result, or what advice keeps of one (analysis.tally.Run)."""
+
+    @property
+    def items_per_s(self) -> float | None: ...
+    @property
+    def status(self) -> str: ...
+
+
+def repeat_spread(repeats: Sequence[Repeat]) -> float | None:
     """Range of the repeats' throughputs as a percentage of their median; None for fewer than
     two measured repeats."""
     return spread_pct([r.items_per_s for r in repeats if r.items_per_s and r.status == "ok"])

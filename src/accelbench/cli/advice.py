@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from accelbench import scenarios
-from accelbench.cli.app import DbsOption, app, console, load, percent
+from accelbench.cli.app import DbsOption, app, check_filters, console, percent
 from accelbench.cli.results import TokensOption
 from accelbench.errors import AccelbenchError
 from accelbench.report.advice import advice_lines, constraints_text, published_lines
+from accelbench.storage.several import stream_all
 
 
 @app.command()
@@ -76,8 +77,9 @@ def recommend(
         prices=objectives.load_prices(prices) if prices else {},
         tokens=tokens,
     )
-    found, _ = load(db, workload, None)
-    answers = advice.recommend(found, workload, objective, constraints, scenario)
+    check_filters(workload, None, None)
+    each = stream_all(db, workload=workload)  # a result at a time: a site's are not held
+    answers = advice.recommend(each, workload, objective, constraints, scenario)
     goal = objectives.goal_of(objective, constraints)
     read = scenario or " and ".join(goal.scenarios)
     console.print(

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from accelbench.analysis import advice, objectives, scaling, tuning, validity
-from accelbench.analysis.advice import Level, Out
+from accelbench.analysis.advice import Level
 from accelbench.analysis.references import Reference
+from accelbench.analysis.tally import Out, Run
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report.cells import configuration, rate_text
@@ -84,7 +85,7 @@ def _confidence_text(confidence: advice.Confidence, best: advice.Option) -> str:
             return "unknown: the runner-up has no interval to set against"
 
 
-def _spread_text(runs: Sequence[Result]) -> str:
+def _spread_text(runs: Sequence[Run]) -> str:
     """The run-to-run spread of the throughput, beside each run's own interval."""
     spread = validity.repeat_spread(runs)
     return "" if spread is None else f"; run-to-run spread {spread:.1f}% of the median"
