@@ -249,3 +249,92 @@ def test_mlperf_serving_anchors_carry_their_log_files(
     ]
     assert ref.value == tokens_per_s and ref.unit == "tokens/s" and ref.num_devices == 8
     assert f"llama2-70b-99/{variant}/performance/run_1/mlperf_log_summary.txt" in ref.source
+
+
+@pytest.mark.parametrize(
+    ("workload", "platform", "variant", "devices", "tokens_per_s"),
+    [  # MLPerf Inference v6.1 summary.csv, closed division: each row's Result
+        ("llama2_70b", "DGX B300", "Offline", 8, 109277.0),
+        ("llama2_70b", "MI355X", "Interactive", 8, 73191.5),
+        ("gpt_oss_120b", "CoreWeave B200", "Server", 8, 90204.7),
+        ("gpt_oss_120b", "MI300X", "Offline", 8, 30198.4),
+        ("gpt_oss_120b", "VibeHPC", "Offline", 1, 14130.6),
+    ],
+)
+def test_mlperf_v6_1_serving_rows_as_published(
+    workload: str, platform: str, variant: str, devices: int, tokens_per_s: float
+) -> None:
+    (ref,) = [
+        r
+        for r in references.query(workload=workload, platform=platform, table="v6.1")
+        if r.variant == variant
+    ]
+    assert (ref.value, ref.num_devices, ref.unit, ref.scenario) == (
+        tokens_per_s,
+        devices,
+        "tokens/s",
+        "serve",
+    )
+    assert "inference_results_v6.1, summary.csv" in ref.source and f"/{variant}/" in (
+        ref.note or ""
+    )
+
+
+def test_a_served_model_is_the_shipped_workload_it_names() -> None:
+    assert workloads.served_as("served/meta-llama/Llama-2-70b-chat-hf") == "llama2_70b"
+    assert workloads.served_as("served/openai/gpt-oss-120b") == "gpt_oss_120b"
+    assert workloads.served_as("served/RedHatAI/gpt-oss-120b-FP8-dynamic") == "gpt_oss_120b"
+    assert workloads.served_as("served/Qwen/Qwen3-8B") is None
+    assert workloads.served_as("llama2_70b") is None  # not served
+
+
+def served(
+    base: Result, model: str, platform: str, tokens_per_s: float, devices: int | None
+) -> Result:
+    """`base` as a serve run of `model` on a server named `platform` whose closed loop
+    answered `tokens_per_s` output tokens a second on `devices` GPUs."""
+    from accelbench.scenarios.serve import ServedRequest, ServeMetrics
+    from accelbench.scenarios.serve.measure import trial
+
+    assert base.metrics is not None
+    spec = base.spec.model_copy(
+        update={
+            "workload": f"served/{model}",
+            "scenario": "serve",
+            "endpoint": "http://gpu-node:8000",
+            "platform": platform,
+            "batch_size": 64,
+        }
+    )
+    answered = ServedRequest(sent_s=0.0, prompt_tokens=10, output_tokens=100, chunk_ms=[5, 9])
+    loop = trial(spec, [answered] * round(tokens_per_s / 100), None, 64, duration_s=1.0)
+    record = ServeMetrics(
+        server_model=model,
+        slo_share=0.99,
+        trials=[loop],
+        reported=None,
+        search="s",
+        server_devices=devices,
+    )
+    metrics = base.metrics.model_copy(update={"record": record})
+    return base.model_copy(update={"spec": spec, "metrics": metrics})
+
+
+def test_a_serve_run_is_set_beside_mlperfs_offline_row_of_its_model(measured: Result) -> None:
+    llama = "meta-llama/Llama-2-70b-chat-hf"
+    h200 = references.match(served(measured, llama, "NVIDIA H200 node", 28000.0, 8))
+    assert h200 is not None and h200.reference.variant == "Offline"
+    assert h200.reference.value == 31302.7 and not h200.per_device  # v4.1, 8 H200s
+    assert h200.ratio == pytest.approx(28000 / 31302.7)
+    assert any("engine are its server's" in d for d in h200.differences)
+    assert "the published precision is not given" not in h200.differences
+    half = references.match(served(measured, llama, "NVIDIA H200 node", 14000.0, 4))
+    assert half is not None and half.per_device and half.measured == 3500.0
+    assert "4 device(s) against 8 published: compared per device" in half.differences
+    b200 = references.match(served(measured, "openai/gpt-oss-120b", "NVIDIA B200", 85000.0, 8))
+    assert b200 is not None and b200.reference.value == 91487.4  # CoreWeave's 8 B200s
+    # No match without the server's GPU count (a server elsewhere), a family, or a known model.
+    assert references.match(served(measured, llama, "NVIDIA H200", 28000.0, None)) is None
+    assert references.match(served(measured, llama, "server at gpu-node", 1.0, 8)) is None
+    assert references.match(served(measured, "Qwen/Qwen3-8B", "NVIDIA H200", 1.0, 8)) is None
+    assert references.family("NVIDIA GB200") is None  # a Grace superchip is not a B200

@@ -914,3 +914,34 @@ def test_a_logged_power_series_gives_a_remote_servers_energy(tmp_path: Path) -> 
     with stub_server(_Steady) as url:
         refused = runner.invoke(app, [*stub_cell(url), "--power-series", str(bad), "--db", str(db)])
     assert refused.exit_code == 2 and "columns time_s,watts" in refused.output
+
+
+def test_the_gpus_a_local_server_runs_on_are_counted_and_metered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from types import SimpleNamespace
+
+    from accelbench.records import energy
+
+    # A server in this process: the NVML below sees it on GPUs 0 and 2 of 3.
+    joules = itertools.count(1000, 50)  # mJ, growing at each read
+    fake = SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlDeviceGetCount=lambda: 3,
+        nvmlDeviceGetHandleByIndex=lambda i: i,
+        nvmlDeviceGetComputeRunningProcesses=lambda h: (
+            [SimpleNamespace(pid=os.getpid())] if h != 1 else []
+        ),
+        nvmlDeviceGetTotalEnergyConsumption=lambda h: next(joules),
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    meter = energy.server_meter([os.getpid()])
+    assert (meter.method, meter.boards) == ("nvml-energy-counter", 2)
+    assert "GPU 0, 2 board(s)" in meter.scope
+    with stub_server(_Steady) as url:
+        spec = served_spec(
+            endpoint=url, workload="served/m", epochs=2, steps_per_epoch=2, num_queries=4
+        ).model_copy(update={"rate_per_s": 50.0})
+        found = serve.measure(spec).of(ServeMetrics)
+    assert found is not None and found.server_devices == 2
+    assert found.trials[1].energy is not None and found.trials[1].energy.joules

@@ -9,8 +9,9 @@ as claims, unit "x"; NVIDIA's DGX A100 ResNet-50 training figures from DeepLearn
 torchtitan's Llama 3.1 8B FSDP training on H100s, in tokens/s per GPU (its Float8 rows are left
 out: accelbench does not train in float8); the device's own: the Maximum Achievable Matmul FLOPS
 (a measured BF16 matmul at its best shape) and the datasheet memory bandwidth of A100, H100 and
-H200 SXM, from Bekman's Machine Learning Engineering Open Book; and Megatron-Bridge's DGX-H100
-GPT-OSS 120B pre-training figure, in tokens/s per GPU.
+H200 SXM, from Bekman's Machine Learning Engineering Open Book; Megatron-Bridge's DGX-H100
+GPT-OSS 120B pre-training figure, in tokens/s per GPU; and MLPerf Inference's Llama 2 70B (v4.1
+log summaries, v6.1 summary.csv) and GPT-OSS 120B (v6.1) serving rates, in tokens/s per system.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from accelbench.analysis import validity
 from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServeMetrics
 
 PUBLISHED_PRECISIONS = {
     "16.16": "fp16",  # Graphcore: fp16 weights and activations, fp16 arithmetic
@@ -156,7 +159,11 @@ FAMILIES = {
     "A100": r"A100",
     "H100": r"H100",
     "H200": r"H200",
+    "B200": r"\bB200\b",  # not GB200: a Grace superchip's figures are its own
+    "B300": r"\bB300\b",
     "V100": r"V100",
+    "MI300X": r"MI300X",
+    "MI355X": r"MI355X",
     "Bow IPU": r"\bBow\b",
     "Mk2 IPU": r"IPU-POD|IPU-M2000|Mk2|GC200",
 }
@@ -189,6 +196,8 @@ class Match:
     """Both figures are per device (derived), as the device counts differ."""
     differences: tuple[str, ...]
     """How the run's conditions differ from the published ones."""
+    devices: int
+    """The devices the run's figure is of (for serve: the server's GPUs)."""
 
     @property
     def ratio(self) -> float:
@@ -203,43 +212,57 @@ class Match:
         return (Agreement.BELOW if self.ratio < 1 else Agreement.ABOVE), causes
 
 
+CLOSED_LOOP = "Offline"
+"""The variant of MLPerf's serving rows a serve run is set beside: Offline, every query at
+once, the server's most tokens/s, as serve's closed loop measures it (Server and Interactive
+rows are listed, not matched: their latency bounds are LoadGen's, not the run's SLO)."""
+
+
 def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | None:
     """The closest published throughput for a measured run: same workload and shape, scenario
     and device family; then, in order, the same device count, precision and batch (the nearest
-    where none is the same). None when nothing of its family is published."""
+    where none is the same). None when nothing of its family is published. A serve run is its
+    served model's workload (workloads.served_as) on the GPUs its server ran on."""
     m, spec = result.metrics, result.spec
     run_family = family(result.device_model)  # a label may name another family's word
-    if m is None or run_family is None:
+    served = record_of(result, ServeMetrics)
+    workload = workloads.served_as(spec.workload) if served else spec.workload
+    devices = served.server_devices if served else spec.num_processes
+    if m is None or run_family is None or workload is None or devices is None:
         return None
     candidates = [
         r
         for r in (load() if refs is None else refs)
-        if r.workload == spec.workload
+        if r.workload == workload
         and r.model_args == spec.model_args
         and r.scenario == spec.scenario
         and r.metric in THROUGHPUT_METRICS
         and family(r.platform) == run_family
+        and (served is None or r.variant == CLOSED_LOOP)
     ]
     if not candidates:
         return None
-    best = min(candidates, key=lambda r: _distance(r, spec))
+    best = min(candidates, key=lambda r: _distance(r, spec, devices))
     headline = result.headline
-    if headline is not None and headline.unit == best.unit:  # TFLOP/s, GB/s: the device's own
-        measured: float | None = headline.value
+    if served:
+        measured: float | None = served.trials[0].output_tokens_per_s
+    elif headline is not None and headline.unit == best.unit:  # TFLOP/s, GB/s: the device's
+        measured = headline.value
     else:
         measured = m.tokens_per_s if best.in_tokens else m.items_per_s
     if measured is None:
         return None
-    per_device = best.per_device or best.num_devices != spec.num_processes
+    per_device = best.per_device or best.num_devices != devices
     return Match(
         result=result,
         reference=best,
-        measured=measured / spec.num_processes if per_device else measured,
+        measured=measured / devices if per_device else measured,
         published=best.value / best.num_devices
         if per_device and not best.per_device
         else best.value,
         per_device=per_device,
-        differences=tuple(_differences(best, spec)),
+        differences=tuple(_differences(best, spec, devices)),
+        devices=devices,
     )
 
 
@@ -250,23 +273,29 @@ def _published_batch(ref: Reference, spec: RunSpec) -> tuple[int | None, int, st
     return ref.global_batch, spec.global_batch, "global batch"
 
 
-def _distance(ref: Reference, spec: RunSpec) -> tuple[bool, bool, bool, float]:
+def _distance(ref: Reference, spec: RunSpec, devices: int) -> tuple[bool, bool, bool, float]:
     published, run, _ = _published_batch(ref, spec)
     batch_gap = abs(math.log2(published / run)) if published else math.inf
     return (
-        ref.num_devices != spec.num_processes,
+        ref.num_devices != devices,
         ref.precision != spec.precision,
         ref.compiled != spec.compile,
         batch_gap,
     )
 
 
-def _differences(ref: Reference, spec: RunSpec) -> list[str]:
+def _differences(ref: Reference, spec: RunSpec, devices: int) -> list[str]:
     out = []
-    if ref.num_devices != spec.num_processes:
-        out.append(
-            f"{spec.num_processes} device(s) against {ref.num_devices} published: compared per device"
-        )
+    if ref.num_devices != devices:
+        out.append(f"{devices} device(s) against {ref.num_devices} published: compared per device")
+    if ref.scenario == "serve":  # the server's settings are its own, not the client's spec
+        return [
+            *out,
+            f"published with {ref.precision_published or 'unnamed'} weights on "
+            f"{ref.framework}; the served model's precision and engine are its server's",
+            f"{spec.batch_size} requests in flight in the closed loop against Offline's every "
+            "query at once; the run's prompt and output lengths against MLPerf's data set",
+        ]
     if ref.precision is None:
         out.append("the published precision is not given")
     elif ref.precision != spec.precision:

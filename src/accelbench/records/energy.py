@@ -217,8 +217,11 @@ class CounterMeter:
         method: EnergyMethod,
         scope: str,
         counters: list[tuple[Callable[[], float], float | None]] | None = None,
+        boards: int | None = None,
     ) -> None:
         self.method, self.scope, self.counters = method, scope, counters or []
+        self.boards = boards
+        """The GPU boards the counters read, where they are GPUs'."""
         self._start: list[float] = []
         self._start_s = 0.0
 
@@ -260,7 +263,7 @@ def server_meter(pids: list[int], powercap: Path = POWERCAP) -> CounterMeter:
         ]
         boards = ", ".join(str(index) for index, _, _ in gpus)
         return CounterMeter(
-            "nvml-energy-counter", f"GPU {boards} board(s) the server runs on", counters
+            "nvml-energy-counter", f"GPU {boards} board(s) the server runs on", counters, len(gpus)
         )
     if domains := _rapl_domains(powercap):
         scope = f"CPU packages ({len(domains)}) of this host: the server's and all else's"

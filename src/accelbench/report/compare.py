@@ -11,6 +11,8 @@ from accelbench.analysis import comparison, references
 from accelbench.analysis.references import Reference
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
+from accelbench.scenarios.base import record_of
+from accelbench.scenarios.serve import ServeMetrics
 
 
 def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
@@ -142,9 +144,9 @@ def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -
             (
                 label(r.spec),
                 r.platform,
-                str(r.num_devices),
+                str(m.devices),
                 str(r.spec.batch_size),
-                r.spec.precision,
+                "server's" if record_of(r, ServeMetrics) else r.spec.precision,
                 rate_text(m.measured) + unit,
                 rate_text(m.published) + unit,
                 f"{m.ratio:.2f}",

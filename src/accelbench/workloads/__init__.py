@@ -270,6 +270,22 @@ def is_served(name: str) -> bool:
     return prefix == "served" and bool(model.strip())
 
 
+SERVED_AS = {
+    "llama2_70b": ("llama-2-70b",),  # meta-llama/Llama-2-70b-chat-hf, MLPerf's model
+    "gpt_oss_120b": ("gpt-oss-120b",),  # openai/gpt-oss-120b
+}
+"""The shipped workload a served model is, by how its name (the part after the last '/')
+begins: what a served run's published figures are looked up by (analysis.references)."""
+
+
+def served_as(name: str) -> str | None:
+    """The shipped workload that `served/<model>` serves, where SERVED_AS knows it."""
+    if not is_served(name):
+        return None
+    model = name.rsplit("/", 1)[-1].lower()
+    return next((w for w, starts in SERVED_AS.items() if model.startswith(starts)), None)
+
+
 def _model_file(target: str) -> Path:
     path = Path(target).resolve()
     if not path.is_file():

@@ -141,6 +141,9 @@ class ServeMetrics(Record):
     (None: no rate tried met it)."""
     search: str
     """How the rates were chosen, in words."""
+    server_devices: int | None = None
+    """The GPUs the server's processes run on, found on this host by NVML (None: a server
+    elsewhere or on no GPU): what its rates are set beside published ones per."""
 
     @property
     def goodput_per_s(self) -> float | None:

@@ -151,6 +151,7 @@ async def _measure(spec: RunSpec) -> Metrics:
         trials=trials,
         reported=reported,
         search=search,
+        server_devices=meter.boards if isinstance(meter, energy.CounterMeter) else None,
     )
     return metrics.model_copy(update={"record": serve, "host": host})
 
