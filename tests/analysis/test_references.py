@@ -338,3 +338,13 @@ def test_a_serve_run_is_set_beside_mlperfs_offline_row_of_its_model(measured: Re
     assert references.match(served(measured, llama, "server at gpu-node", 1.0, 8)) is None
     assert references.match(served(measured, "Qwen/Qwen3-8B", "NVIDIA H200", 1.0, 8)) is None
     assert references.family("NVIDIA GB200") is None  # a Grace superchip is not a B200
+
+
+def test_mlperf_training_v5_1_lora_scores_as_published() -> None:
+    rows = references.query(workload="llama2_70b", table="Training v5.1")
+    scores = {r.platform.split(" (")[0]: (r.value, r.unit, r.num_devices) for r in rows}
+    assert scores == {
+        "NVIDIA H200-SXM5-141GB": (23.4737585017, "min", 8),
+        "AMD Instinct MI325X 256GB HBM3E": (21.6307171586, "min", 8),
+    }
+    assert all(r.metric not in references.THROUGHPUT_METRICS for r in rows)  # listed only

@@ -180,8 +180,12 @@ def head_to_head(refs: Sequence[Reference]) -> list[str]:
         p, q = references.family(fast.platform), references.family(slow.platform)
         lines.append(
             f"{h.table}, {h.workload}, {h.num_devices} device(s), {what}: {p} "
-            f"{rate_text(fast.value)} (micro batch {fast.micro_batch}) vs {q} "
-            f"{rate_text(slow.value)} (micro batch {slow.micro_batch}) {fast.unit}: {p} "
-            f"{h.ratio:.2f}x faster (derived)"
+            f"{rate_text(fast.value)}{_batch(fast)} vs {q} {rate_text(slow.value)}{_batch(slow)} "
+            f"{fast.unit}: {p} {h.ratio:.2f}x faster (derived)"
         )
     return lines
+
+
+def _batch(ref: Reference) -> str:
+    """A published figure's micro batch, where it gives one (a server's is its own)."""
+    return "" if ref.micro_batch is None else f" (micro batch {ref.micro_batch})"
