@@ -94,3 +94,43 @@ def test_ranks_add_up_gpu_boards_and_count_a_host_counter_once() -> None:
     assert cpus.joules == 100.0 and cpus.scope == "CPU packages of 2 host(s)"
     absent = EnergyMetrics(method="not available", scope="CPU")
     assert combine([("a", package), ("b", absent)]).joules is None
+
+
+@pytest.mark.parametrize("key", ["energy_accumulator", "power"])  # amdsmi >= 6.2.1, older
+def test_an_amd_gpus_energy_counter_is_read_by_amdsmi(
+    key: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+    from types import SimpleNamespace
+
+    # A ROCm build whose device 0 sits at PCI 0000:c1:00 (the second of two boards amdsmi sees).
+    ticks = iter([1000, 1000, 61000])  # the meter's check, its start, its stop
+    fake = SimpleNamespace(
+        amdsmi_init=lambda: None,
+        amdsmi_get_processor_handles=lambda: ["a", "b"],
+        amdsmi_get_gpu_device_bdf=lambda h: {"a": "0000:41:00.0", "b": "0000:C1:00.0"}[h],
+        amdsmi_get_energy_count=lambda h: (
+            {key: next(ticks), "counter_resolution": 15.3} if h == "b" else {}
+        ),
+    )
+    props = SimpleNamespace(pci_domain_id=0, pci_bus_id=0xC1, pci_device_id=0)
+    monkeypatch.setitem(sys.modules, "amdsmi", fake)
+    monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: props)
+    meter = EnergyMeter(torch.device("cuda", 0))
+    meter.start()
+    reading = meter.stop()
+    assert reading.method == "amdsmi-energy-counter" and reading.scope == "GPU 0 board"
+    assert reading.joules == pytest.approx(60000 * 15.3 / 1e6)  # 0.918 J
+    ranks = combine([("h", reading), ("h", reading)])
+    assert ranks.joules == pytest.approx(2 * 0.918) and ranks.scope == "2 GPU boards on 1 host(s)"
+
+
+def test_an_amd_gpu_amdsmi_cannot_read_is_not_available(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "amdsmi", None)  # not installed
+    monkeypatch.setattr(torch.version, "hip", "6.4.0", raising=False)
+    meter = EnergyMeter(torch.device("cuda", 0))
+    meter.start()
+    assert meter.stop().method == "not available"

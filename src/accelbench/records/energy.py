@@ -1,7 +1,9 @@
 """Energy over the measured window, from a hardware counter or not at all.
 
 NVIDIA GPUs: NVML's total-energy counter, read at the start and end of the window, with power,
-SM clock and clock-event (throttle) reasons sampled in a thread. CPUs: RAPL package counters in
+SM clock and clock-event (throttle) reasons sampled in a thread. AMD GPUs (ROCm): amdsmi's energy
+accumulator, read at the start and end (its key was renamed in amdsmi 6.2.1; both are read; no
+samples: amdsmi's power readings differ between versions). CPUs: RAPL package counters in
 /sys/class/powercap where the kernel exposes them and this user may read them. Anything else is
 "not available": no estimate from a TDP is ever shown as a measurement. A server under test on
 this host (serve) is metered by CounterMeter: the GPUs its processes run on, or the CPU packages.
@@ -27,7 +29,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-EnergyMethod = Literal["nvml-energy-counter", "rapl", "power series", "not available"]
+EnergyMethod = Literal[
+    "nvml-energy-counter", "amdsmi-energy-counter", "rapl", "power series", "not available"
+]
+GPU_COUNTERS = ("nvml-energy-counter", "amdsmi-energy-counter")
+"""Methods whose counter is one GPU board's (a rank's own: ranks' boards add up)."""
 POWERCAP = Path("/sys/class/powercap")
 SAMPLE_S = 0.1
 
@@ -79,12 +85,20 @@ class EnergyMeter:
             if domains
             else None
         )
+        self._amd: Callable[[], float] | None = None
         if device.type == "cuda":
-            self._open_nvml()
+            import torch
+
+            if torch.version.hip:  # ROCm: an AMD GPU
+                self._open_amdsmi()
+            else:
+                self._open_nvml()
 
     def start(self) -> None:
         self._start_s = time.perf_counter()
-        if self._handle is not None:
+        if self._amd is not None:
+            self._start_j = self._amd()
+        elif self._handle is not None:
             self._start_j = self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3
             self._thread = threading.Thread(target=self._sample, daemon=True)
             self._thread.start()
@@ -93,6 +107,14 @@ class EnergyMeter:
 
     def stop(self) -> EnergyMetrics:
         seconds = time.perf_counter() - self._start_s
+        if self._amd is not None:
+            joules = self._amd() - self._start_j
+            return EnergyMetrics(
+                method="amdsmi-energy-counter",
+                scope=f"GPU {self.device.index or 0} board",
+                joules=joules,
+                avg_power_w=joules / seconds if seconds > 0 else None,
+            )
         if self._handle is not None:
             joules = (
                 self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle) / 1e3 - self._start_j
@@ -140,6 +162,28 @@ class EnergyMeter:
             log.warning("NVML energy counter not available: %s", exc)
             self._handle = None
 
+    def _open_amdsmi(self) -> None:
+        """amdsmi's handle of this device, found by its PCI address (HIP_VISIBLE_DEVICES
+        renumbers devices; the address does not change)."""
+        import torch
+
+        try:
+            import amdsmi
+
+            amdsmi.amdsmi_init()
+            props: Any = torch.cuda.get_device_properties(self.device)  # PCI ids: not stubbed
+            here = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
+            (handle,) = [
+                h
+                for h in amdsmi.amdsmi_get_processor_handles()
+                if str(amdsmi.amdsmi_get_gpu_device_bdf(h)).lower().startswith(here)
+            ]
+            read = functools.partial(_amdsmi_joules, amdsmi, handle)
+            read()
+            self._amd = read
+        except Exception as exc:  # no amdsmi, no ROCm driver, a GPU without the counter
+            log.warning("amdsmi energy counter not available: %s", exc)
+
     def _sample(self) -> None:
         nvml, handle = self._nvml, self._handle
         while not self._stop.wait(SAMPLE_S):
@@ -150,6 +194,13 @@ class EnergyMeter:
                     nvml.nvmlDeviceGetCurrentClocksEventReasons(handle),
                 )
             )
+
+
+def _amdsmi_joules(amdsmi: Any, handle: Any) -> float:
+    """An AMD GPU's energy counter in joules: ticks times their size in microjoules."""
+    count = amdsmi.amdsmi_get_energy_count(handle)
+    ticks = count["energy_accumulator"] if "energy_accumulator" in count else count["power"]
+    return float(ticks) * float(count["counter_resolution"]) / 1e6
 
 
 def _rapl_domains(powercap: Path) -> list[Path]:
@@ -183,7 +234,7 @@ def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
     hosts = len({host for host, _ in per_rank})
     scope = (
         f"{len(readings)} GPU boards on {hosts} host(s)"
-        if first.method == "nvml-energy-counter"
+        if first.method in GPU_COUNTERS
         else f"CPU packages of {hosts} host(s)"
     )
     clocks = [e.sm_clock_mhz_median for e in readings if e.sm_clock_mhz_median is not None]
