@@ -340,11 +340,29 @@ def test_a_serve_run_is_set_beside_mlperfs_offline_row_of_its_model(measured: Re
     assert references.family("NVIDIA GB200") is None  # a Grace superchip is not a B200
 
 
-def test_mlperf_training_v5_1_lora_scores_as_published() -> None:
+def test_mlperf_training_scores_as_published() -> None:
     rows = references.query(workload="llama2_70b", table="Training v5.1")
     scores = {r.platform.split(" (")[0]: (r.value, r.unit, r.num_devices) for r in rows}
     assert scores == {
         "NVIDIA H200-SXM5-141GB": (23.4737585017, "min", 8),
         "AMD Instinct MI325X 256GB HBM3E": (21.6307171586, "min", 8),
     }
-    assert all(r.metric not in references.THROUGHPUT_METRICS for r in rows)  # listed only
+    v6 = {
+        (r.workload, r.source.split(", ")[1]): (r.value, r.global_batch)
+        for r in references.query(table="Training v6.0")
+    }
+    assert v6[
+        (
+            "gpt_oss_20b",
+            "GigaComputing/summary.json (as copied at github.com/Richardyu114/training_results_v6.0",
+        )
+    ] == (85.1308083469, 24)
+    assert v6[
+        (
+            "llama3_1_8b",
+            "Inventec/summary.json (as copied at github.com/Richardyu114/training_results_v6.0",
+        )
+    ] == (77.3280666667, 16)
+    assert len(v6) == 6
+    every = [*rows, *references.query(table="Training v6.0")]
+    assert all(r.metric not in references.THROUGHPUT_METRICS for r in every)  # listed only
