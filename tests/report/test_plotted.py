@@ -11,10 +11,10 @@ from typer.testing import CliRunner
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
 from accelbench.report import document, figures, plotted
-from accelbench.storage.store import ResultStore
 
 from ..conftest import BUSY_HOST, SIM_PLATFORM, on_platform, tiny, with_rate
 from .test_figures import _quiet, _trained
+from .test_sections import stored_counting_reads
 
 
 def keyed(r: Result, **spec: object) -> Result:
@@ -100,17 +100,7 @@ def test_a_stored_report_reads_only_the_records_it_draws(
     site: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "site.sqlite"
-    with ResultStore(db) as store:
-        store.add(site)
-        every = store.query()
-    read: list[str] = []
-    records = ResultStore.records
-
-    def counted(self: ResultStore, keys: list[str]) -> list[Result]:
-        read.extend(keys)
-        return records(self, keys)
-
-    monkeypatch.setattr(ResultStore, "records", counted)
+    every, read = stored_counting_reads(db, site, monkeypatch)
     out = tmp_path / "report.html"
     done = CliRunner().invoke(app, ["report", "--out", str(out), "--db", str(db)])
     assert done.exit_code == 0, done.output

@@ -18,6 +18,25 @@ from accelbench.storage.store import ResultStore
 from ..conftest import SIM_PLATFORM
 
 
+def stored_counting_reads(
+    db: Path, results: list[Result], monkeypatch: pytest.MonkeyPatch
+) -> tuple[list[Result], list[str]]:
+    """`results` stored in `db` as read back; and the keys of every record read after, as each
+    ResultStore.records call reads them."""
+    with ResultStore(db) as store:
+        store.add(results)
+        every = store.query()
+    read: list[str] = []
+    records = ResultStore.records
+
+    def counted(self: ResultStore, keys: list[str]) -> list[Result]:
+        read.extend(keys)
+        return records(self, keys)
+
+    monkeypatch.setattr(ResultStore, "records", counted)
+    return every, read
+
+
 def brief(key: str, **fields: Any) -> Brief:
     base = Brief(key, "tiny_mlp", "train", "cpu", 1, 4, "fp32", "ok", "h1", "2026-01-01")
     return base._replace(**fields)
@@ -64,17 +83,7 @@ def test_a_stored_report_reads_few_records_and_says_what_every_record_says(
             base.model_copy(update={"env": env, "spec": spec, "key": result_key(spec, env)})
         )
     db = tmp_path / "site.sqlite"
-    with ResultStore(db) as store:
-        store.add([*two_platforms, *nodes])
-        every = store.query()
-    read: list[str] = []
-    records = ResultStore.records
-
-    def counted(self: ResultStore, keys: list[str]) -> list[Result]:
-        read.extend(keys)
-        return records(self, keys)
-
-    monkeypatch.setattr(ResultStore, "records", counted)
+    every, read = stored_counting_reads(db, [*two_platforms, *nodes], monkeypatch)
     done = CliRunner().invoke(app, ["report", "--format", "md", "--db", str(db)])
     assert done.exit_code == 0, done.output
     assert done.output == document.markdown(every)
