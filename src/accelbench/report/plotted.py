@@ -11,9 +11,9 @@ line and x keeps its one pick, and every knob that differs among a figure's resu
 differs among its picks (two values of a knob name two lines, and each line keeps a point).
 
 Each figure is drawn from its own choice (a result another figure keeps would be one more
-repeat in its median); the efficiency figure's panels each from theirs. Kept whole, as the
-figures draw them whole: server and serving runs (a line of trials each),
-time-to-train runs (their seeds are pooled) and the last MAX_EPOCH_BARS of first-epoch bars."""
+repeat in its median), the efficiency figure's panels each from theirs. Kept whole, as the
+figures draw them whole: server and serving runs (a line of trials each), time-to-train runs
+(their seeds are pooled) and the last MAX_EPOCH_BARS of first-epoch bars."""
 
 from __future__ import annotations
 
@@ -115,9 +115,8 @@ def point(r: Result) -> Point | None:
 
 
 def chosen(results: Iterable[Result]) -> dict[str, list[str]]:
-    """Per figure (figures.DRAWERS, and efficiency/PANEL), the keys of the results of `results` (oldest first) that
-    it draws or counts, oldest first. Each figure is drawn from its own: a result that one
-    figure keeps would be one more repeat in another's median."""
+    """Per figure (figures.DRAWERS' names, and efficiency/PANEL), the keys of the results of
+    `results` (oldest first) that it draws or counts, oldest first."""
     points = [p for r in results if (p := point(r))]
     keep: dict[str, set[str]] = defaultdict(set)
     groups: dict[tuple[str, object], list[tuple[Point, Role]]] = defaultdict(list)
