@@ -84,7 +84,9 @@ def test_both_mfus_and_tflops_per_device(sharded: Result) -> None:
     assert "by 6N + attention" in line and "per rank (fsdp over 2 x tp+sp 2)" in line
 
 
-def test_days_to_train_n_tokens_are_projected_from_throughput(sharded: Result) -> None:
+def test_days_to_train_n_tokens_are_projected_from_throughput(
+    sharded: Result, tmp_path: Path
+) -> None:
     m = sharded.metrics
     assert m is not None and m.tokens_per_s is not None
     (line,) = token_projection_lines([sharded], 1e12)
@@ -99,6 +101,13 @@ def test_days_to_train_n_tokens_are_projected_from_throughput(sharded: Result) -
     assert answer.options[0].value == pytest.approx(1e12 / 64 / m.items_per_s / 86400)
     with pytest.raises(AccelbenchError, match="--objective time-to-train"):
         advice.recommend([sharded], "llama3_tiny", "throughput", Constraints(tokens=1e12))
+    # A stored report reads its records one at a time for the projection, and shows it.
+    db = tmp_path / "t.sqlite"
+    with ResultStore(db) as store:
+        store.put(sharded)
+    done = runner.invoke(app, ["report", "--format", "md", "--tokens", "1e12", "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    assert f"{days * 24 * 4:,.0f} device-hours on 4 device(s)" in done.output
 
 
 def test_a_run_is_set_beside_torchtitans_tokens_per_gpu(sharded: Result) -> None:

@@ -317,7 +317,9 @@ def make_report(
         plots = []
         if fmt is ReportFormat.html or figures_dir:
             plots = figures.plots([], plotted.read(source, stream_all(db, **filters)))
-        projected = token_projection_lines(source.records(keys), tokens) if tokens else []
+        projected = (  # each result's own projection: the records read one at a time
+            token_projection_lines(stream_all(db, **filters), tokens) if tokens else []
+        )
         if fmt in (ReportFormat.html, ReportFormat.md):
             lines = (
                 document.page_lines(source, plots, sources, projected)

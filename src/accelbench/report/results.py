@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import ChainMap, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -266,7 +266,7 @@ def compile_payoff(payoff: scaling.CompilePayoff, name: str) -> str:
     return text + f": it pays off after {payoff.break_even_steps:,.0f} steps"
 
 
-def token_projection_lines(results: Sequence[Result], tokens: float) -> list[str]:
+def token_projection_lines(results: Iterable[Result], tokens: float) -> list[str]:
     """Projected days and device-hours to train `tokens` tokens at each language model's steady
     training throughput: projected, not measured."""
     lines = []
