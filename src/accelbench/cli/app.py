@@ -211,15 +211,6 @@ def load(
     return query_all(dbs, workload=workload, platform=platform, status=status)
 
 
-def emit(text: str, out: Path | None, wrote: str) -> None:
-    """Print `text`, or write it to `out` (write_file) and say `wrote`."""
-    if out is None:
-        print(text, end="")
-        return
-    write_file(out, text)
-    console.print(wrote)
-
-
 def check_out(out: Path, what: str = "a file", option: str = "--out") -> None:
     """Refuse an output path that is not a writable place for `what`, before any work: an
     empty name, a folder or device where a file goes, a missing parent folder, a name the

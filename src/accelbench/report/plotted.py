@@ -17,6 +17,7 @@ figures draw them whole: server and serving runs (a line of trials each), time-t
 
 from __future__ import annotations
 
+import itertools
 import sys
 from collections import ChainMap, defaultdict, deque
 from collections.abc import Iterable
@@ -145,7 +146,7 @@ def read(source: Source, results: Iterable[Result]) -> dict[str, list[Result]]:
     report."""
     listed = {row.key for row in source.rows.rows}
     each = {name: [k for k in keys if k in listed] for name, keys in chosen(results).items()}
-    found = {r.key: r for r in source.records(list({k: 0 for ks in each.values() for k in ks}))}
+    found = {r.key: r for r in source.records(list(dict.fromkeys(itertools.chain(*each.values()))))}
     return {name: [found[k] for k in keys] for name, keys in each.items()}
 
 
