@@ -10,7 +10,10 @@ SRC = Path(__file__).parents[1] / "src"
 PACKAGE = SRC / "accelbench"
 MAX_LINES = 400
 LAYERS = (
-    ("accelbench.errors", "accelbench.workload", "accelbench.workloads"),
+    (
+        *("accelbench.errors", "accelbench.secrets", "accelbench.wire"),
+        *("accelbench.workload", "accelbench.workloads"),
+    ),
     ("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
     ("accelbench.analysis",),
     ("accelbench.execution",),

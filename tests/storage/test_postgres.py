@@ -32,7 +32,7 @@ def test_records_round_trip_and_upsert(fresh_postgres: str, measured: Result) ->
         store.put(measured)  # the same cell again replaces it
         store.put(failed)
         assert store.get(measured.key) == measured
-        assert store.has(failed.key) and not store.has("nope")
+        assert store.get(failed.key) is not None and store.get("nope") is None
         assert store.query() == [measured, failed]
         assert store.query(status="oom") == [failed]
         assert store.query(platform=measured.env.platform[:3], limit=1) == [failed]

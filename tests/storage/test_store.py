@@ -47,7 +47,7 @@ def test_put_get_and_query_columns(db_path: Path, measured: Result) -> None:
     store = ResultStore(db_path)
     store.put(measured)
     assert store.get(measured.key) == measured
-    assert store.has(measured.key) and not store.has("nope")
+    assert store.get(measured.key) is not None and store.get("nope") is None
     [(key, workload, status, batch, rate)] = rows(db_path)
     assert (key, workload, status, batch) == (measured.key, "tiny_mlp", "ok", 4)
     assert rate == pytest.approx(measured.items_per_s)

@@ -26,6 +26,7 @@ from accelbench.records.result import Result, Status
 from accelbench.report import inert, tables
 from accelbench.report.results import Records, Rows, grid, listed, row_notes
 from accelbench.report.time_to_train import time_to_train_table
+from accelbench.secrets import scrub, scrubbing_filter
 from accelbench.storage.several import query_all
 
 
@@ -60,7 +61,7 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except (AccelbenchError, ValidationError) as exc:
             message = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
-            typer.echo(f"error: {inert.line(message)}", err=True)
+            typer.echo(f"error: {inert.line(scrub(message))}", err=True)
             raise typer.Exit(2) from None
         except ModuleNotFoundError as exc:  # an optional module: the extra that installs it
             if (extra := missing_extra(exc)) is None:
@@ -73,7 +74,7 @@ class _Group(TyperGroup):
                 raise
             message = exc.format_message().replace("Value error, ", "")
             command = f"accelbench {ctx.invoked_subcommand or ''}".strip()
-            typer.echo(f"error: {inert.line(message)} (see `{command} --help`)", err=True)
+            typer.echo(f"error: {inert.line(scrub(message))} (see `{command} --help`)", err=True)
             raise typer.Exit(2) from None
         except launch.Interrupted as exc:
             finished = exc.result is not None and exc.result.status != "interrupted"
@@ -352,4 +353,6 @@ def show_rows(rows: Rows, records: Records, latency_bound_ms: float | None = Non
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # a logged URL or key shows no secret
+        handler.addFilter(scrubbing_filter)
     app()

@@ -14,6 +14,7 @@ from accelbench.cli.run import cells_of
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import launch
 from accelbench.orchestration.sweep import check_cells, check_timeout
+from accelbench.secrets import has_secret, redact_url, scrub, write_private
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
@@ -45,6 +46,11 @@ def slurm(
             "--replicas 8 --nodes 2"
         )
     db = _db_of_sweep(run_args, db)
+    if leaked := [arg for arg in run_args if scrub(arg) != arg]:
+        raise AccelbenchError(
+            f"the sweep's {scrub(leaked[0])} carries a password, which the job script would show "
+            "to every node's ps: give the URL without it (a server's key: --api-key-env NAME)"
+        )
     try:  # the sweep's options, checked now rather than when the job starts
         parsed = typer.main.get_command(app).commands["run"].make_context("run", run_args[1:])  # type: ignore[attr-defined]
     except typer.TyperException as exc:  # typer's own click: a usage error
@@ -71,9 +77,9 @@ def slurm(
             soft_wrap=True,
         )
     secret = None
-    if is_url(where) and redacted(where) != where:  # a password: never in the script
+    if is_url(where) and has_secret(where):  # a password: never in the script
         secret = out.with_name(out.name + ".db-url")
-        slurm_job.write_private(secret, where)
+        write_private(secret, where)
     write_file(out, slurm_job.script(job, run_args, where, secret), mode=0o755)
     console.print(
         f"wrote {out}; results go to {redacted(where)}"
@@ -94,5 +100,7 @@ def _db_of_sweep(run_args: list[str], db: str | None) -> str | None:
             found, run_args[i : i + 1] = arg.removeprefix("--db="), []
             break
     if found is not None and db is not None and found != db:
-        raise AccelbenchError(f"--db {db} and, after --, --db {found}: give the database once")
+        raise AccelbenchError(
+            f"--db {redact_url(db)} and, after --, --db {redact_url(found)}: give the database once"
+        )
     return db if found is None else found

@@ -96,7 +96,7 @@ def node_local(db: str) -> bool:
 
 def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | None = None) -> str:
     """The sbatch script that runs `accelbench run_args...` into the database `db`; with
-    `db_file`, the script reads the database's URL from that file (see write_private) into
+    `db_file`, the script reads the database's URL from that file (secrets.write_private) into
     $ACCELBENCH_DB, so no password is on a command line, where ps shows it on every node."""
     directives = [
         f"--job-name={job.job_name}",
@@ -139,14 +139,6 @@ def script(job: JobSpec, run_args: list[str], db: Path | str, db_file: Path | No
             "",
         ]
     )
-
-
-def write_private(path: Path, text: str) -> None:
-    """Write `text` to a file only its owner can read (0600), from the moment it exists."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)  # an older file of that name keeps its mode otherwise
-    with os.fdopen(fd, "w") as f:
-        f.write(text + "\n")
 
 
 def submit(path: Path) -> str:

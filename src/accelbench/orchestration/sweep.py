@@ -28,7 +28,7 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError, field_validator
 
-from accelbench import scenarios, workloads
+from accelbench import scenarios, secrets, workloads
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError, first_invalid
 from accelbench.orchestration import forks, launch
@@ -342,7 +342,7 @@ def _run_cell(
         return stored
     if on_start:
         on_start(spec)
-    named = {"argv": sys.argv, "tags": tags or {}}
+    named = {"argv": secrets.scrub_argv(sys.argv), "tags": tags or {}}
     try:
         found = launch.run_in_child(spec, env, timeout_s, stream, on_phase)
         result = found.model_copy(update=named)
@@ -393,7 +393,7 @@ def keep_unsaved(result: Result) -> Path:
         path = folder / f"accelbench-unsaved-{result.key}.json"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            path.write_text(text)
+            secrets.write_private(path, text)  # a result may name a server: its owner's only
             return path
         except OSError:
             continue

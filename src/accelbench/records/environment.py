@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pydantic import Field
 
+from accelbench import secrets
 from accelbench.records.frozen import Frozen
 
 _GIB = 2**30
@@ -28,6 +29,12 @@ NUMERIC_ENV = (
 """Environment variables (names, or prefixes ending in _) that change what a cell measures:
 which devices it sees, how collectives and thread pools behave, torch's and its libraries'
 settings."""
+
+
+def secret(name: str, value: str) -> bool:
+    """Whether a variable is never to be kept: named like a secret (TORCH_API_KEY), holding a
+    URL with a password, or holding a secret this process was handed (a serve API key)."""
+    return secrets.is_secret_name(name) or secrets.scrub(value) != value
 
 
 def accelbench_commit() -> str | None:
@@ -115,7 +122,9 @@ def resolve_device(requested: str) -> str:
     return accelerator.type if accelerator is not None else "cpu"
 
 
-def capture(device: str = "auto") -> Environment:
+def capture(device: str = "auto", hidden: tuple[str, ...] = ()) -> Environment:
+    """This process's platform; environment variables named in `hidden` (a secret's, such as
+    the one holding a server's API key) are never kept."""
     import psutil
     import torch
 
@@ -146,7 +155,7 @@ def capture(device: str = "auto") -> Environment:
         env_vars={
             k: v
             for k, v in sorted(os.environ.items())
-            if k.startswith(NUMERIC_ENV) and len(v) < 500
+            if k.startswith(NUMERIC_ENV) and len(v) < 500 and k not in hidden and not secret(k, v)
         },
     )
 

@@ -23,6 +23,7 @@ import csv
 import functools
 import itertools
 import json
+import math
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -30,8 +31,10 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
+from accelbench import wire
 from accelbench.errors import AccelbenchError
 from accelbench.records.energy import EnergyMetrics
+from accelbench.secrets import redact_url
 
 Series = dict[str, list[tuple[float, float]]]
 """Each device's samples: (Unix seconds, watts), in time order."""
@@ -41,26 +44,42 @@ FIX = "give nvidia-smi's CSV (--query-gpu=index,timestamp,power.draw) or columns
 
 
 def read(path: Path) -> Series:
-    """The file's series; raises, naming the forms it reads, on one that is neither."""
+    """The file's series; raises, naming the forms it reads, on one that is neither. A row
+    that cannot be read (a log still being written ends with a short one) is skipped, and so
+    is a reading of watts that is not a finite number of 0 or more."""
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            rows = [{k.strip(): v.strip() for k, v in r.items() if k} for r in csv.DictReader(f)]
+            header = [name.strip() for name in next(csv.reader(f), [])]
+            series: Series = defaultdict(list)
+            for row in csv.reader(f):
+                if (sample := _sample(dict(zip(header, row, strict=False)))) is not None:
+                    series[sample[0]].append(sample[1:])
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise AccelbenchError(f"power series {path}: {FIX} ({type(exc).__name__})") from None
-    series: Series = defaultdict(list)
-    try:
-        for row in rows:
-            if "power.draw [W]" in row:
-                when = datetime.strptime(row["timestamp"], NVIDIA_SMI_TIME).timestamp()
-                watts = float(row["power.draw [W]"].removesuffix("W"))
-                series[row.get("index", "0")].append((when, watts))
-            else:
-                series[row.get("device", "0")].append((float(row["time_s"]), float(row["watts"])))
-    except (KeyError, ValueError):
-        raise AccelbenchError(f"power series {path}: {FIX}") from None
+    if "power.draw [W]" not in header and not {"time_s", "watts"} <= set(header):
+        raise AccelbenchError(f"power series {path}: {FIX}")
     if not series:
-        raise AccelbenchError(f"power series {path}: no samples: {FIX}")
+        raise AccelbenchError(f"power series {path}: no readable samples: {FIX}")
     return {device: sorted(points) for device, points in series.items()}
+
+
+def _sample(row: dict[str, str]) -> tuple[str, float, float] | None:
+    """(device, Unix seconds, watts) of one row of either form; None for a row that is not one
+    whole, valid sample."""
+    row = {k: v.strip() for k, v in row.items()}
+    try:
+        if "power.draw [W]" in row:
+            when = datetime.strptime(row["timestamp"], NVIDIA_SMI_TIME).timestamp()
+            device, watts = row.get("index", "0"), float(row["power.draw [W]"].removesuffix("W"))
+        else:
+            device, when, watts = row.get("device", "0"), float(row["time_s"]), float(row["watts"])
+    except (KeyError, ValueError):
+        return None
+    return (device, when, watts) if _plausible(when, watts) else None
+
+
+def _plausible(when: float, watts: float) -> bool:
+    return math.isfinite(when) and math.isfinite(watts) and watts >= 0
 
 
 def joules(points: list[tuple[float, float]], start: float, end: float) -> float | None:
@@ -99,8 +118,13 @@ class SeriesMeter:
         self._start = time.time()
 
     def stop(self) -> EnergyMetrics:
+        """The window's energy; a series that cannot be read now (a scrape that fails, a file
+        being rotated) gives none, with the reason, and never fails the trial."""
         end = time.time()
-        series = self.fetch(self._start, end)
+        try:
+            series = self.fetch(self._start, end)
+        except AccelbenchError as exc:
+            return EnergyMetrics(method="not available", scope=f"{self.name}: {exc}")
         found = [joules(points, self._start, end) for points in series.values()]
         scope = f"{self.name}: {len(series)} device(s) as logged on the server's host"
         if None in found:
@@ -130,32 +154,55 @@ def meter(source: str) -> SeriesMeter:
     if not source.startswith(("http://", "https://")):
         path = Path(source)
         return SeriesMeter(path.name, lambda start, end: read(path))
-    parts = urlsplit(source)
+    try:
+        parts = urlsplit(source)
+        parts.port  # noqa: B018  (raises for a port that is not a number)
+    except ValueError as exc:
+        raise AccelbenchError(
+            f"--power-series {redact_url(source)} is not a URL ({exc}): give http://HOST:PORT"
+        ) from None
     base = urlunsplit(parts._replace(query="", fragment="")).rstrip("/")
     query = parse_qs(parts.query).get("query", [DCGM_POWER])[0]
-    return SeriesMeter(
-        f"Prometheus {parts.netloc} {query}", functools.partial(query_range, base, query)
-    )
+    shown = redact_url(f"{parts.scheme}://{parts.netloc}")
+    return SeriesMeter(f"Prometheus {shown} {query}", functools.partial(query_range, base, query))
+
+
+SCRAPE_DEADLINE_S = 30.0
+"""The longest a range query may take, answer and all: a trial's end waits no longer for it."""
+SCRAPE_CAP_BYTES = 16 << 20
+"""The largest answer read: a day's range at 1,000 steps for 64 GPUs is a few MB."""
 
 
 def query_range(base: str, query: str, start: float, end: float) -> Series:
     """A Prometheus server's range query (its `query`, else DCGM_POWER) over the window,
     evaluated every step: a series per label set. Prometheus evaluates each step at the newest
-    sample scraped before it, so the series is as fine as its scrape interval."""
+    sample scraped before it, so the series is as fine as its scrape interval. A point that is
+    not a finite number of watts of 0 or more is dropped."""
     import httpx
 
     step = max(0.5, (end - start) / 1000)
     params: dict[str, str | float] = {"query": query, "start": start, "end": end + step}
-    fix = f"Prometheus at {base}: give the server's URL (and a query giving watts)"
+    fix = f"Prometheus at {redact_url(base)}: give the server's URL (and a query giving watts)"
     try:
-        answer = httpx.get(f"{base}/api/v1/query_range", params=params | {"step": step}, timeout=30)
-        found = answer.json()["data"]["result"]
+        body = wire.get(
+            f"{base}/api/v1/query_range",
+            params | {"step": step},
+            SCRAPE_DEADLINE_S,
+            SCRAPE_CAP_BYTES,
+        )
         series = {
-            json.dumps(r["metric"], sort_keys=True): [(float(t), float(v)) for t, v in r["values"]]
-            for r in found
+            json.dumps(r["metric"], sort_keys=True): [
+                (t, w)
+                for t, w in ((float(t), float(v)) for t, v in r["values"])
+                if _plausible(t, w)
+            ]
+            for r in json.loads(body)["data"]["result"]
         }
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+    except wire.Garbage as exc:
+        raise AccelbenchError(f"{fix} ({exc})") from None
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, RecursionError) as exc:
         raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
+    series = {labels: points for labels, points in series.items() if points}
     if not series:
         raise AccelbenchError(f"{fix}: {query} gave no series")
     return series

@@ -14,6 +14,7 @@ from accelbench import scenarios, workloads
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.records.targets import parse_target
+from accelbench.secrets import scrub
 
 _ADDED_NAMES = (
     "model_args data ci_pct max_measure_s repeat replicas nodes bn_span numa_binding "
@@ -353,8 +354,10 @@ class RunSpec(Frozen):
 
     def identity(self) -> dict[str, Any]:
         """The fields that identify the cell, as JSON: all of them, except fields added after the
-        first release while they hold their default, so that stored results keep their keys."""
-        fields = self.model_dump(mode="json")
+        first release while they hold their default, so that stored results keep their keys;
+        a URL's password is not part of it (a stored spec holds none)."""
+        dumped = self.model_dump(mode="json")
+        fields = {k: scrub(v) if isinstance(v, str) else v for k, v in dumped.items()}
         for name in _ADDED_LATER:
             if fields[name] == RunSpec.model_fields[name].get_default(call_default_factory=True):
                 del fields[name]

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sqlite3
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from accelbench.errors import AccelbenchError, one_line
+from accelbench.secrets import clean_json, redact_url, scrub, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -119,23 +118,15 @@ def postgres(url: str, shown: str) -> Any:
 
 def redacted(url: str) -> str:
     """The URL with every password in it (user-info or a password= parameter) as ***, fit to
-    print."""
-    return without_secrets(url, url)
+    print (secrets.redact_url)."""
+    return redact_url(url)
 
 
 def without_secrets(text: str, url: str) -> str:
-    """`text` with each password `url` carries replaced by ***, as written and decoded."""
-    secrets = {v for k, v in re.findall(r"[?&](\w+)=([^&#]*)", url) if k.lower() == "password"}
-    authority = url.split("?", 1)[0].split("://", 1)[-1]
-    userinfo, at, _ = authority.rpartition("@")  # a raw @ in the password: the last one ends it
-    if at and ":" in userinfo:
-        password = userinfo.split(":", 1)[1]
-        # libpq may end the password at its first @ instead: then the rest reads as a host
-        secrets |= {password, *password.split("@")}
-    for secret in sorted(secrets | {unquote(s) for s in secrets}, key=len, reverse=True):
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    """`text` with each secret `url` carries replaced by ***, as written and decoded."""
+    for secret in sorted(url_secrets(url), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return scrub(text)
 
 
 def file_system(path: Path) -> str | None:
@@ -164,12 +155,24 @@ def _check_writable(path: Path) -> None:
             raise AccelbenchError(f"cannot write to {place}; pass --db with a writable path")
 
 
+def clean_stored(text: str) -> str:
+    """A stored record's text less any secret (secrets.clean_json), or as it is if not JSON."""
+    try:
+        return clean_json(text)
+    except ValueError:  # not JSON: nothing accelbench wrote, so nothing it would have leaked
+        return text
+
+
 def keep_copy(db: sqlite3.Connection, path: Path, version: int, target: int) -> None:
     """A copy of the SQLite file as it was, beside it, before schema `version` is migrated to
     `target`; a warning says where."""
     backup = path.with_name(f"{path.name}.schema{version}.bak")
     with sqlite3.connect(backup) as copy:
         db.backup(copy)
+        # The copy keeps the results as they were, less any secret (a password in a stored
+        # command line): the rewrite after it takes them out of the database too.
+        copy.create_function("clean_json", 1, clean_stored, deterministic=True)
+        copy.execute("UPDATE results SET record = clean_json(record)")
     copy.close()
     log.warning(
         "%s: migrating schema %d to %d; the database as it was is kept in %s",

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
+from accelbench.secrets import clean_json
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -64,7 +65,7 @@ def write_document(results: Iterable[Result], out: TextIO) -> int:
     head = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
     before, after = json.dumps(head | {"results": []}, indent=1).rsplit("[]", 1)
     out.write(before)
-    count = _json_array((r.model_dump_json() for r in results), out, close="\n ]")
+    count = _json_array((clean_json(r.model_dump_json()) for r in results), out, close="\n ]")
     out.write(after + "\n")
     return count
 
@@ -160,7 +161,7 @@ def write_lines(results: Iterable[Result], out: TextIO) -> int:
     out.write(json.dumps(header | {"layout": LINES}) + "\n")
     count = 0
     for result in results:
-        out.write(result.model_dump_json() + "\n")
+        out.write(clean_json(result.model_dump_json()) + "\n")
         count += 1
     return count
 
@@ -255,6 +256,6 @@ def to_json(results: Sequence[Result]) -> str:
 
 def write_json(results: Iterable[Result], out: TextIO) -> int:
     """to_json written as the results come, a record at a time; returns how many."""
-    count = _json_array((r.model_dump_json(indent=2) for r in results), out)
+    count = _json_array((clean_json(r.model_dump_json(indent=2), 2) for r in results), out)
     out.write("\n")
     return count

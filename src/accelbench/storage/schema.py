@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from pydantic import ValidationError
 
+from accelbench import secrets
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report import listing
@@ -58,6 +59,9 @@ MIGRATIONS = [
     # Each row's listing (report.listing): what the results table shows of it, so that a
     # listing reads no record; the rewrite computes it.
     "ALTER TABLE results ADD COLUMN listing TEXT",
+    REWRITE,
+    # Every record written again without secrets (secrets.clean_record): earlier versions
+    # stored the command line as typed, a database password in its --db URL included.
     REWRITE,
 ]
 """The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
@@ -146,8 +150,8 @@ def row(result: Result) -> tuple[object, ...]:
         ttt.time_to_target_s if (ttt := record_of(result, TimeToTrain)) else None,
         b.hostname,
         b.created_at,
-        result.model_dump_json(),
-        listing.of(result).dumps(),
+        secrets.clean_json(result.model_dump_json()),
+        secrets.scrub(listing.of(result).dumps()),
     )
 
 

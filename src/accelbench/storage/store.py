@@ -78,9 +78,8 @@ class ResultStore:
             raise
 
     def _errors(self) -> tuple[type[Exception], ...]:
-        return (
-            (sqlite3.Error,) if self.dialect is schema.SQLITE else (connect.psycopg_module().Error,)
-        )
+        sqlite = self.dialect is schema.SQLITE
+        return (sqlite3.Error,) if sqlite else (connect.psycopg_module().Error,)
 
     def _message(self, exc: Exception) -> str:
         return connect.without_secrets(one_line(exc), self._url) if self._url else one_line(exc)
@@ -154,15 +153,9 @@ class ResultStore:
                 new += self._execute(schema.INSERT + "DO NOTHING", schema.row(result)).rowcount
         return new, read
 
-    def has(self, key: str) -> bool:
-        sql = "SELECT 1 FROM results WHERE key = ?"
-        return self._retrying(lambda: self._execute(sql, (key,)).fetchone()) is not None
-
     def get(self, key: str) -> Result | None:
-        def read() -> Any:
-            return self._execute("SELECT record FROM results WHERE key = ?", (key,)).fetchone()
-
-        row = self._retrying(read)
+        sql = "SELECT record FROM results WHERE key = ?"
+        row = self._retrying(lambda: self._execute(sql, (key,)).fetchone())
         return schema.record(row[0]) if row else None
 
     def _retrying(self, attempt: Callable[[], T]) -> T:
@@ -255,11 +248,12 @@ class ResultStore:
         found = {key: schema.record(text) for key, text in self._texts(keys)}
         return [found[k] for k in keys]
 
-    def _texts(self, keys: Sequence[str], batch: int = 500) -> Iterator[tuple[str, str]]:
-        """(key, record) of these keys, read `batch` at a time."""
+    def _texts(self, keys: Sequence[str], table: str = "results") -> Iterator[tuple[str, str]]:
+        """(key, record) of these keys, read 500 at a time."""
+        batch = 500
         for i in range(0, len(keys), batch):
             part = keys[i : i + batch]
-            sql = f"SELECT key, record FROM results WHERE key IN ({', '.join('?' * len(part))})"
+            sql = f"SELECT key, record FROM {table} WHERE key IN ({', '.join('?' * len(part))})"
             yield from self._retrying(lambda: self._execute(sql, part).fetchall())  # noqa: B023
 
     def stream(
@@ -329,6 +323,7 @@ class ResultStore:
                 return
             if version > 0 and self.dialect is schema.POSTGRES:
                 self._execute(f"CREATE TABLE results_schema{version}_backup AS TABLE results")
+                self._clean_backup(f"results_schema{version}_backup")
                 log.warning(
                     "%s: migrating schema %d to %d; the results as they were are kept in "
                     "results_schema%d_backup",
@@ -352,20 +347,25 @@ class ResultStore:
                 self._execute("DELETE FROM accelbench_schema")
                 self._execute("INSERT INTO accelbench_schema VALUES (?)", (schema.SCHEMA_VERSION,))
 
+    def _clean_backup(self, table: str) -> None:
+        """The backup's records less any secret, which the rewrite takes out of the results."""
+        keys = [key for (key,) in self._execute(f"SELECT key FROM {table}").fetchall()]
+        for key, text in self._texts(keys, table=table):
+            if (cleaned := connect.clean_stored(text)) != text:
+                self._execute(f"UPDATE {table} SET record = ? WHERE key = ?", (cleaned, key))
+
     def _rewrite(self) -> None:
         """Every row again from its record as read now; a record this accelbench cannot read
-        is left as it was."""
+        is left as it was, less its secrets."""
         updates = ", ".join(f"{c} = ?" for c in schema.COLUMNS[1:])
         keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
         for key, text in self._texts(keys):  # a batch at a time: memory holds no table
             try:
                 row = schema.row(schema.record(text))
-            except AccelbenchError:
-                log.warning(
-                    "%s: result %s is in a form this accelbench cannot read; left as stored",
-                    self.where,
-                    key,
-                )
+            except AccelbenchError:  # another version's form: left as stored, less secrets
+                log.warning("%s: result %s is unreadable: left as stored", self.where, key)
+                cleaned = connect.clean_stored(text)
+                self._execute("UPDATE results SET record = ? WHERE key = ?", (cleaned, key))
                 continue
             self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
 

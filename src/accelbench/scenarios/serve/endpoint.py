@@ -12,6 +12,7 @@ end-of-sequence token cannot be told not to, so each request's record keeps the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import csv
 import json
 import math
@@ -22,7 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from accelbench import wire
 from accelbench.errors import AccelbenchError, one_line
+from accelbench.secrets import remember
+from accelbench.wire import Garbage
 
 if TYPE_CHECKING:
     import httpx
@@ -111,6 +115,8 @@ class Reply:
     """The model as the server's chunks name it."""
     failure: Failure | None = None
     error: str | None = None
+    finished: bool = False
+    """The stream reached its [DONE]."""
 
 
 def read_lengths(path: Path) -> list[tuple[int, int]]:
@@ -176,7 +182,8 @@ async def complete(
 ) -> Reply:
     """Send one streamed completion (`chat`: a chat completion of one user message) and time its
     chunks; never raises for the server's faults, and never waits past `timeout_s` from sending
-    to the last chunk."""
+    to the last chunk. Whatever one answer holds (wrong types, absurd counts, endless lines, a
+    compression bomb), it is this request's failure with a reason, never the cell's."""
     import httpx
 
     reply = Reply(sent=time.perf_counter())
@@ -192,55 +199,104 @@ async def complete(
         "stream_options": {"include_usage": True},
     }
     path = "/v1/chat/completions" if chat else "/v1/completions"
+    bounds = _Bounds(max_tokens + TOKEN_MARGIN, len(text.encode()) + PROMPT_OVERHEAD)
     try:
-        await asyncio.wait_for(_stream(client, f"{endpoint}{path}", body, reply), timeout_s)
+        await asyncio.wait_for(_stream(client, f"{endpoint}{path}", body, reply, bounds), timeout_s)
     except TimeoutError:
-        reply.failure, reply.error = "timeout", f"no whole answer within {timeout_s:g} s"
+        if not reply.finished:  # a server that talks on after [DONE] has still answered
+            reply.failure, reply.error = "timeout", f"no whole answer within {timeout_s:g} s"
     except httpx.HTTPError as exc:  # refused, reset, or a broken stream
         reply.failure, reply.error = "connect", one_line(exc) or type(exc).__name__
-    except _Garbage as exc:
+    except Garbage as exc:
         reply.failure, reply.error = "garbage", str(exc)
+    except Exception as exc:  # anything else one answer provokes is that request's failure
+        reply.failure, reply.error = "garbage", f"an unreadable answer ({one_line(exc)})"
     return reply
 
 
-class _Garbage(Exception):
-    """The server's answer is not an OpenAI completion stream."""
+TOKEN_MARGIN = 16
+"""Output tokens a server may count beyond max_tokens (an end-of-sequence token, a template's)
+before its count is taken as garbage."""
+PROMPT_OVERHEAD = 4096
+"""Prompt tokens beyond one per byte of the prompt (a chat template's) that a count may hold."""
 
 
-async def _stream(client: httpx.AsyncClient, url: str, body: dict[str, Any], reply: Reply) -> None:
-    async with client.stream("POST", url, json=body) as response:
+@dataclass(frozen=True)
+class _Bounds:
+    output_tokens: int
+    prompt_tokens: int
+
+
+async def _stream(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], reply: Reply, bounds: _Bounds
+) -> None:
+    # identity: a compressed answer is one the server was not asked for, read within bounds
+    headers = {"Accept-Encoding": "identity"}
+    async with client.stream("POST", url, json=body, headers=headers) as response:
+        lines = wire.lines(response)
         if response.status_code != 200:
-            text = (await response.aread()).decode(errors="replace")
+            text = await anext(lines, "")
             reply.failure, reply.error = "http", f"HTTP {response.status_code}: {_gist(text)}"
             return
-        async for line in response.aiter_lines():
+        async for line in lines:
             if not line.strip() or line.startswith(":"):  # SSE's blank lines and comments
                 continue
             data = line.removeprefix("data:").strip()
             if data == "[DONE]":
-                return
+                reply.finished = True
+                break
             chunk = _json(data) if line.startswith("data:") else None
             if not isinstance(chunk, dict):
-                raise _Garbage(f"not an event stream of JSON chunks: {_gist(line)}")
+                raise Garbage(f"not an event stream of JSON chunks: {_gist(line)}")
             if "error" in chunk:
                 reply.failure, reply.error = "server", f"the server: {_gist(str(chunk['error']))}"
                 return
-            choices = chunk.get("choices") or [{}]
-            choice = choices[0] if isinstance(choices[0], dict) else {}
-            delta = choice.get("delta")
-            content = delta.get("content") if isinstance(delta, dict) else None
-            if choice.get("text") or content:  # a completion's text, or a chat's delta
-                reply.chunks.append(time.perf_counter())
-            reply.model = chunk.get("model") or reply.model
-            if isinstance(usage := chunk.get("usage"), dict):
-                reply.prompt_tokens = usage.get("prompt_tokens")
-                reply.output_tokens = usage.get("completion_tokens")
+            _read_chunk(chunk, reply, bounds)
+        # Read to the end, briefly, so that the connection is kept for the next request.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(wire.drain(lines), 1.0)
+
+
+def _read_chunk(chunk: dict[str, Any], reply: Reply, bounds: _Bounds) -> None:
+    """Take one completion chunk's text, model and usage counts into `reply`; raise Garbage
+    for any field of the wrong type or out of bounds."""
+    choices = chunk.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise Garbage(f"choices is not a list of objects: {_gist(str(choices))}")
+    choice = choices[0] if choices else {}
+    delta = choice.get("delta") or {}
+    if not isinstance(delta, dict):
+        raise Garbage(f"delta is not an object: {_gist(str(delta))}")
+    for name, value in (("text", choice.get("text")), ("content", delta.get("content"))):
+        if value is not None and not isinstance(value, str):
+            raise Garbage(f"{name} is a {type(value).__name__}, not text")
+    if choice.get("text") or delta.get("content"):  # a completion's text, or a chat's delta
+        if len(reply.chunks) >= bounds.output_tokens:
+            raise Garbage(f"more text chunks than the {bounds.output_tokens} tokens asked for")
+        reply.chunks.append(time.perf_counter())
+    model = chunk.get("model")
+    if model is not None and not isinstance(model, str):
+        raise Garbage(f"model is a {type(model).__name__}, not a name")
+    reply.model = model[:200] if model else reply.model
+    usage = chunk.get("usage")
+    if usage is not None and not isinstance(usage, dict):
+        raise Garbage(f"usage is not an object: {_gist(str(usage))}")
+    if usage:
+        reply.prompt_tokens = _count(usage, "prompt_tokens", bounds.prompt_tokens)
+        reply.output_tokens = _count(usage, "completion_tokens", bounds.output_tokens)
+
+
+def _count(usage: dict[str, Any], name: str, most: int) -> int | None:
+    value = usage.get(name)
+    if value is not None and (type(value) is not int or not 0 <= value <= most):
+        raise Garbage(f"usage.{name} {_gist(repr(value))[:40]} is not a count of 0 to {most}")
+    return value
 
 
 def _json(text: str) -> Any:
     try:
         return json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
 
 
@@ -259,6 +315,7 @@ def headers(api_key_env: str | None) -> dict[str, str]:
             f"${api_key_env} is not set: export the server's API key in it (--api-key-env names "
             "the variable, so the key itself is never on the command line nor stored)"
         )
+    remember(key)  # scrubbed from any message that might echo it
     return {"Authorization": f"Bearer {key}"}
 
 
