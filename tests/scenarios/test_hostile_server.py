@@ -4,6 +4,7 @@ came in, with a reason, never the cell, a traceback, a hang or unbounded memory.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import json
 import sqlite3
@@ -67,10 +68,8 @@ class _Hostile(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers.get("content-length", 0)))
         type(self).seen += 1
         hostile = self.seen > 1 and self.seen % self.every == 0
-        try:
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):  # the client hung up
             self._answer(self.mode if hostile else "good")
-        except (BrokenPipeError, ConnectionResetError):  # the client hung up, as it should
-            pass
 
     def _answer(self, mode: str) -> None:
         self.send_response(200)
