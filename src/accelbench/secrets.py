@@ -124,14 +124,14 @@ def scrub(text: str) -> str:
 
 
 def scrub_argv(argv: list[str]) -> list[str]:
-    """A command line fit to store: each argument scrubbed, and the value after an option named
-    like a secret (--password X, --token=X) masked."""
+    """A command line fit to store: each argument scrubbed, and the value of an option or a
+    KEY=VALUE named like a secret (--password X, --token=X, --tag api_token=X) masked."""
     out: list[str] = []
     for arg in argv:
         option, eq, _ = arg.partition("=")
         if out and out[-1].startswith("--") and "=" not in out[-1] and is_secret_name(out[-1]):
             out.append(MASK)
-        elif arg.startswith("--") and eq and is_secret_name(option):
+        elif eq and is_secret_name(option):  # --token=X, or a --tag or --model-arg token=X
             out.append(f"{option}={MASK}")
         else:
             out.append(scrub(arg))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import json
 import threading
 import time
@@ -111,3 +113,80 @@ def test_a_prometheus_servers_range_query_is_a_series(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_log_being_written_and_impossible_watts_are_skipped_not_integrated(
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "power.csv"
+    log.write_text(
+        "time_s,watts\n0,100\n1,nan\n2,-40\n3,inf\n4,100\n5,1e309\n6,oops\n7"  # the last: cut
+    )
+    assert power_series.read(log) == {"0": [(0.0, 100.0), (4.0, 100.0)]}
+    log.write_text("time_s,watts\n0,nan\n1,-1\n")
+    with pytest.raises(AccelbenchError, match="no readable samples"):
+        power_series.read(log)
+
+
+class _HostilePrometheus(BaseHTTPRequestHandler):
+    """A Prometheus server that answers as `mode` says."""
+
+    mode = "trickle"
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        if self.mode == "bomb":
+            self.send_header("content-encoding", "gzip")
+        self.end_headers()
+        if self.mode == "trickle":  # a byte every 0.5 s, far longer than the deadline
+            with contextlib.suppress(OSError):
+                for _ in range(120):
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.5)
+            return
+        answers = {
+            "deep": b"[" * 200_000 + b"]" * 200_000,
+            "bomb": gzip.compress(b" " * (64 << 20)),
+            "nan": json.dumps(
+                {"data": {"result": [{"metric": {}, "values": [[0, "NaN"], [1, "-5"]]}]}}
+            ).encode(),
+            "not a list": b'{"data": {"result": 7}}',
+        }
+        with contextlib.suppress(OSError):
+            self.wfile.write(answers[self.mode])
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("mode", ["trickle", "deep", "bomb", "nan", "not a list"])
+def test_a_hostile_prometheus_gives_a_trial_no_energy_with_the_reason(
+    mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("httpx")
+    monkeypatch.setattr(power_series, "SCRAPE_DEADLINE_S", 1.0)
+    handler = type("Handler", (_HostilePrometheus,), {"mode": mode})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        meter = power_series.meter(
+            f"http://user:Hunter2secret@127.0.0.1:{server.server_address[1]}"
+        )
+        assert "Hunter2secret" not in meter.name
+        meter.start()
+        began = time.perf_counter()
+        drawn = meter.stop()  # never raises: the trial's requests all stand
+        assert time.perf_counter() - began < 8.0  # the deadline, plus one read's wait at most
+        assert drawn.method == "not available" and drawn.joules is None
+        assert "Prometheus" in drawn.scope and "Hunter2secret" not in drawn.scope
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("source", ["http://[::1", "http://host:port/"])
+def test_a_malformed_prometheus_url_is_one_line(source: str) -> None:
+    with pytest.raises(AccelbenchError, match="is not a URL"):
+        power_series.meter(source)

@@ -8,7 +8,7 @@ import os
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from accelbench import scenarios, workloads
 from accelbench.records.frozen import Frozen
@@ -42,6 +42,7 @@ SCENARIO_HELP = "How it is measured: " + "; ".join(
 class RunSpec(Frozen):
     """One cell of a sweep: a workload measured once in one scenario with one configuration."""
 
+    model_config = Frozen.model_config | ConfigDict(allow_inf_nan=False)  # no rate of inf/s
     workload: str
     """Workload name, as `accelbench list` shows it."""
     scenario: str = Field(default="train", description=SCENARIO_HELP)
