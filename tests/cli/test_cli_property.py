@@ -60,6 +60,14 @@ EDGES = [
     "tiny_mlp",
     "fp32",
     "cpu",
+    # URLs as --power-series, --endpoint and --db take them, and the export formats
+    "http://[::1",
+    "http://127.0.0.1:1",
+    "http://u:Hunter2@127.0.0.1:x/",
+    "postgresql://u:p?w@127.0.0.1:1/r",
+    "jsonl",
+    "mllog",
+    "br0.2",
 ]
 values = st.one_of(
     st.sampled_from(EDGES),

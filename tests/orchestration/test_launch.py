@@ -10,7 +10,7 @@ import psutil
 import pytest
 
 from accelbench.errors import AccelbenchError
-from accelbench.orchestration import launch
+from accelbench.orchestration import exits, launch
 from accelbench.records.environment import Environment, capture
 
 from ..conftest import ctrl_c_reaches, tiny
@@ -96,14 +96,16 @@ def test_cell_that_dies_without_a_result_is_an_error(env: Environment) -> None:
 
 
 def test_how_a_cell_without_a_result_ended() -> None:
-    status = launch._exit_status
+    status = exits.status
     assert status(-9, "", oom_killed=True)[0] == "oom"
     killed = status(-9, "", oom_killed=False)
     assert killed[0] == "interrupted" and "run the sweep again" in killed[1]  # retried next run
     assert status(-11, "", oom_killed=False) == ("error", "cell process killed by SIGSEGV")
     assert status(1, "line\nValueError: boom\n", False) == ("error", "ValueError: boom")
     assert status(1, "exitcode  : -9 (pid: 7)\n======\n", False)[1] == "exitcode  : -9 (pid: 7)"
-    assert status(0, "", False)[1] == "cell process exited with code 0 and no result"
+    assert status(0, "a line the model printed", False)[1].startswith(
+        "cell process exited with code 0 and no result: does the model's code end the process"
+    )
 
 
 def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
@@ -177,3 +179,26 @@ def test_a_failing_rank_is_the_result_and_stops_the_others(
     assert result.status == "error"
     assert result.reason == "RuntimeError: rank 1 cannot build its model"
     assert result.detail and "rank_one_fails.py" in result.detail
+
+
+TORCHRUN_REPORT = """Failures:
+[1]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 9324)
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-27_06:42:04
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 9325)  (SIGKILL)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 9325
+============================================================
+"""
+
+
+def test_the_rank_torchrun_found_killed_first_is_read_from_its_report() -> None:
+    assert exits.rank_killed(TORCHRUN_REPORT) == (1, 9)
+    assert exits.rank_killed(TORCHRUN_REPORT.replace("-9 (pid", "1 (pid")) is None
+    assert exits.rank_killed("ValueError: boom") is None

@@ -34,9 +34,9 @@ from accelbench import scenarios
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError
 from accelbench.execution import progress
-from accelbench.orchestration import forks
+from accelbench.orchestration import exits, forks
 from accelbench.records.environment import Environment
-from accelbench.records.result import Result, Status
+from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -85,23 +85,30 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, held)
 
 
-def probe_environment(device: str, inputs: Sequence[preflight.Inputs] = ()) -> Environment:
-    """The platform a cell would see, captured in a child so this process never touches the
-    device; the child also tries `inputs` (preflight.check), and what fails there raises here."""
-    return Environment.model_validate_json(_inspect(["env", device], inputs, device))
-
-
-def preflight_in_child(inputs: Sequence[preflight.Inputs]) -> None:
-    """preflight.check in a child process, so that a user's code never runs in this one."""
-    if inputs:
-        _inspect(["check", "-"], inputs, "cpu")
-
-
 PROBE_TIMEOUT_S = 600.0
 """How long a probe may take: importing a user's module and building models on the meta device."""
 
 
-def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -> str:
+def probe_environment(
+    device: str, inputs: Sequence[preflight.Inputs] = (), timeout_s: float = PROBE_TIMEOUT_S
+) -> Environment:
+    """The platform a cell would see, captured in a child so this process never touches the
+    device; the child also tries `inputs` (preflight.check), and what fails there raises here.
+    It waits `timeout_s` at most (the sweep's own limit, where shorter than PROBE_TIMEOUT_S)."""
+    return Environment.model_validate_json(_inspect(["env", device], inputs, device, timeout_s))
+
+
+def preflight_in_child(
+    inputs: Sequence[preflight.Inputs], timeout_s: float = PROBE_TIMEOUT_S
+) -> None:
+    """preflight.check in a child process, so that a user's code never runs in this one."""
+    if inputs:
+        _inspect(["check", "-"], inputs, "cpu", timeout_s)
+
+
+def _inspect(
+    args: list[str], inputs: Sequence[preflight.Inputs], device: str, timeout_s: float
+) -> str:
     """Run the probe child in a session of its own, as a cell is: whatever a model's code forks
     in it ends with it, and holds no pipe of ours open."""
     with tempfile.TemporaryDirectory(prefix="accelbench-") as tmp:
@@ -112,18 +119,19 @@ def _inspect(args: list[str], inputs: Sequence[preflight.Inputs], device: str) -
             [*args, str(out), str(todo)], log_path, preexec_fn=forks.on_parent_death()
         )
         try:
-            child.wait(timeout=PROBE_TIMEOUT_S)
+            child.wait(timeout=min(timeout_s, PROBE_TIMEOUT_S))
         except subprocess.TimeoutExpired:
             raise AccelbenchError(
-                f"inspecting device {device!r} and the inputs took over {PROBE_TIMEOUT_S:g} "
-                "s: does a model file wait for something when imported?"
+                f"inspecting device {device!r} and the inputs took over "
+                f"{min(timeout_s, PROBE_TIMEOUT_S):g} s: does a model file wait for something "
+                "when imported or built? (--timeout-s bounds it too)"
             ) from None
         finally:
             _signal_group(child.pid, signal.SIGKILL)
             child.wait()
         if child.returncode != 0 or not out.exists():
             raise AccelbenchError(
-                _last_line(log_path.read_text(errors="replace"))
+                exits.last_line(log_path.read_text(errors="replace"))
                 or f"inspecting device {device!r} and the inputs ended with exit code "
                 f"{child.returncode} and no answer: does a model's code end its process?"
             )
@@ -148,7 +156,7 @@ def run_in_child(
             Path(tmp, "log"),
         )
         spec_path.write_text(spec.model_dump_json())
-        start, oom_kills = time.perf_counter(), _oom_kills()
+        start, oom_kills = time.perf_counter(), exits.oom_kills()
         log_path.touch()
         phases = out.with_name(progress.FILE)
         phases.touch()
@@ -185,14 +193,23 @@ def run_in_child(
                 thread.join(timeout=5)
         _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
-        tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-_TAIL_LINES:])
+        tail = _end(log_path, _TAIL_LINES)
         ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
         written = [out] if out.exists() else ranks
-        if written:
+        code = child.wait()
+        # A rank killed by a signal: what the others wrote (a broken collective) is its effect.
+        killed = exits.rank_killed(_end(log_path, 60)) if code != 0 else None
+        if written and killed is None:
             result = Result.model_validate_json(written[0].read_text())
             return _kept(result.model_copy(update={"wall_s": wall_s}), log_path)
-        status, reason = _exit_status(child.wait(), tail, _oom_kills() != oom_kills)
+        code = code if killed is None else -killed[1]
+        who = "cell process" if killed is None else f"rank {killed[0]} of the cell"
+        status, reason = exits.status(code, tail, exits.oom_kills() != oom_kills, who)
         return _kept(Result.new(spec, env, status, reason=reason, detail=tail or None), log_path)
+
+
+def _end(log_path: Path, num_lines: int) -> str:
+    return "\n".join(log_path.read_text(errors="replace").splitlines()[-num_lines:])
 
 
 def _kept(result: Result, log_path: Path) -> Result:
@@ -356,37 +373,3 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
     """Signal every process of the cell's session, if any is left."""
     with suppress(ProcessLookupError):
         os.killpg(pgid, sig)
-
-
-def _exit_status(returncode: int, tail: str, oom_killed: bool) -> tuple[Status, str]:
-    """How a cell that left no result ended. Killed by the out-of-memory killer: oom. Killed by
-    SIGKILL from elsewhere: interrupted, so the next run of the sweep runs it again."""
-    if returncode == -signal.SIGKILL:
-        if oom_killed:
-            return (
-                "oom",
-                "cell process killed by the out-of-memory killer (its cgroup's oom_kill count rose)",
-            )
-        return (
-            "interrupted",
-            "cell process killed by SIGKILL from outside the sweep; run the sweep again to run it",
-        )
-    if returncode < 0:
-        return "error", f"cell process killed by {signal.Signals(-returncode).name}"
-    return "error", _last_line(tail) or f"cell process exited with code {returncode} and no result"
-
-
-def _oom_kills() -> int | None:
-    """The out-of-memory kills in this process's cgroup so far (cgroup v2), if readable."""
-    try:
-        events = Path("/sys/fs/cgroup/memory.events").read_text()
-    except OSError:
-        return None
-    counts = dict(line.split() for line in events.splitlines() if line.count(" ") == 1)
-    return int(counts.get("oom_kill", 0))
-
-
-def _last_line(text: str) -> str:
-    """The last line that says something (torchrun ends its failure report with a rule)."""
-    lines = [line.strip() for line in text.splitlines() if line.strip().strip("=-")]
-    return lines[-1] if lines else ""

@@ -248,9 +248,9 @@ def plan(
     inputs = [keyed[key] for key in sorted(untried)]
     envs = {} if envs is None else envs
     for device in sorted({s.device for s in specs} - envs.keys()):
-        envs[device] = launch.probe_environment(device, inputs)
+        envs[device] = launch.probe_environment(device, inputs, timeout_s)
         inputs = []  # tried once, in the first probe
-    launch.preflight_in_child(inputs)
+    launch.preflight_in_child(inputs, timeout_s)
     _TRIED.update(untried)
     cells = []
     for spec in specs:

@@ -269,14 +269,14 @@ def _read_chunk(chunk: dict[str, Any], reply: Reply, bounds: _Bounds) -> None:
         raise Garbage(f"delta is not an object: {_gist(str(delta))}")
     for name, value in (("text", choice.get("text")), ("content", delta.get("content"))):
         if value is not None and not isinstance(value, str):
-            raise Garbage(f"{name} is a {type(value).__name__}, not text")
+            raise Garbage(f"{name} is not text: {_gist(repr(value))[:40]}")
     if choice.get("text") or delta.get("content"):  # a completion's text, or a chat's delta
         if len(reply.chunks) >= bounds.output_tokens:
             raise Garbage(f"more text chunks than the {bounds.output_tokens} tokens asked for")
         reply.chunks.append(time.perf_counter())
     model = chunk.get("model")
     if model is not None and not isinstance(model, str):
-        raise Garbage(f"model is a {type(model).__name__}, not a name")
+        raise Garbage(f"model is not a name: {_gist(repr(model))[:40]}")
     reply.model = model[:200] if model else reply.model
     usage = chunk.get("usage")
     if usage is not None and not isinstance(usage, dict):
