@@ -124,8 +124,8 @@ def test_any_value_is_accepted_or_refused_in_one_line(
 
     monkeypatch.setattr(launch, "run_in_child", would_run)
     # No child process: the probe and the pre-flight (which slurm runs alone) are tested apart.
-    monkeypatch.setattr(launch, "probe_environment", lambda device, inputs: ENV[0])
-    monkeypatch.setattr(launch, "preflight_in_child", lambda inputs: None)
+    monkeypatch.setattr(launch, "probe_environment", lambda device, inputs, timeout_s: ENV[0])
+    monkeypatch.setattr(launch, "preflight_in_child", lambda inputs, timeout_s: None)
     monkeypatch.setattr(contention.BusySince, "others", lambda self: (0.0, 2, 0.0))
     positional = len(COMMANDS[name]) > 1 and not COMMANDS[name][1].startswith("--")
     targets = _options(name) + (["<argument>"] if positional else [])

@@ -55,9 +55,9 @@ def test_calls_given_the_same_envs_probe_the_device_once(
     probed: list[str] = []
     probe = launch.probe_environment
 
-    def counted(device: str, inputs: object) -> Environment:
+    def counted(device: str, inputs: object, timeout_s: float) -> Environment:
         probed.append(device)
-        return probe(device, inputs)  # type: ignore[arg-type]
+        return probe(device, inputs, timeout_s)  # type: ignore[arg-type]
 
     monkeypatch.setattr(launch, "probe_environment", counted)
     store = ResultStore(db_path)

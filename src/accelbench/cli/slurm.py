@@ -66,7 +66,7 @@ def slurm(
     check_timeout(parsed.params["timeout_s"])
     specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
     slurm_job.check_allocation(job, specs)
-    launch.preflight_in_child(check_cells(specs))
+    launch.preflight_in_child(check_cells(specs), parsed.params["timeout_s"])
     check_out(out)
     where = slurm_job.database_path(db or default_path())
     if slurm_job.node_local(where):
