@@ -293,3 +293,13 @@ def test_advice_reads_runs_once_and_holds_one_whole_record_per_configuration(
     out = CliRunner().invoke(app, ["recommend", "tiny_mlp", "--db", str(db)])
     assert out.exit_code == 0, out.output
     assert "1. Sim GPU: bs=512 fp32: 8,600 items/s" in out.output
+
+
+def test_a_drifting_result_is_never_recommended(two_platforms: list[Result]) -> None:
+    from tests.analysis.test_comparison import drifted
+
+    base = two_platforms[0]
+    runs = [at(base, "X", 16, 1000.0), drifted(at(base, "X", 32, 5000.0))]
+    (a,) = advice.recommend(runs, "tiny_mlp", "throughput")
+    assert [o.result.spec.batch_size for o in a.options] == [16]
+    assert a.excluded == {advice.Out.DRIFTING: 1}

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from accelbench.analysis import comparison
+from accelbench.analysis import comparison, validity
 from accelbench.analysis.comparison import Ranking
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
@@ -226,3 +226,26 @@ def test_the_platform_label_comes_from_the_environment(
     with ResultStore(db) as store:
         labels = sorted(r.spec.platform or "" for r in store.query())
     assert labels == ["juwels", "juwels-booster"]  # two platforms, not a result reused
+
+
+def drifted(result: Result) -> Result:
+    """`result` with its steady state slowing down block by block (a rate 25% lower at its end),
+    its headline and interval kept."""
+    assert result.metrics is not None
+    d = result.metrics.delivered
+    k = len(d.block_s)
+    block_s = [d.time_s / k * (1 + 0.03 * i) for i in range(k)]
+    scale = d.time_s / sum(block_s)
+    moving = d.model_copy(update={"block_s": [s * scale for s in block_s]})
+    return result.model_copy(
+        update={"metrics": result.metrics.model_copy(update={"delivered": moving})}
+    )
+
+
+def test_a_drifting_result_is_never_ranked(two_platforms: list[Result]) -> None:
+    here = with_rate(train(two_platforms)[0], 1000.0, 0.05)
+    fast = drifted(on_platform(here, "Sim B", 3.0))
+    assert validity.Flag.DRIFTING in [f for f, _ in validity.verdict(fast)]
+    (r,) = comparison.ratios([here, fast], "platform", baseline=here.env.platform)
+    assert r.ranking is Ranking.DRIFTING and not r.ranking.ranked
+    assert compare_text.ranking_text(r).startswith("not ranked: drifting")

@@ -5,6 +5,8 @@ import random
 
 import pytest
 
+from accelbench.analysis import validity
+from accelbench.records import throughput
 from accelbench.records.stats import median_ci, percentile, summarize, warmup_end
 
 
@@ -127,3 +129,41 @@ def test_the_linear_warmup_and_median_interval_equal_their_definitions() -> None
         series = [rng.gauss(100, 5) - (40 if i < slow else 0) for i in range(n)]
         assert warmup_end(series) == mser(series)
         assert median_ci(sorted(series)) == bracket(sorted(series))
+
+
+def _ar1_steps(rng: random.Random, n: int, phi: float = 0.7, sd: float = 0.05) -> list[float]:
+    """Step times (ms) around 10 ms with AR(1) noise: correlated, and stationary."""
+    noise, out = 0.0, []
+    for _ in range(n):
+        noise = phi * noise + rng.gauss(0, sd * math.sqrt(1 - phi * phi))
+        out.append(10.0 * (1 + noise))
+    return out
+
+
+def test_a_stationary_correlated_series_is_rarely_called_drifting() -> None:
+    rng = random.Random(7)
+    flagged = sum(
+        validity.drifting(throughput.delivered(_ar1_steps(rng, 400), 32), 5.0) is not None
+        for _ in range(300)
+    )
+    assert flagged <= 6  # 2% of runs at most; about 1% expected at p < 0.01
+
+
+def test_a_rate_that_falls_ten_percent_through_the_window_is_drifting() -> None:
+    rng = random.Random(11)
+    found = []
+    for _ in range(100):
+        steps = _ar1_steps(rng, 400)
+        slowed = [t / (1 - 0.10 * i / 399) for i, t in enumerate(steps)]  # rate 10% lower at end
+        found.append(validity.drifting(throughput.delivered(slowed, 32), 5.0))
+    assert sum(f is not None for f in found) >= 95
+    why = next(f for f in found if f)
+    assert "first fifth" in why and "% a minute" in why and why.startswith("the rate moved -")
+
+
+def test_the_trend_of_a_constructed_series_is_its_slope() -> None:
+    ramp = throughput.delivered([10.0 * (1 + 0.001 * i) for i in range(200)], 10)
+    t = throughput.trend(ramp)
+    assert t is not None and t.p < 1e-6 and -25 < t.change_pct < -15 and t.first > t.last
+    flat = throughput.trend(throughput.delivered([10.0] * 200, 10))
+    assert flat is not None and flat.p == 1.0 and flat.change_pct == 0.0

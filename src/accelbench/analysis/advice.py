@@ -104,7 +104,7 @@ def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | No
 
 
 def _option(first: Result, runs: list[Run], objective: str, c: Constraints) -> Option | None:
-    rate = band_of([(r.items_per_s, r.items_per_s_ci, False) for r in runs])  # none contended
+    rate = band_of([(r.items_per_s, r.items_per_s_ci, None) for r in runs])  # none unranked
     if objective == "time-to-train" and c.tokens is not None:
         tokens_per_item = first.metrics.tokens_per_item if first.metrics else None
         if not tokens_per_item:

@@ -42,31 +42,27 @@ class Band:
     low: float | None
     high: float | None
     num_runs: int
-    contended: bool = False
-    """Some repeat shared its platform with other work: never ranked."""
+    unranked: str | None = None
+    """The flag of a run that keeps the band from being ranked (validity.UNRANKED: another
+    process shared its platform, or its rate drifted); None if there is none."""
 
 
 def band(runs: Sequence[Result]) -> Band:
     """The runs' throughputs pooled: their median, and the span of their 95% intervals."""
-    return band_of(
-        [
-            (r.items_per_s, r.items_per_s_ci, validity.flagged(r, validity.Flag.CONTENDED))
-            for r in runs
-        ]
-    )
+    return band_of([(r.items_per_s, r.items_per_s_ci, validity.unranked(r)) for r in runs])
 
 
-def band_of(runs: Sequence[tuple[float | None, tuple[float, float] | None, bool]]) -> Band:
-    """band() of (throughput, its 95% interval, contended) per run."""
-    rated = [(rate, ci, contended) for rate, ci, contended in runs if rate is not None]
+def band_of(runs: Sequence[tuple[float | None, tuple[float, float] | None, str | None]]) -> Band:
+    """band() of (throughput, its 95% interval, the flag that keeps it unranked) per run."""
+    rated = [(rate, ci, flag) for rate, ci, flag in runs if rate is not None]
     median = statistics.median(rate for rate, _, _ in rated)
-    contended = any(c for _, _, c in rated)
+    unranked = next((flag for _, _, flag in rated if flag), None)
     intervals = [ci for _, ci, _ in rated]
     if any(ci is None for ci in intervals):
-        return Band(median, None, None, len(rated), contended)
+        return Band(median, None, None, len(rated), unranked)
     lows = [ci[0] for ci in intervals if ci]
     highs = [ci[1] for ci in intervals if ci]
-    return Band(median, min(lows), max(highs), len(rated), contended)
+    return Band(median, min(lows), max(highs), len(rated), unranked)
 
 
 class Ranking(StrEnum):
@@ -78,6 +74,7 @@ class Ranking(StrEnum):
     OVERLAP = "overlap"
     NO_INTERVAL = "no-interval"
     CONTENDED = "contended"
+    DRIFTING = "drifting"
 
     @property
     def ranked(self) -> bool:
@@ -107,8 +104,8 @@ class Ratio:
     @property
     def ranking(self) -> Ranking:
         interval = self.interval
-        if self.measured.contended or self.reference.contended:
-            return Ranking.CONTENDED
+        if flag := self.measured.unranked or self.reference.unranked:
+            return Ranking(flag)
         if interval is None:
             return Ranking.NO_INTERVAL
         if interval[0] > 1:

@@ -20,6 +20,7 @@ class Out(StrEnum):
     """Why a measured configuration is left out of the answer."""
 
     CONTENDED = "contended"
+    DRIFTING = "drifting"
     GLOBAL_BATCH = "global-batch"
     DEVICES = "devices"
     LATENCY = "latency"
@@ -58,8 +59,8 @@ class Run:
 def left_out(r: Result, constraints: Constraints) -> Out | None:
     """Why a measured run is not admissible under the constraints; None if it is."""
     c, m = constraints, r.metrics
-    if validity.flagged(r, validity.Flag.CONTENDED):
-        return Out.CONTENDED
+    if (flag := validity.unranked(r)) is not None:
+        return Out(flag.value)
     if c.global_batch is not None and r.spec.global_batch != c.global_batch:
         return Out.GLOBAL_BATCH
     if c.max_devices is not None and r.num_devices > c.max_devices:

@@ -8,6 +8,8 @@ Rules, each with its reason (a result may break several):
   inferring, too few batches for a p99 latency at 99% confidence;
 - noisy: the delivered rate's interval is wider than the target (spec.ci_pct, else NOISY_PCT),
   or repeats of the cell in fresh processes differ by more than that;
+- drifting: the steady state's block rates trend up or down (Mann-Kendall, p < DRIFT_P) by
+  more than the target over the window: the interval assumes a stationary rate;
 - contended: other processes used the CPUs or the GPU the cell needed, or a hypervisor stole
   CPU time, during the steady state (contention.contended), or the cell ran more CPU processes
   than the host has threads;
@@ -54,6 +56,7 @@ class Flag(StrEnum):
     TOO_SLOW = "too-slow"
     OVERLOADED = "overloaded"
     FAILED_REQUESTS = "failed-requests"
+    DRIFTING = "drifting"
 
 
 NOISY_PCT = 5.0
@@ -130,11 +133,32 @@ def _rate_flags(m: Metrics, batch_latency: bool, target: float) -> list[tuple[Fl
             "no CPU reading can tell whether other work shared it"
         )
         return [(Flag.TOO_SHORT, f"{why}: {more}")]
+    if (drift := drifting(rate, target)) is not None:
+        return [(Flag.DRIFTING, drift)]
     if rate.ci_pct is None:
         return [(Flag.NOISY, "the steady steps vary too much for a bounded interval")]
     if rate.ci_pct > target:
         return [(Flag.NOISY, f"rate known to +-{rate.ci_pct:.1f}%, target +-{target:g}%")]
     return []
+
+
+DRIFT_P = 0.01
+"""The Mann-Kendall p-value below which a trend is taken as real: a stationary series is
+flagged about once in a hundred runs, and only if its trend is also as large as the target."""
+
+
+def drifting(rate: throughput.Delivered, target: float) -> str | None:
+    """Why the steady state is not steady: a significant trend of its block rates that changes
+    the rate by more than the interval's target over the window; None if none."""
+    t = throughput.trend(rate)
+    if t is None or t.p >= DRIFT_P or abs(t.change_pct) <= target:
+        return None
+    return (
+        f"the rate moved {t.change_pct:+.1f}% through the steady state ({t.first:.4g}/s in its "
+        f"first fifth, {t.last:.4g}/s in its last; {t.per_min_pct:+.2g}% a minute; Mann-Kendall "
+        f"p={t.p:.1g}): no interval holds for a moving rate; look for throttling, a leak or a "
+        "growing cache"
+    )
 
 
 IMPLAUSIBLE_BELOW_FLOOR = 2.0
@@ -238,6 +262,15 @@ def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:
             (Flag.FAILED_REQUESTS, f"{len(failed)} of {len(trial.requests)} failed: {failed[0]}")
         )
     return flags
+
+
+UNRANKED = (Flag.CONTENDED, Flag.DRIFTING)
+"""Flags that keep a run out of rankings and advice: its rate is not the platform's own."""
+
+
+def unranked(result: Result) -> Flag | None:
+    """The first of UNRANKED that the result breaks; None if none."""
+    return next((flag for flag, _ in verdict(result) if flag in UNRANKED), None)
 
 
 def flagged(result: Result, flag: Flag) -> bool:

@@ -15,7 +15,9 @@ Nothing here imports torch: stored records are upgraded with it (result.py).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from pydantic import Field
 
@@ -139,3 +141,44 @@ def interval(block_items: Sequence[int], block_s: Sequence[float]) -> tuple[floa
     if per_item - half <= 0:
         return None
     return 1 / (per_item + half), 1 / (per_item - half)
+
+
+class Trend(NamedTuple):
+    """A monotone trend of the block rates across the steady state: how large, how sure."""
+
+    change_pct: float
+    """The rate's change over the whole window (Theil-Sen slope of the block rates times their
+    span), in percent of their median."""
+    per_min_pct: float
+    """The same change per minute of the window."""
+    first: float
+    last: float
+    """Items per second over the window's first and last fifth of blocks."""
+    p: float
+    """Mann-Kendall's two-sided p-value: the chance of so ordered a series were it stationary."""
+
+
+def trend(d: Delivered) -> Trend | None:
+    """The block rates' trend (Mann, 1945; Kendall, 1975; Sen, 1968): the batch-means interval
+    holds for a stationary series only, and a rate that rises or falls through the window (a
+    clock that ramps, a cache or a leak that grows, throttling) is not one. The blocks' means are
+    nearly independent where steps are not (the module's docstring), as the test assumes.
+    None below MIN_BLOCKS blocks."""
+    rates = [x / s for x, s in zip(d.block_items, d.block_s, strict=True) if s > 0]
+    k = len(rates)
+    if k < MIN_BLOCKS:
+        return None
+    pairs = [(i, j) for i in range(k) for j in range(i + 1, k)]
+    score = sum((rates[j] > rates[i]) - (rates[j] < rates[i]) for i, j in pairs)
+    sd = math.sqrt(k * (k - 1) * (2 * k + 5) / 18)  # under no trend, ties aside
+    z = (score - math.copysign(1, score)) / sd if score else 0.0  # continuity corrected
+    slope = statistics.median((rates[j] - rates[i]) / (j - i) for i, j in pairs)
+    change_pct = 100 * slope * (k - 1) / statistics.median(rates)
+    fifth = max(1, k // 5)
+    return Trend(
+        change_pct=change_pct,
+        per_min_pct=change_pct / (d.time_s / 60) if d.time_s > 0 else 0.0,
+        first=sum(d.block_items[:fifth]) / sum(d.block_s[:fifth]),
+        last=sum(d.block_items[-fifth:]) / sum(d.block_s[-fifth:]),
+        p=math.erfc(abs(z) / math.sqrt(2)),
+    )

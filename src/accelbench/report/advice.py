@@ -34,6 +34,8 @@ def _out_text(why: Out, c: objectives.Constraints, platform: str) -> str:
     match why:
         case Out.CONTENDED:
             return "contended: measured while other work shared the platform"
+        case Out.DRIFTING:
+            return "drifting: its rate moved through the steady state"
         case Out.GLOBAL_BATCH:
             return f"global batch is not {c.global_batch}"
         case Out.DEVICES:

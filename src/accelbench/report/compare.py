@@ -55,6 +55,7 @@ RANKING_TEXT = {
     comparison.Ranking.OVERLAP: "not ranked: intervals overlap",
     comparison.Ranking.NO_INTERVAL: "not ranked: no interval (too few steady steps; run more steps)",
     comparison.Ranking.CONTENDED: "not ranked: contended (other work shared the platform; run again)",
+    comparison.Ranking.DRIFTING: "not ranked: drifting (the rate moved through the steady state)",
 }
 
 
