@@ -155,7 +155,7 @@ def drifting(rate: throughput.Delivered, target: float) -> str | None:
         return None
     return (
         f"the rate moved {t.change_pct:+.1f}% through the steady state ({t.first:.4g}/s in its "
-        f"first fifth, {t.last:.4g}/s in its last; {t.per_min_pct:+.2g}% a minute; Mann-Kendall "
+        f"first fifth, {t.last:.4g}/s in its last; {t.per_min_pct:+,.1f}% a minute; Mann-Kendall "
         f"p={t.p:.1g}): no interval holds for a moving rate; look for throttling, a leak or a "
         "growing cache"
     )

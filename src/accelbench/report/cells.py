@@ -8,6 +8,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
 from accelbench import scenarios
+from accelbench.analysis import validity
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 
@@ -150,9 +151,17 @@ def last_epoch_text(result: Result) -> str:
 
 def ci_text(result: Result) -> str:
     """The headline's 95% interval around it, percent: ±x where its two sides agree to the digit
-    shown, else +up/-down (a bootstrap interval is often lopsided); blank where there is none."""
-    ci, rate = result.items_per_s_ci, result.items_per_s
+    shown, else +up/-down (a bootstrap interval is often lopsided); blank where there is none,
+    or where the steady state drifted (validity.drifting: no interval holds for it)."""
+    ci, rate, m = result.items_per_s_ci, result.items_per_s, result.metrics
     if ci is None or not rate:
+        return ""
+    target = result.spec.ci_pct or validity.NOISY_PCT
+    if (
+        m
+        and scenarios.get(result.spec.scenario).rated_by_steps
+        and validity.drifting(m.delivered, target)
+    ):
         return ""
     up, down = (f"{100 * abs(bound - rate) / rate:.1f}" for bound in (ci[1], ci[0]))
     return f"±{up}" if up == down else f"+{up}/-{down}"
