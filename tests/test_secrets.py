@@ -150,8 +150,8 @@ def test_every_error_line_and_log_line_is_scrubbed(caplog: pytest.LogCaptureFixt
 def test_the_unsaved_result_file_is_its_owners_only(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from accelbench.orchestration.sweep import keep_unsaved
     from accelbench.records.result import Result
+    from accelbench.storage.exchange import keep_unsaved
     from tests.conftest import tiny
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))

@@ -9,7 +9,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.orchestration import launch
 from accelbench.orchestration.sweep import grid, load_sweep, run_sweep
 from accelbench.records.environment import Environment
-from accelbench.records.result import Result
+from accelbench.records.result import Result, cell_key
 from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
@@ -40,13 +40,17 @@ def test_sweep_stores_every_cell_then_resumes(
     assert seen == [(2, False), (4, False), (2, True), (4, True)]
 
 
-def test_force_runs_stored_cells_again(db_path: Path) -> None:
+def test_force_measures_stored_cells_again_beside_what_is_stored(db_path: Path) -> None:
     store = ResultStore(db_path)
     specs = grid({"batch_size": [2]}, **FIXED)
     [first] = run_sweep(specs, store)
     [second] = run_sweep(specs, store, force=True)
-    assert second.key == first.key and second.created_at > first.created_at
-    assert len(store.query()) == 1
+    [third] = run_sweep(specs, store, force=True)
+    assert [r.spec.repeat for r in (first, second, third)] == [0, 1, 2]
+    assert cell_key(second) == cell_key(first) and second.created_at > first.created_at
+    # Every measurement stays: the first is read back as it was stored.
+    assert [r.key for r in store.query()] == [first.key, second.key, third.key]
+    assert store.get(first.key) == first
 
 
 def test_calls_given_the_same_envs_probe_the_device_once(

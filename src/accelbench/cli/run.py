@@ -161,7 +161,12 @@ def run(
         float, typer.Option(help="Time limit of each cell, seconds.")
     ] = DEFAULT_TIMEOUT_S,
     force: Annotated[
-        bool, typer.Option("--force", help="Re-run cells already in the database.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Measure cells already in the database again, each as its next repeat: "
+            "what is stored stays.",
+        ),
     ] = False,
     latency_bound_ms: LatencyBoundOption = None,
     fail_on: Annotated[

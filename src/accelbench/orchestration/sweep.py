@@ -18,9 +18,7 @@ import itertools
 import json
 import logging
 import math
-import os
 import sys
-import tempfile
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -38,6 +36,7 @@ from accelbench.records.frozen import Frozen
 from accelbench.records.precision import check_supported
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec
+from accelbench.storage import exchange
 from accelbench.storage.store import ResultStore
 
 log = logging.getLogger(__name__)
@@ -288,7 +287,8 @@ def run_cells(
     told each phase a cell begins.
 
     A cell already in the store for this platform is skipped (its stored result is returned and
-    reported with `skipped=True`) unless `force` or it was interrupted: a sweep killed at any
+    reported with `skipped=True`) unless it was interrupted, or `force` measures it again as
+    a new repeat beside it: a sweep killed at any
     point and run again does what is left, nothing twice. A failing cell is stored with its
     status and the sweep goes on; SIGTERM or Ctrl-C stores the cell in flight as interrupted
     and raises launch.Interrupted."""
@@ -334,12 +334,16 @@ def _run_cell(
 ) -> Result:
     """The stored result of a cell, else its new one, stored the moment it exists with the
     user's command (not the child's) and labels. An interrupted cell is stored as such before
-    the interruption goes on up."""
-    stored = None if force else stored_result(store, spec, env)
-    if stored is not None:
+    the interruption goes on up. With `force` a stored cell is measured again as its next free
+    repeat: a re-measurement never replaces a measurement."""
+    stored = stored_result(store, spec, env)
+    if stored is not None and not force:
         if on_result:
             on_result(stored, True)
         return stored
+    while stored is not None:
+        spec = spec.model_copy(update={"repeat": spec.repeat + 1})
+        stored = store.get(result_key(spec, env))
     if on_start:
         on_start(spec)
     named = {"argv": secrets.scrub_argv(sys.argv), "tags": tags or {}}
@@ -375,26 +379,8 @@ def _store(store: ResultStore, result: Result) -> None:
     try:
         store.put(result)
     except AccelbenchError as exc:
-        kept = keep_unsaved(result)
+        kept = exchange.keep_unsaved(result)
         raise AccelbenchError(
             f"{exc}; the cell's result is kept in {kept}: `accelbench import {kept}` stores it "
             "once the database works again"
         ) from exc
-
-
-def keep_unsaved(result: Result) -> Path:
-    """Write `result` as an export file in accelbench's state directory (else the temporary
-    directory) and return its path."""
-    from accelbench.storage import exchange
-
-    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    text = exchange.dumps([result])
-    for folder in (Path(state) / "accelbench" / "unsaved", Path(tempfile.gettempdir())):
-        path = folder / f"accelbench-unsaved-{result.key}.json"
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            secrets.write_private(path, text)  # a result may name a server: its owner's only
-            return path
-        except OSError:
-            continue
-    raise AccelbenchError(f"result {result.key} could be kept nowhere: {text}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import os
 import sqlite3
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -22,6 +23,7 @@ from typing import Any, TextIO
 
 from pydantic import ValidationError
 
+from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
 from accelbench.secrets import clean_json
@@ -259,3 +261,19 @@ def write_json(results: Iterable[Result], out: TextIO) -> int:
     count = _json_array((clean_json(r.model_dump_json(indent=2), 2) for r in results), out)
     out.write("\n")
     return count
+
+
+def keep_unsaved(result: Result) -> Path:
+    """Write `result` as an export file in accelbench's state directory (else the temporary
+    directory) and return its path."""
+    state = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
+    text = dumps([result])
+    for folder in (Path(state) / "accelbench" / "unsaved", Path(tempfile.gettempdir())):
+        path = folder / f"accelbench-unsaved-{result.key}.json"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            secrets.write_private(path, text)  # a result may name a server: its owner's only
+            return path
+        except OSError:
+            continue
+    raise AccelbenchError(f"result {result.key} could be kept nowhere: {text}")
