@@ -375,7 +375,13 @@ def test_replica_sweep_holds_the_global_batch_and_keeps_every_rank(tmp_path: Pat
     ranks = double["metrics"]["ranks"]
     assert [r["rank"] for r in ranks] == [0, 1]
     assert all(r["items_per_s"] > 0 and r["numa_node"] is not None for r in ranks)
-    assert "Speed-up (eff.)" in output and "x2 replicas fp32: per rank" in output
+    # One story: each rank over the headline's window, so the rank whose clock the headline
+    # reads (the slowest) delivers exactly half of it.
+    headline = double["metrics"]["delivered"]["items_per_s"]
+    assert len({r["first_steady_step"] for r in ranks} - {None}) == 1
+    assert min(abs(2 * r["items_per_s"] / headline - 1) for r in ranks) < 1e-9
+    assert "x2 replicas fp32: per rank" in output and "over the headline's steady steps" in output
+    assert "Speed-up (eff.)" in output
     code, output = invoke("results", "--format", "csv", "--db", str(path))
     assert code == 0
     by_replicas = {r["replicas"]: r for r in csv.DictReader(io.StringIO(output))}

@@ -79,7 +79,8 @@ class RankMetrics(Frozen):
     numa_node: int | None
     """The NUMA node this rank's CPUs belong to; None if they span several."""
     items_per_s: float
-    """This rank's micro batches per second of its own steady step time, in items."""
+    """This rank's items per second over the headline's steady steps (first_steady_step on),
+    each with its share of its own epoch's wall clock, as the headline counts them."""
     step_ms_median: float
     input_wait_frac: float
     peak_mem_allocated_gib: float | None
@@ -87,6 +88,9 @@ class RankMetrics(Frozen):
     state_gib: float | None = None
     """Weights and optimizer state this rank held: its shards under FSDP and tensor parallel."""
     host_peak_rss_gib: float
+    first_steady_step: int | None = None
+    """The headline's steady window's first step, over which items_per_s is taken (None: from
+    an accelbench that took each rank's own, epoch boundaries left out)."""
 
 
 class Metrics(Frozen):

@@ -243,9 +243,11 @@ def rank_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
     places = ", ".join(
         f"{k.hostname}/NUMA {'several' if k.numa_node is None else k.numa_node}" for k in ranks
     )
+    first = ranks[0].first_steady_step
+    window = "" if first is None else f" over the headline's steady steps ({first + 1} on)"
     return (
         f"{name(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
-        f"{result.metrics.item_unit}/s (slowest: rank {slowest.rank}); placed on {places}"
+        f"{result.metrics.item_unit}/s{window} (slowest: rank {slowest.rank}); placed on {places}"
     )
 
 

@@ -101,26 +101,6 @@ def across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
     }
     everyone = distributed.gather(mine)
     raws = [Raw(**(r["raw"] | {"energy": None, "host": None})) for r in everyone]
-    ranks = []
-    for index, (info, rank_raw) in enumerate(zip(everyone, raws, strict=True)):
-        steady = rank_raw.step_ms[first_steady_step(spec, rank_raw.step_ms) :]
-        waits = rank_raw.wait_ms[-len(steady) :]
-        rate = len(steady) * spec.batch_size * spec.grad_accum / (sum(steady) / 1e3)
-        ranks.append(
-            RankMetrics(
-                rank=index,
-                hostname=info["hostname"],
-                local_rank=info["local_rank"],
-                numa_node=info["numa_node"],
-                items_per_s=rate,
-                step_ms_median=statistics.median(steady),
-                input_wait_frac=min(1.0, sum(waits) / sum(steady)),
-                peak_mem_allocated_gib=rank_raw.peak_allocated,
-                peak_mem_reserved_gib=rank_raw.peak_reserved,
-                state_gib=rank_raw.state_gib,
-                host_peak_rss_gib=rank_raw.host_rss,
-            )
-        )
     energies = [EnergyMetrics.model_validate(r["raw"]["energy"]) for r in everyone]
     slowest = max(raws, key=lambda r: sum(r.epoch_s))
     combined = Raw(
@@ -141,6 +121,31 @@ def across_ranks(spec: RunSpec, raw: Raw) -> tuple[Raw, list[RankMetrics]]:
         ),
         host=_combined_host(everyone),
     )
+    # Each rank over the headline's own window (its steps, each with its share of the epoch's
+    # wall clock), so that the ranks' rates and the headline tell one story.
+    first = steady_state(spec, combined.step_ms)[0]
+    ranks = []
+    for index, (info, rank_raw) in enumerate(zip(everyone, raws, strict=True)):
+        wall = throughput.wall_ms(rank_raw.step_ms, rank_raw.epoch_s, spec.steps_per_epoch)
+        steady = wall[first:]
+        waits = rank_raw.wait_ms[-len(steady) :]
+        rate = len(steady) * spec.batch_size * spec.grad_accum / (sum(steady) / 1e3)
+        ranks.append(
+            RankMetrics(
+                rank=index,
+                hostname=info["hostname"],
+                local_rank=info["local_rank"],
+                numa_node=info["numa_node"],
+                items_per_s=rate,
+                step_ms_median=statistics.median(rank_raw.step_ms[first:]),
+                input_wait_frac=min(1.0, sum(waits) / sum(steady)),
+                peak_mem_allocated_gib=rank_raw.peak_allocated,
+                peak_mem_reserved_gib=rank_raw.peak_reserved,
+                state_gib=rank_raw.state_gib,
+                host_peak_rss_gib=rank_raw.host_rss,
+                first_steady_step=first,
+            )
+        )
     return combined, ranks
 
 
