@@ -86,6 +86,32 @@ def test_a_run_beside_a_busy_process_is_warned_of_and_flagged_contended(
     assert "contended" in output
 
 
+def test_threads_auto_takes_the_cpus_other_work_leaves_free() -> None:
+    fit = contention.fit_threads
+    assert fit(tiny(), "cpu", free=1, num_cpus=2).threads == 1
+    assert fit(tiny(), "cpu", free=0, num_cpus=2).threads == 1  # at least one
+    assert fit(tiny(), "cpu", free=2, num_cpus=2).threads is None  # all free: torch's default
+    assert fit(tiny(threads="auto"), "cpu", free=3, num_cpus=8).threads == 3
+    assert fit(tiny(threads=4), "cpu", free=1, num_cpus=8).threads == 4  # the user's own
+    assert fit(tiny(threads="auto"), "cuda", free=1, num_cpus=8).threads == "auto"
+    assert fit(tiny(replicas=2, threads="auto"), "cpu", free=5, num_cpus=8).threads == 2
+    assert fit(tiny(replicas=2), "cpu", free=5, num_cpus=8).threads is None  # torchrun's one
+    assert contention.free_cpus(1.2, 4) <= 3 and contention.free_cpus(9.0, 4) == 0
+
+
+@pytest.mark.slow
+def test_a_cpu_cell_on_a_busy_host_runs_with_the_threads_that_are_free(
+    busy_host: None, db_path: Path
+) -> None:
+    code, output = invoke("run", "tiny_mlp", *BUSY_CELL, "--device", "cpu", "--db", str(db_path))
+    assert code == 0, output
+    assert "threads: other processes keep" in output and "CPU cells run with --threads" in output
+    with ResultStore(db_path) as store:
+        [result] = store.query()
+    assert isinstance(result.spec.threads, int) and result.spec.threads < (os.cpu_count() or 1)
+    assert result.env.torch_num_threads == result.spec.threads  # what the cell ran with
+
+
 def test_the_cell_needs_its_threads_on_a_cpu_and_one_core_per_device_elsewhere() -> None:
     cpus = os.cpu_count() or 1
     assert contention.cell_cpus(tiny(), "cpu", 1) == 1
@@ -151,7 +177,7 @@ def test_the_busy_warning_names_threads_that_fit_and_is_quiet_when_they_do() -> 
     assert warning is not None and "give --threads 1 (with --workers 0)" in warning
     assert contention.busy_warning(1.0, cpus, 1.3, one) is None
     full = contention.busy_warning(2.0, cpus, 2.5, one)
-    assert full is not None and "no CPU is free" in full
+    assert full is not None and "even --threads 1 (with --workers 0) shares a busy CPU" in full
     assert contention.cpus_needed(tiny(replicas=2, threads=3), "cuda", 16) == 2
 
 

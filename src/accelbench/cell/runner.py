@@ -24,7 +24,7 @@ def run(spec: RunSpec) -> Result:
     the workload become the result's status; a spec this platform cannot run at all (no such
     device, unsupported precision) raises instead."""
     scenario = scenarios.get(spec.scenario)
-    if spec.threads is not None and not scenario.client:
+    if isinstance(spec.threads, int) and not scenario.client:
         import torch
 
         torch.set_num_threads(spec.threads)  # before capture, which records it

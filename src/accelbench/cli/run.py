@@ -215,7 +215,7 @@ def run(
             _list(cells, db, force)
             return
         with ResultStore(db) as store:
-            _warn_if_busy(cells, busy)
+            cells = _fit_to_host(cells, busy)
             if not quiet:
                 stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
             results = progress.sweep(
@@ -334,10 +334,27 @@ def _slo(text: str | None) -> dict[str, float]:
     return targets
 
 
-def _warn_if_busy(cells: list[Cell], busy: contention.BusySince) -> None:
-    """Say before the first cell when other work keeps the CPUs a cell needs busy, and how to
-    leave them free."""
+def _fit_to_host(cells: list[Cell], busy: contention.BusySince) -> list[Cell]:
+    """The cells with --threads auto made the CPUs other work leaves free (contention.fit_threads),
+    saying so; and a warning before the first cell when other work still keeps the CPUs a cell
+    needs busy, naming the --threads that leaves them free."""
     others, cpus, load = busy.others()
+    free = contention.free_cpus(others, cpus)
+    fitted = [(contention.fit_threads(s, e.device_type, free, cpus), e) for s, e in cells]
+    pairs = zip(cells, fitted, strict=True)
+    if chosen := sorted(
+        {t.threads for (s, _), (t, _) in pairs if isinstance(t.threads, int) and s != t}
+    ):
+        stderr_console.print(
+            f"threads: other processes keep {others:.1f} of {cpus} CPUs busy: CPU cells run with "
+            f"--threads {', '.join(map(str, chosen))} (recorded in each result)",
+            soft_wrap=True,
+        )
+    _warn_if_busy(fitted, others, cpus, load)
+    return fitted
+
+
+def _warn_if_busy(cells: list[Cell], others: float, cpus: int, load: float) -> None:
     needed = max(contention.cpus_needed(spec, env.device_type, cpus) for spec, env in cells)
     warning = contention.busy_warning(others, cpus, load, needed)
     if warning:

@@ -104,22 +104,43 @@ def cpus_needed(spec: RunSpec, device_type: str, num_cpus: int) -> float:
     for one process, one each under torchrun with several) on the CPU, one per process on an
     accelerator, and the loader workers."""
     default = num_cpus if spec.num_processes == 1 else 1
-    per_process = (spec.threads or default) if device_type == "cpu" else 1
+    threads = spec.threads if isinstance(spec.threads, int) else default
+    per_process = threads if device_type == "cpu" else 1
     return min(num_cpus, per_process * spec.processes_per_node + spec.loader_workers())
+
+
+def free_cpus(others: float, num_cpus: int) -> int:
+    """The CPUs a cell may use beside what other processes keep busy and not be flagged (0 when
+    none is), within this process's CPU affinity (a Slurm job's cpuset)."""
+    mine = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else num_cpus
+    return max(0, min(mine, int(num_cpus + SLACK_CPUS - others)))
+
+
+def fit_threads(spec: RunSpec, device_type: str, free: int, num_cpus: int) -> RunSpec:
+    """The spec with --threads auto (and unset, for a CPU cell of one process) made the CPUs
+    that other work leaves free (at least one): threads that wait for a core another process
+    holds ran 20-58x slower than --threads 1 on shared nodes. Left unset where every CPU is free
+    (torch's own default, and the cell's key as before)."""
+    if device_type != "cpu" or isinstance(spec.threads, int):
+        return spec
+    per_node = spec.processes_per_node
+    if per_node > 1:  # torchrun's ranks: one thread each unless asked to fit
+        threads = max(1, free // per_node) if spec.threads == "auto" else None
+    else:
+        threads = None if free >= num_cpus else max(1, free)
+    return spec.model_copy(update={"threads": threads})
 
 
 def busy_warning(others: float, num_cpus: int, load: float, needed: float) -> str | None:
     """The warning before a sweep when other processes keep busy CPUs the cells need (None when
-    they fit beside them), naming --threads that would leave the busy CPUs free: OpenMP threads
-    that wait for a core another process holds ran 56-58x slower than --threads 1 on a shared
-    node."""
-    free = int(num_cpus + SLACK_CPUS - others)  # what a cell may use and not be flagged
+    they fit beside them), naming the --threads that would leave the busy CPUs free."""
+    free = free_cpus(others, num_cpus)
     if others <= num_cpus - needed + SLACK_CPUS:
         return None
     fix = (
         f"give --threads {free} (with --workers 0) to leave the busy CPUs free"
         if free >= 1
-        else "no CPU is free: run where nothing else does"
+        else "even --threads 1 (with --workers 0) shares a busy CPU: run where nothing else does"
     )
     return (
         f"other processes keep {others:.1f} of {num_cpus} CPUs busy (1-min load {load:.1f}) "

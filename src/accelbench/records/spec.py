@@ -188,10 +188,10 @@ class RunSpec(Frozen):
     """sgd (momentum 0.9) or adamw."""
     lr: float = Field(default=0.01, gt=0)
     """Learning rate."""
-    threads: int | None = Field(default=None, gt=0)
-    """torch's CPU threads in each process (torch.set_num_threads); None: torch's default, all
-    cores for one process but one per process under torchrun with several. Give the same number
-    at every replica count to compare them like with like."""
+    threads: Annotated[int, Field(gt=0)] | Literal["auto"] | None = None
+    """torch's CPU threads in each process (torch.set_num_threads). "auto", and unset for a CPU
+    cell of one process: the CPUs other work leaves free as the sweep starts, recorded here
+    (unset where that is all of them); else unset: one per process under torchrun."""
     workers: Annotated[int, Field(ge=0, le=256)] | Literal["auto"] = 0
     """DataLoader worker processes generating the host data (0: in the training process);
     "auto": loader_workers() chooses, and the record says how many."""
