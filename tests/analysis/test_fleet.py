@@ -93,3 +93,55 @@ def test_the_report_has_a_fleet_section_only_for_a_fleet(measured: Result, tmp_p
     assert f"<h2>{document.FLEET}</h2>" in page and "<li>node07: 700 samples/s" in page
     alone = document.markdown([measured])
     assert document.FLEET not in alone and "**Notes**" in alone
+
+
+# The trial's fleet: five nodes 12% apart (MAD), one 34% below the median, each run 3 times.
+NOISY = [88.0, 100.0, 100.0, 112.0, 66.0]
+
+
+def _fleet(base: Result, rates: list[float], repeats: int) -> list[Result]:
+    wobble = (1.0, 1.01, 0.99)  # runs of a node within 1% of each other
+    return [
+        on_node(base, i, rate * wobble[k], repeat=k)
+        for i, rate in enumerate(rates)
+        for k in range(repeats)
+    ]
+
+
+def test_a_slow_node_of_a_noisy_fleet_is_found_by_its_repeats_as_accept_finds_it(
+    measured: Result,
+) -> None:
+    from accelbench.analysis import acceptance
+
+    results = _fleet(measured, NOISY, repeats=3)
+    (cell,) = fleet.cells(results)
+    assert cell.mad / cell.median == pytest.approx(0.12, rel=0.05)
+    (slow,) = cell.outliers
+    assert slow.name == "node04" and abs(slow.z) < fleet.Z_BOUND  # the z-score alone misses it
+    assert slow.slow_by_rank and slow.p_slower == pytest.approx(1 / 455)  # all 3 below all 12
+    assert slow.shift == pytest.approx(66 / 100 - 1, abs=0.01)
+    failed = {
+        j.result.env.hostname
+        for j in acceptance.judge(results, acceptance.shipped_rule(), use_fleet=True)
+        if j.outcome is acceptance.Outcome.FAIL
+    }
+    assert failed == {"node04", "node00"}  # 88 is under 95% of 100 too: accept is a rule
+    assert cell.detectable is not None and cell.detectable < 0.5
+    # With one run a node, the rank test cannot decide: the z-score's bound is the power.
+    (single,) = fleet.cells(_fleet(measured, NOISY, repeats=1))
+    assert single.outliers == [] and single.detectable == pytest.approx(
+        fleet.Z_BOUND * single.mad / 0.6745 / single.median
+    )
+
+
+def test_an_equal_fleet_with_repeats_calls_no_node_slow(measured: Result) -> None:
+    (cell,) = fleet.cells(_fleet(measured, [1000.0] * 8, repeats=3))
+    assert cell.outliers == [] and all(not n.slow_by_rank for n in cell.nodes)
+    assert cell.detectable == fleet.MIN_SHIFT  # runs within 2%: the margin itself
+
+
+def test_the_rank_test_is_exact_where_it_can_be() -> None:
+    assert fleet.rank_p_lower([1.0, 2.0, 3.0], [float(x) for x in range(4, 16)]) == 1 / 455
+    assert fleet.rank_p_lower([9.0, 9.5], [1.0, 2.0, 3.0]) == 1.0
+    big = fleet.rank_p_lower([float(x) for x in range(30)], [x + 0.5 for x in range(30, 60)])
+    assert 0 < big < 1e-9  # the normal approximation, far in the tail

@@ -11,10 +11,19 @@ of nearly equal nodes does not call a node 1% off an outlier: with that floor a 
 at least 5.2% from the median, close to the "> 95% baseline performance" that NVIDIA asks of
 an Exemplar cloud (github.com/NVIDIA/dgxc-benchmarking, Exemplar_validation.md). A cell needs results from MIN_NODES nodes to be judged; results measured while
 other work shared the host (contended) are left out, as their rate is not the node's.
+
+With one run a node, that is all a fleet can do: its spread between nodes is the only noise it
+knows. With repeats, each node's runs are also tested against the other nodes' runs pooled
+(a one-sided Wilcoxon-Mann-Whitney rank test, exact for small samples): a node whose runs lie
+below the others' (p < RANK_ALPHA) by more than MIN_SHIFT of their median is slow, however
+spread the nodes are, as `accept --fleet` would fail it (its rule asks 95% of the fleet's
+median). Under equal nodes the test is exact, so a node is called slow by chance at most
+RANK_ALPHA of the time. Each cell says the smallest slowdown its noise lets it find.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
@@ -29,6 +38,12 @@ Z_BOUND = 3.5
 """Iglewicz and Hoaglin's bound on the modified z-score."""
 MAD_FLOOR = 0.01
 """The least MAD, as a share of the median."""
+RANK_ALPHA = 0.005
+"""The rank test's one-sided level: a node of an equal fleet is called slow by chance at most
+this often."""
+MIN_SHIFT = 0.05
+"""The least slowdown the rank test calls slow, as a share of the others' median: the margin of
+the acceptance rule's 95% (analysis/acceptance.toml)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,15 @@ class Node:
     rate: float
     runs: int
     z: float
+    p_slower: float | None = None
+    """The rank test's one-sided p-value that its runs lie below the other nodes' runs (None
+    with one run, or too few runs for it to reach RANK_ALPHA)."""
+    shift: float = 0.0
+    """Its rate over the other nodes' median, less one (-0.34: 34% slower than they are)."""
+
+    @property
+    def slow_by_rank(self) -> bool:
+        return self.p_slower is not None and self.p_slower < RANK_ALPHA and -self.shift > MIN_SHIFT
 
 
 @dataclass(frozen=True)
@@ -54,10 +78,14 @@ class FleetCell:
     """The median absolute deviation, floored at MAD_FLOOR of the median."""
     left_out: int
     """Results not counted: contended, or without a rate."""
+    detectable: float | None = None
+    """The smallest slowdown (a share of the median) a node would be found at, given the fleet's
+    spread: by the rank test where repeats let it decide, else by the modified z-score."""
 
     @property
     def outliers(self) -> list[Node]:
-        return [n for n in self.nodes if abs(n.z) > Z_BOUND] if self.judged else []
+        found = [n for n in self.nodes if abs(n.z) > Z_BOUND or n.slow_by_rank]
+        return found if self.judged else []
 
     @property
     def judged(self) -> bool:
@@ -83,12 +111,74 @@ def cells(results: Sequence[Result]) -> list[FleetCell]:
         median = statistics.median(rates.values()) if rates else 0.0
         spread = statistics.median(abs(v - median) for v in rates.values()) if rates else 0.0
         mad = max(spread, MAD_FLOOR * median)
-        nodes = [
-            Node(node, rate, len(by_node[node]), 0.6745 * (rate - median) / mad if mad else 0.0)
-            for node, rate in sorted(rates.items())
-        ]
-        found.append(FleetCell(runs[0], nodes, median, mad, len(runs) - len(counted)))
+        nodes = [_node(node, by_node, rates, median, mad) for node in sorted(rates)]
+        normal = {n.name for n in nodes if abs(n.z) <= Z_BOUND and not n.slow_by_rank}
+        detectable = _detectable({k: by_node[k] for k in normal} or by_node, median, mad)
+        left_out = len(runs) - len(counted)
+        found.append(FleetCell(runs[0], nodes, median, mad, left_out, detectable))
     return found
+
+
+def _node(
+    name: str, by_node: dict[str, list[float]], rates: dict[str, float], median: float, mad: float
+) -> Node:
+    """One node's rate and both tests of it against the fleet."""
+    mine = by_node[name]
+    others = [x for node, values in by_node.items() if node != name for x in values]
+    others_median = statistics.median(rates[n] for n in rates if n != name) if others else 0.0
+    z = 0.6745 * (rates[name] - median) / mad if mad else 0.0
+    p = rank_p_lower(mine, others) if _decidable(len(mine), len(others)) else None
+    shift = rates[name] / others_median - 1 if others_median else 0.0
+    return Node(name, rates[name], len(mine), z, p, shift)
+
+
+def _decidable(mine: int, others: int) -> bool:
+    """Whether the rank test can reach RANK_ALPHA at all: its least p is 1 / C(n, mine)."""
+    return mine >= 2 and others >= 2 and math.comb(mine + others, mine) * RANK_ALPHA > 1
+
+
+def _detectable(by_node: dict[str, list[float]], median: float, mad: float) -> float | None:
+    """The smallest slowdown found for sure: with repeats, a node whose runs all lie below every
+    run of the nodes not found (the rank test's least p) by MIN_SHIFT at least, that is the
+    span of those runs; else what the modified z-score's bound asks."""
+    if not median:
+        return None
+    typical = statistics.median(len(v) for v in by_node.values())
+    runs = [x for values in by_node.values() for x in values]
+    if _decidable(int(typical), len(runs) - int(typical)):
+        return max(MIN_SHIFT, (max(runs) - min(runs)) / median)
+    return Z_BOUND * mad / 0.6745 / median
+
+
+def rank_p_lower(mine: list[float], others: list[float]) -> float:
+    """The one-sided Wilcoxon-Mann-Whitney p-value that `mine` lie below `others`: the chance,
+    were they one population, of a U (pairs where mine is above, ties half) this small. Exact
+    (the U distribution by recursion) for small samples, else the normal approximation."""
+    u = sum((x > y) + 0.5 * (x == y) for x in mine for y in others)
+    m, n = len(mine), len(others)
+    if m * n <= 600:
+        counts = _u_counts(m, n)
+        return sum(counts[: math.floor(u) + 1]) / math.comb(m + n, m)
+    sd = math.sqrt(m * n * (m + n + 1) / 12)
+    return 0.5 * math.erfc(-((u + 0.5 - m * n / 2) / sd) / math.sqrt(2))
+
+
+def _u_counts(m: int, n: int) -> list[int]:
+    """How many orderings of m and n values give each U from 0 to m n (no ties)."""
+    # counts[j][u] for samples of i and j, built up i by i: f(i, j) = f(i-1, j) at u-j + f(i, j-1)
+    rows = [[1] for _ in range(n + 1)]
+    for i in range(1, m + 1):
+        new = [[1]]
+        for j in range(1, n + 1):
+            size = i * j + 1
+            row = [0] * size
+            for u, c in enumerate(rows[j]):  # the largest of all is one of mine: j pairs above
+                row[u + j] += c
+            for u, c in enumerate(new[j - 1]):  # it is one of theirs
+                row[u] += c
+            new.append(row)
+        rows = new
+    return rows[n]
 
 
 def _counted(result: Result) -> bool:

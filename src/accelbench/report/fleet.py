@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from accelbench.analysis.fleet import MIN_NODES, Z_BOUND, FleetCell
+from accelbench.analysis.fleet import MIN_NODES, RANK_ALPHA, Z_BOUND, FleetCell, Node
 from accelbench.records.spec import RunSpec
 from accelbench.report.cells import describe, rate_text
 
@@ -27,10 +27,24 @@ def lines(found: Sequence[FleetCell], name: Callable[[RunSpec], str] = describe)
             out.append(f"{head}: too few nodes to judge (at least {MIN_NODES})")
             continue
         outliers = cell.outliers
-        out.append(f"{head}: " + (f"{len(outliers)} outlier(s)" if outliers else "no outlier"))
+        power = (
+            f"; with this spread, a node {100 * cell.detectable:.0f}% slow would be found"
+            if cell.detectable is not None
+            else ""
+        )
+        said = f"{len(outliers)} outlier(s)" if outliers else "no outlier"
+        out.append(f"{head}: {said}{power}")
         out += [
             f"  {node.name}: {rate_text(node.rate)} {unit}, {node.rate / cell.median:.2f}x the "
             f"median, modified z {node.z:+.1f} (bound {Z_BOUND}), {node.runs} run(s)"
+            + (_ranked(node) if node.slow_by_rank else "")
             for node in outliers
         ]
     return out
+
+
+def _ranked(node: Node) -> str:
+    return (
+        f"; its runs lie below the other nodes' (rank test p={node.p_slower:.2g}, bound "
+        f"{RANK_ALPHA:g}), {-100 * node.shift:.0f}% under their median"
+    )
