@@ -110,3 +110,16 @@ def test_counted_flops_see_through_the_encoder_fast_path() -> None:
     # per sequence of 16 tokens: each weight of the two layers once per token, attention on top
     assert m.flops.per_item >= 16 * m.flops.floor_per_item
     assert torch.backends.mha.get_fastpath_enabled()  # turned back on after counting
+
+
+def test_a_p99_below_the_claimable_count_is_called_an_estimate() -> None:
+    from accelbench.analysis import validity
+    from accelbench.records.stats import summarize
+    from accelbench.report.inference import p99_text
+
+    def of(n: int) -> str:
+        return p99_text(summarize([float(i) for i in range(n)]))
+
+    assert of(50) == f"p99 not shown (needs {validity.MIN_P99_ESTIMATE})"
+    assert of(100).startswith("p99 estimate ") and "(a claim needs 459)" in of(100)
+    assert of(459).startswith("p99 ") and "estimate" not in of(459)

@@ -67,16 +67,19 @@ def server_line(result: Result, name: Callable[[RunSpec], str] = describe) -> st
     )
     return (
         f"{name(result.spec)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
-        f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, p99 "
-        f"{t.latency.p99:.2f} ms over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
+        f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, "
+        f"{p99_text(t.latency)} over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
         f"({server.search})"
     )
 
 
 def p99_text(s: Summary) -> str:
-    """A p99 latency, shown only with enough samples for one to lie beyond it."""
-    if s.n >= validity.MIN_P99_ESTIMATE:
+    """A p99 latency, shown only with enough samples for one to lie beyond it, and called an
+    estimate below the count with which a p99 can be claimed (validity.MIN_P99_SAMPLES)."""
+    if s.n >= validity.MIN_P99_SAMPLES:
         return f"p99 {s.p99:.2f} ms"
+    if s.n >= validity.MIN_P99_ESTIMATE:
+        return f"p99 estimate {s.p99:.2f} ms (a claim needs {validity.MIN_P99_SAMPLES})"
     return f"p99 not shown (needs {validity.MIN_P99_ESTIMATE})"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from accelbench.analysis.validity import MIN_P99_ESTIMATE, verdict_text
+from accelbench.analysis.validity import MIN_P99_ESTIMATE, MIN_P99_SAMPLES, verdict_text
 from accelbench.records.result import Result, measured
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import Summary
@@ -96,8 +96,10 @@ def _latencies(t: ServeTrial) -> list[tuple[str, Summary | None]]:
 
 
 def _percentiles(s: Summary) -> str:
-    """p50, and p99 where enough samples lie behind it, each with the count."""
-    p99 = f", p99 {s.p99:.1f}" if s.n >= MIN_P99_ESTIMATE else ""
+    """p50, and p99 where enough samples lie behind it (an estimate below the count a claim
+    needs), each with the count."""
+    estimate = " estimate" if s.n < MIN_P99_SAMPLES else ""
+    p99 = f", p99{estimate} {s.p99:.1f}" if s.n >= MIN_P99_ESTIMATE else ""
     return f"p50 {s.median:.1f}{p99} ms (n={s.n})"
 
 
