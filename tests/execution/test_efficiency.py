@@ -73,3 +73,29 @@ def test_attention_on_the_cpu_is_counted_in_inference_and_training() -> None:
         layer(x, x, x, need_weights=False)[0].sum().backward()
     attention = {str(op) for op in counter.get_flop_counts()["Global"]}
     assert "aten._scaled_dot_product_flash_attention_for_cpu_backward" in attention
+
+
+def test_grouped_query_attention_is_counted_as_its_kernels_work() -> None:
+    # Llama 3's 32 query heads over 8 key/value heads: torch 2.11's own formula refused the GPU
+    # kernels' shapes, and the H100 run's FLOPs (so its MFU) were lost. The CPU kernel takes the
+    # same shapes, so this runs here.
+    import torch.nn.functional as F
+    from torch.utils import flop_counter as fc
+
+    from accelbench.execution.efficiency import flop_counter
+
+    q = torch.randn(2, 8, 16, 32, requires_grad=True)
+    k, v = (torch.randn(2, 2, 16, 32, requires_grad=True) for _ in range(2))
+    with flop_counter() as counter:
+        F.scaled_dot_product_attention(q, k, v, enable_gqa=True).sum().backward()
+    full = (2, 8, 16, 32)
+    forward = fc.sdpa_flop_count(full, full, full)
+    assert counter.get_total_flops() == forward + fc.sdpa_backward_flop_count(
+        full, full, full, full
+    )
+    aten = torch.ops.aten
+    for op in (
+        aten._scaled_dot_product_efficient_attention,
+        aten._scaled_dot_product_flash_attention,
+    ):
+        assert counter.flop_registry[op] is not fc.flop_registry[op]  # ours, grouped heads

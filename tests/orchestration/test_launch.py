@@ -202,3 +202,10 @@ def test_the_rank_torchrun_found_killed_first_is_read_from_its_report() -> None:
     assert exits.rank_killed(TORCHRUN_REPORT) == (1, 9)
     assert exits.rank_killed(TORCHRUN_REPORT.replace("-9 (pid", "1 (pid")) is None
     assert exits.rank_killed("ValueError: boom") is None
+    # torchrun's own SIGTERM to the survivors of a rank's error is no cause
+    stopped = "Failures:\n[1]:\n  rank      : 0 (local_rank: 0)\n  exitcode  : -15 (pid: 1)\n"
+    failed = "Root Cause (first observed failure):\n[0]:\n  rank      : 1 (local_rank: 1)\n"
+    assert exits.rank_killed(stopped + failed + "  exitcode  : 1 (pid: 2)\n") is None
+    # a peer's broken collective observed first, the SIGKILLed rank listed among the failures
+    broken = TORCHRUN_REPORT.replace("exitcode  : 1 (pid: 9324)", "exitcode  : -9 (pid: 9324)")
+    assert exits.rank_killed(broken.replace("-9 (pid: 9325)", "1 (pid: 9325)")) == (0, 9)

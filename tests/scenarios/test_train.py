@@ -212,9 +212,13 @@ def test_ranks_combine_to_the_slowest_rank_and_the_mean_loss(
     assert sum(wall[3:]) == pytest.approx(900.0)  # the steady epoch's stored 0.9 s, exactly
     assert combined.step_loss == [3.0] * 6
     assert combined.host_rss == 2.0
-    # Each rank's own rate: micro batch x accumulation items per step of its steady epoch 2.
-    assert [r.items_per_s for r in ranks] == pytest.approx([3 * 8 / 0.030, 3 * 8 / 0.080])
-    assert [r.input_wait_frac for r in ranks] == pytest.approx([3 / 30, 12 / 80])
+    # Each rank over the headline's window (epoch 2) with its epoch's wall clock: the slowest
+    # rank's share of the headline is exactly its rate.
+    assert [r.items_per_s for r in ranks] == pytest.approx([3 * 8 / 0.5, 3 * 8 / 0.9])
+    headline = throughput.delivered(wall[3:], spec.global_batch).items_per_s
+    assert ranks[1].items_per_s * spec.replicas == pytest.approx(headline)
+    assert [r.input_wait_frac for r in ranks] == pytest.approx([3 / 500, 12 / 900])
+    assert {r.first_steady_step for r in ranks} == {3}
 
 
 def test_recompute_keeps_the_numbers_and_is_refused_where_absent() -> None:

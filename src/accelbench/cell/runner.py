@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 import traceback
 from collections.abc import Callable
 
 from accelbench import scenarios, workloads
 from accelbench.errors import AccelbenchError, is_oom, missing_extra, one_line
 from accelbench.execution import distributed, interruption, progress
-from accelbench.records import environment
+from accelbench.records import contention, environment
 from accelbench.records.environment import Environment
 from accelbench.records.metrics import Metrics
 from accelbench.records.precision import check_supported, global_settings, set_cudnn_benchmark
@@ -24,10 +25,14 @@ def run(spec: RunSpec) -> Result:
     the workload become the result's status; a spec this platform cannot run at all (no such
     device, unsupported precision) raises instead."""
     scenario = scenarios.get(spec.scenario)
-    if isinstance(spec.threads, int) and not scenario.client:
+    cpus = os.cpu_count() or 1
+    free = int(os.environ.get(contention.FREE_CPUS_ENV) or cpus)  # as the sweep found them
+    device = environment.resolve_device(spec.device)
+    threads = None if scenario.client else contention.auto_threads(spec, device, free, cpus)
+    if threads is not None:
         import torch
 
-        torch.set_num_threads(spec.threads)  # before capture, which records it
+        torch.set_num_threads(threads)  # before capture, which records it
     env = environment.capture(spec.device, hidden=(spec.api_key_env or "",))
     spec = spec.model_copy(update={"device": env.device_type})
     if scenario.client:  # it measures a server: nothing to build, place or set here

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -215,12 +218,13 @@ def run(
             _list(cells, db, force)
             return
         with ResultStore(db) as store:
-            cells = _fit_to_host(cells, busy)
+            free = _fit_to_host(cells, busy)
             if not quiet:
                 stderr_console.print(f"{len(cells)} cell(s); results go to {store.where}")
-            results = progress.sweep(
-                cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags
-            )
+            with _handed(free):
+                results = progress.sweep(
+                    cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags
+                )
     show(results, latency_bound_ms)
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
@@ -334,24 +338,40 @@ def _slo(text: str | None) -> dict[str, float]:
     return targets
 
 
-def _fit_to_host(cells: list[Cell], busy: contention.BusySince) -> list[Cell]:
-    """The cells with --threads auto made the CPUs other work leaves free (contention.fit_threads),
-    saying so; and a warning before the first cell when other work still keeps the CPUs a cell
-    needs busy, naming the --threads that leaves them free."""
+def _fit_to_host(cells: list[Cell], busy: contention.BusySince) -> int:
+    """The CPUs other work leaves free, for the cells' --threads auto (contention.auto_threads),
+    saying what they will run with; and a warning before the first cell when other work still
+    keeps the CPUs a cell needs busy, naming the --threads that fits."""
     others, cpus, load = busy.others()
     free = contention.free_cpus(others, cpus)
-    fitted = [(contention.fit_threads(s, e.device_type, free, cpus), e) for s, e in cells]
-    pairs = zip(cells, fitted, strict=True)
-    if chosen := sorted(
-        {t.threads for (s, _), (t, _) in pairs if isinstance(t.threads, int) and s != t}
-    ):
+    chosen = [contention.auto_threads(s, e.device_type, free, cpus) for s, e in cells]
+    pairs = zip(cells, chosen, strict=True)
+    if auto := sorted({n for (s, _), n in pairs if n is not None and n != s.threads}):
         stderr_console.print(
             f"threads: other processes keep {others:.1f} of {cpus} CPUs busy: CPU cells run with "
-            f"--threads {', '.join(map(str, chosen))} (recorded in each result)",
+            f"--threads {', '.join(map(str, auto))} (the record's torch_num_threads)",
             soft_wrap=True,
         )
+    fitted = [
+        (s.model_copy(update={"threads": n}), e) for (s, e), n in zip(cells, chosen, strict=True)
+    ]
     _warn_if_busy(fitted, others, cpus, load)
-    return fitted
+    return free
+
+
+@contextmanager
+def _handed(free: int) -> Iterator[None]:
+    """The sweep's cells told the free CPUs through their environment: the host's state as the
+    sweep began, not part of any cell's spec or key."""
+    before = os.environ.get(contention.FREE_CPUS_ENV)
+    os.environ[contention.FREE_CPUS_ENV] = str(free)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[contention.FREE_CPUS_ENV]
+        else:
+            os.environ[contention.FREE_CPUS_ENV] = before
 
 
 def _warn_if_busy(cells: list[Cell], others: float, cpus: int, load: float) -> None:

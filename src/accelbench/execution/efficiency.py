@@ -173,22 +173,31 @@ def flops_floor(workload: Workload, training: bool) -> float | None:
 
 def flop_counter() -> FlopCounterMode:
     """torch's FlopCounterMode, with formulas for the CPU's fused attention kernels, which it
-    has none of: every scaled_dot_product_attention on the CPU (nn.MultiheadAttention's and
-    transformers' attention) counted 0 FLOPs, half of a small encoder layer's."""
+    has none of (every scaled_dot_product_attention on the CPU counted 0 FLOPs, half of a small
+    encoder layer's), and for grouped-query attention on the GPU's, which torch before 2.12
+    refuses ("query/key/value shapes are incompatible": no FLOPs for Llama 3 on an H100)."""
     from torch.utils import flop_counter as fc
 
     def forward(q: Shape, k: Shape, v: Shape, *_: object, **__: object) -> int:
-        return int(fc.sdpa_flop_count(q, k, v))
+        return int(fc.sdpa_flop_count(q, *grouped(q, k, v)))
 
     def backward(grad: Shape, q: Shape, k: Shape, v: Shape, *_: object, **__: object) -> int:
-        return int(fc.sdpa_backward_flop_count(grad, q, k, v))
+        return int(fc.sdpa_backward_flop_count(grad, q, *grouped(q, k, v)))
 
     aten = torch.ops.aten
-    cpu = {  # the counter hands these the tensors' shapes, as its own formulas get
-        aten._scaled_dot_product_flash_attention_for_cpu: forward,
-        aten._scaled_dot_product_flash_attention_for_cpu_backward: backward,
-    }
-    return fc.FlopCounterMode(display=False, custom_mapping=cpu)
+    kernels = ("flash_attention_for_cpu", "flash_attention", "efficient_attention")
+    custom = {}  # the counter hands these the tensors' shapes, as its own formulas get
+    for kernel in (*kernels, "cudnn_attention"):
+        for op, formula in ((kernel, forward), (f"{kernel}_backward", backward)):
+            if hasattr(aten, f"_scaled_dot_product_{op}"):
+                custom[getattr(aten, f"_scaled_dot_product_{op}")] = formula
+    return fc.FlopCounterMode(display=False, custom_mapping=custom)
+
+
+def grouped(q: Shape, k: Shape, v: Shape) -> tuple[Shape, Shape]:
+    """Key and value shapes with as many heads as the query's: grouped-query attention's
+    kernels serve each key/value head to its group of query heads, and do the work of as many."""
+    return (k[0], q[1], *k[2:]), (v[0], q[1], *v[2:])
 
 
 Shape = tuple[int, ...]

@@ -33,14 +33,21 @@ def status(
     return "error", last_line(tail) or f"{who} exited with code {returncode} and no result"
 
 
-_ROOT_CAUSE = re.compile(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-\d+)", re.S)
-"""torchrun's failure report: the rank that failed first, and its exit code (-N: signal N)."""
+_FAILURE = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
+"""A failure in torchrun's report: the rank, and its exit code (-N: killed by signal N)."""
 
 
 def rank_killed(tail: str) -> tuple[int, int] | None:
-    """(rank, signal) of the rank torchrun reports killed by a signal first, if one was."""
-    found = _ROOT_CAUSE.search(tail)
-    return (int(found.group(1)), -int(found.group(2))) if found else None
+    """(rank, signal) of a rank torchrun reports killed by a signal from outside: its root cause
+    if a signal ended that rank, else a rank killed by SIGKILL (a peer's broken collective can
+    be observed first; the SIGTERM torchrun sends the survivors is its own, not a cause)."""
+    root = tail.rfind("Root Cause")
+    found = [(int(r), int(c)) for r, c in _FAILURE.findall(tail[root:] if root >= 0 else "")]
+    found += [(int(r), int(c)) for r, c in _FAILURE.findall(tail)]
+    for index, (rank, code) in enumerate(found):
+        if code == -signal.SIGKILL or (index == 0 and root >= 0 and code < 0):
+            return rank, -code
+    return None
 
 
 def oom_kills() -> int | None:

@@ -104,8 +104,9 @@ def cpus_needed(spec: RunSpec, device_type: str, num_cpus: int) -> float:
     for one process, one each under torchrun with several) on the CPU, one per process on an
     accelerator, and the loader workers."""
     default = num_cpus if spec.num_processes == 1 else 1
-    threads = spec.threads if isinstance(spec.threads, int) else default
-    per_process = threads if device_type == "cpu" else 1
+    per_process = (
+        (spec.threads if isinstance(spec.threads, int) else default) if device_type == "cpu" else 1
+    )
     return min(num_cpus, per_process * spec.processes_per_node + spec.loader_workers())
 
 
@@ -116,19 +117,24 @@ def free_cpus(others: float, num_cpus: int) -> int:
     return max(0, min(mine, int(num_cpus + SLACK_CPUS - others)))
 
 
-def fit_threads(spec: RunSpec, device_type: str, free: int, num_cpus: int) -> RunSpec:
-    """The spec with --threads auto (and unset, for a CPU cell of one process) made the CPUs
-    that other work leaves free (at least one): threads that wait for a core another process
-    holds ran 20-58x slower than --threads 1 on shared nodes. Left unset where every CPU is free
-    (torch's own default, and the cell's key as before)."""
-    if device_type != "cpu" or isinstance(spec.threads, int):
-        return spec
+FREE_CPUS_ENV = "ACCELBENCH_FREE_CPUS"
+"""The CPUs other work left free as the sweep started (free_cpus), which the sweep hands its
+cells: a host's state, not the cell's configuration, so it is no part of a spec or its key."""
+
+
+def auto_threads(spec: RunSpec, device_type: str, free: int, num_cpus: int) -> int | None:
+    """The threads a cell with --threads auto (and unset, for a CPU cell of one process) runs
+    with: the CPUs other work leaves free, at least one, as threads that wait for a core another
+    process holds ran 20-58x slower than --threads 1 on shared nodes. None where torch's own
+    default is that (every CPU free; torchrun's one a rank); the user's own count as given."""
+    if isinstance(spec.threads, int):
+        return spec.threads
+    if device_type != "cpu":
+        return None
     per_node = spec.processes_per_node
     if per_node > 1:  # torchrun's ranks: one thread each unless asked to fit
-        threads = max(1, free // per_node) if spec.threads == "auto" else None
-    else:
-        threads = None if free >= num_cpus else max(1, free)
-    return spec.model_copy(update={"threads": threads})
+        return max(1, free // per_node) if spec.threads == "auto" else None
+    return None if free >= num_cpus else max(1, free)
 
 
 def busy_warning(others: float, num_cpus: int, load: float, needed: float) -> str | None:

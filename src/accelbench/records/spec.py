@@ -190,8 +190,8 @@ class RunSpec(Frozen):
     """Learning rate."""
     threads: Annotated[int, Field(gt=0)] | Literal["auto"] | None = None
     """torch's CPU threads in each process (torch.set_num_threads). "auto", and unset for a CPU
-    cell of one process: the CPUs other work leaves free as the sweep starts, recorded here
-    (unset where that is all of them); else unset: one per process under torchrun."""
+    cell of one process: the CPUs other work leaves free as the sweep starts (the record's
+    env.torch_num_threads says how many); else unset: one per process under torchrun."""
     workers: Annotated[int, Field(ge=0, le=256)] | Literal["auto"] = 0
     """DataLoader worker processes generating the host data (0: in the training process);
     "auto": loader_workers() chooses, and the record says how many."""
