@@ -151,7 +151,7 @@ def test_a_bomb_is_refused_before_it_inflates_past_the_cap() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["count absurd", "choices a number", "usage a string"])
+@pytest.mark.parametrize("mode", ["count absurd", "choices a number"])
 def test_one_bad_answer_costs_its_request_never_the_cell(
     hostile: tuple[str, type[_Hostile]], mode: str, tmp_path: Path
 ) -> None:
