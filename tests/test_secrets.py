@@ -38,12 +38,12 @@ def test_a_urls_password_is_masked_where_libpq_and_a_url_parser_end_it(
 
 
 def test_a_command_line_is_stored_without_its_secrets() -> None:
-    argv = ["accelbench", "run", "x", "--db", "postgresql://a:b?c1@h/d", "--token=abc", "--key"]
+    argv = ["accelbench", "run", "x", "--db", "postgresql://a:b?c1@h/d", "--token=abc", "--api-key"]
     assert secrets.scrub_argv([*argv, "zzz", "--db=postgresql://q:w0rd@e/r"]) == [
         *argv[:4],
         "postgresql://a:***@h/d",
         "--token=***",
-        "--key",
+        "--api-key",
         "***",
         "--db=postgresql://q:***@e/r",
     ]

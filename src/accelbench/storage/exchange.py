@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
-from accelbench.secrets import clean_json
+from accelbench.storage.schema import stored_json
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -67,7 +67,7 @@ def write_document(results: Iterable[Result], out: TextIO) -> int:
     head = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
     before, after = json.dumps(head | {"results": []}, indent=1).rsplit("[]", 1)
     out.write(before)
-    count = _json_array((clean_json(r.model_dump_json()) for r in results), out, close="\n ]")
+    count = _json_array((stored_json(r) for r in results), out, close="\n ]")
     out.write(after + "\n")
     return count
 
@@ -163,7 +163,7 @@ def write_lines(results: Iterable[Result], out: TextIO) -> int:
     out.write(json.dumps(header | {"layout": LINES}) + "\n")
     count = 0
     for result in results:
-        out.write(clean_json(result.model_dump_json()) + "\n")
+        out.write(stored_json(result) + "\n")
         count += 1
     return count
 
@@ -258,7 +258,7 @@ def to_json(results: Sequence[Result]) -> str:
 
 def write_json(results: Iterable[Result], out: TextIO) -> int:
     """to_json written as the results come, a record at a time; returns how many."""
-    count = _json_array((clean_json(r.model_dump_json(indent=2), 2) for r in results), out)
+    count = _json_array((stored_json(r, 2) for r in results), out)
     out.write("\n")
     return count
 

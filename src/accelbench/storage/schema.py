@@ -150,9 +150,15 @@ def row(result: Result) -> tuple[object, ...]:
         ttt.time_to_target_s if (ttt := record_of(result, TimeToTrain)) else None,
         b.hostname,
         b.created_at,
-        secrets.clean_json(result.model_dump_json()),
+        stored_json(result),
         secrets.scrub(listing.of(result).dumps()),
     )
+
+
+def stored_json(result: Result, indent: int | None = None) -> str:
+    """The result's JSON as it may be stored or exported: without any secret (secrets)."""
+    by_name = secrets.named(result.argv, result.env.env_vars, result.tags)
+    return secrets.clean_json(result.model_dump_json(indent=indent), indent, by_name=by_name)
 
 
 def listed(key: str, text: str | None, read: Callable[[str], Result]) -> listing.Listing:

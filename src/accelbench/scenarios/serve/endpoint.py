@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from accelbench import wire
 from accelbench.errors import AccelbenchError, one_line
-from accelbench.secrets import remember
+from accelbench.secrets import remember, scrub
 from accelbench.wire import Garbage
 
 if TYPE_CHECKING:
@@ -211,6 +211,7 @@ async def complete(
         reply.failure, reply.error = "garbage", str(exc)
     except Exception as exc:  # anything else one answer provokes is that request's failure
         reply.failure, reply.error = "garbage", f"an unreadable answer ({one_line(exc)})"
+    reply.error = reply.error and scrub(reply.error)  # a server may echo the key it refused
     return reply
 
 
