@@ -253,9 +253,10 @@ async def _stream(
                 reply.failure, reply.error = "server", f"the server: {_gist(str(chunk['error']))}"
                 return
             _read_chunk(chunk, reply, bounds)
-        # Read to the end, briefly, so that the connection is kept for the next request.
+        # Read to the end, briefly (a server ends its stream with [DONE]), so that the connection
+        # is kept for the next request; one that holds it open costs the request 0.2 s at most.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(wire.drain(lines), 1.0)
+            await asyncio.wait_for(wire.drain(lines), 0.2)
 
 
 def _read_chunk(chunk: dict[str, Any], reply: Reply, bounds: _Bounds) -> None:
