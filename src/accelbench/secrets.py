@@ -34,6 +34,8 @@ _SECRET_WORDS = frozenset(
 )
 """Words of a variable's or label's name that say its value is a secret (HF_TOKEN,
 NCCL_..._PASSWORD); KEY too, after another word (TORCH_API_KEY, AWS_SECRET_ACCESS_KEY)."""
+_PARAM = re.compile(r"[?&]([^=&#?]+)=([^&#\s]*)")
+"""A query parameter of a URL: its name and value."""
 _known: set[str] = set()
 """Secrets this process was handed (an API key read from its variable): scrubbed wherever they
 appear, whatever the text around them."""
@@ -76,9 +78,6 @@ def url_secrets(url: str) -> set[str]:
             found.add(value)
     found |= _libpq_password(url) if scheme.startswith("postgres") else set()
     return {s for secret in found for s in (secret, unquote(secret)) if s}
-
-
-_PARAM = re.compile(r"[?&]([^=&#?]+)=([^&#\s]*)")
 
 
 def _libpq_password(url: str) -> set[str]:

@@ -178,7 +178,7 @@ def test_a_hostile_prometheus_gives_a_trial_no_energy_with_the_reason(
         meter.start()
         began = time.perf_counter()
         drawn = meter.stop()  # never raises: the trial's requests all stand
-        assert time.perf_counter() - began < 8.0  # the deadline, plus one read's wait at most
+        assert time.perf_counter() - began < 30.0  # a 60 s trickle: the deadline ended it
         assert drawn.method == "not available" and drawn.joules is None
         assert "Prometheus" in drawn.scope and "Hunter2secret" not in drawn.scope
     finally:

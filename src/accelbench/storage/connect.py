@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench.errors import AccelbenchError, one_line
-from accelbench.secrets import clean_json, redact_url, scrub, url_secrets
+from accelbench.secrets import MASK, clean_json, redact_url, scrub, url_secrets
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ def redacted(url: str) -> str:
 def without_secrets(text: str, url: str) -> str:
     """`text` with each secret `url` carries replaced by ***, as written and decoded."""
     for secret in sorted(url_secrets(url), key=len, reverse=True):
-        text = text.replace(secret, "***")
+        text = text.replace(secret, MASK)
     return scrub(text)
 
 
