@@ -201,13 +201,17 @@ class Metrics(Frozen):
                 if found is not None:
                     data["record"] = found | {"kind": kind} if isinstance(found, dict) else found
         if "delivered" not in data and data.get("epochs"):
-            wall = throughput.wall_ms(
-                data["step_ms"],
-                [e["time_s"] for e in data["epochs"]],
-                data["epochs"][0]["num_steps"],
-            )
-            steady = wall[data["steady_from_step"] :]
-            data = data | {"delivered": throughput.delivered(steady, data["items_per_step"])}
+            try:  # an older record: its rate from its steps
+                wall = throughput.wall_ms(
+                    data["step_ms"],
+                    [e["time_s"] for e in data["epochs"]],
+                    data["epochs"][0]["num_steps"],
+                )
+                steady = wall[data["steady_from_step"] :]
+                rate = throughput.delivered(steady, data["items_per_step"])
+            except (KeyError, TypeError, IndexError, ValueError, ZeroDivisionError) as exc:
+                raise ValueError(f"no rate and no whole steps to take it from ({exc!r})") from None
+            data = data | {"delivered": rate}
         return data
 
     def of(self, kind: type[R]) -> R | None:
