@@ -24,6 +24,7 @@ from accelbench import workloads
 from accelbench.execution import device as dev
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.generate import measure as generate
+from accelbench.scenarios.settings import Prompts
 
 
 def accelbench_rate(spec: RunSpec, device: torch.device) -> float:
@@ -37,11 +38,12 @@ def bare_rate(spec: RunSpec, device: torch.device) -> float:
     model = workload.build_model().to(device).eval()
     vocab = workload.reads.vocab_size  # type: ignore[union-attr]
     gen = torch.Generator().manual_seed(spec.seed)
-    prompts = torch.randint(vocab, (spec.batch_size, spec.prompt_tokens), generator=gen).to(device)
+    own = Prompts.of(spec)
+    prompts = torch.randint(vocab, (spec.batch_size, own.prompt_tokens), generator=gen).to(device)
     options = {
         "attention_mask": torch.ones_like(prompts),
-        "max_new_tokens": spec.new_tokens,
-        "min_new_tokens": spec.new_tokens,
+        "max_new_tokens": own.new_tokens,
+        "min_new_tokens": own.new_tokens,
         "do_sample": False,
         "pad_token_id": 0,
     }
@@ -67,8 +69,7 @@ def main() -> None:
         workload=args.workload,
         scenario="generate",
         batch_size=args.batch_size,
-        prompt_tokens=args.prompt_tokens,
-        new_tokens=args.new_tokens,
+        settings=Prompts(prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens),
         epochs=2,
         steps_per_epoch=max(2, args.steps // 10),
         device=device.type,

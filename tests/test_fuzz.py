@@ -17,7 +17,7 @@ from accelbench.cli.app import percent as parse_percent
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration.sweep import load_sweep
 from accelbench.records.result import Result
-from accelbench.records.spec import RunSpec
+from accelbench.records.spec import RunSpec, knobs
 from accelbench.records.targets import parse_target
 from accelbench.storage import exchange, schema
 
@@ -37,7 +37,7 @@ values = st.recursive(
     ),
     max_leaves=6,
 )
-field_names = st.sampled_from(sorted(RunSpec.model_fields)) | st.text(max_size=12)
+field_names = st.sampled_from(sorted(knobs())) | st.text(max_size=12)
 spec_dicts = st.dictionaries(field_names, values, max_size=8)
 
 

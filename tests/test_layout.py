@@ -4,11 +4,13 @@ itself back at import time, and none is long."""
 from __future__ import annotations
 
 import ast
+import warnings
 from pathlib import Path
 
 SRC = Path(__file__).parents[1] / "src"
 PACKAGE = SRC / "accelbench"
-MAX_LINES = 400
+REVIEW_LINES = 400
+MAX_LINES = 600
 LAYERS = (
     (
         *("accelbench.errors", "accelbench.secrets", "accelbench.wire"),
@@ -158,12 +160,13 @@ def test_the_layers_place_modules_as_documented() -> None:
 
 
 def test_no_module_is_long() -> None:
-    long = {
-        _name(p): n
-        for p in PACKAGE.rglob("*.py")
-        if (n := len(p.read_text().splitlines())) > MAX_LINES
-    }
-    assert long == {}
+    """Past REVIEW_LINES a module is a question for its reviewer (a warning in the summary, so
+    that the concept, not a count, decides where code goes); past MAX_LINES it is an answer."""
+    lengths = {_name(p): len(p.read_text().splitlines()) for p in PACKAGE.rglob("*.py")}
+    for name, n in sorted(lengths.items()):
+        if n > REVIEW_LINES:
+            warnings.warn(f"{name} has {n} lines: does it hold one concept?", stacklevel=1)
+    assert {name: n for name, n in lengths.items() if n > MAX_LINES} == {}
 
 
 def test_the_tests_mirror_the_folders() -> None:

@@ -72,12 +72,12 @@ def test_a_generate_sweep_through_the_cli(tmp_path: Path) -> None:
     assert out.exit_code == 0, out.output
     with ResultStore(db) as store:
         found = store.query()
-    assert sorted(r.spec.new_tokens for r in found) == [4, 6]
+    assert sorted(r.spec.knob("new_tokens") for r in found) == [4, 6]
     assert all(r.status == "ok" and r.metrics and r.metrics.of(GenerateMetrics) for r in found)
     lines = [line for line in notes(found) if "TTFT p50" in line]
     assert len(lines) == 2 and all("output tokens/s" in line for line in lines)
     # Where energy was metered (not on this VM), the line gives it per output token.
-    r = next(r for r in found if r.spec.new_tokens == 4)
+    r = next(r for r in found if r.spec.knob("new_tokens") == 4)
     assert r.metrics and "J per output token" not in generate_lines(r)[0]
     energy = EnergyMetrics(method="rapl", scope="CPU packages", joules=10.0)
     metered = r.model_copy(

@@ -32,7 +32,7 @@ from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import cells, serving
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServedRequest, ServeMetrics, endpoint
+from accelbench.scenarios.serve import ServedRequest, ServeMetrics, ServeSettings, endpoint
 from accelbench.scenarios.serve import measure as serve
 from accelbench.storage.store import ResultStore
 
@@ -150,15 +150,15 @@ def test_two_rates_end_to_end_with_every_request_timed(
     two_rates = ["--rate-per-s", "3,6", "--num-queries", "8"]
     label = ["--platform", "this host, transformers serve"]
     results, output = serve_cells(server, db, *two_rates, *label)
-    assert sorted(r.spec.rate_per_s or 0 for r in results) == [3, 6]
+    assert sorted(r.spec.knob("rate_per_s") or 0 for r in results) == [3, 6]
     for r in results:
         s = record_of(r, ServeMetrics)
         assert r.status == "ok" and r.metrics and s is not None
         assert r.platform == "this host, transformers serve" != r.env.platform
-        assert r.spec.endpoint == url and s.server_model and model in s.server_model
+        assert r.spec.knob("endpoint") == url and s.server_model and model in s.server_model
         loop, rate = s.trials
         assert loop.concurrency == 2 and loop.rate_per_s is None and s.reported == 1
-        assert rate.rate_per_s == r.spec.rate_per_s and len(rate.requests) == 8
+        assert rate.rate_per_s == r.spec.knob("rate_per_s") and len(rate.requests) == 8
         # The headline is the reported rate's goodput: requests within the SLO per second.
         assert r.items_per_s == rate.goodput_per_s <= rate.requests_per_s
         # The closed loop: 2 epochs x 2 steps x 2 requests, its steady epoch the trial.
@@ -419,7 +419,7 @@ def test_an_slo_preset_gives_mlperfs_server_bounds() -> None:
     # MLPerf Inference v6.0's GPT-OSS 120B: TTFT 3000 ms, TPOT 80 ms; interactive 2000 and 15.
     assert _slo("mlperf-gpt-oss-120b") == {"slo_ttft_ms": 3000, "slo_tpot_ms": 80}
     assert SLO_PRESETS["mlperf-gpt-oss-120b-interactive"] == (2000, 15)
-    defaults = {f: RunSpec.model_fields[f].default for f in ("slo_ttft_ms", "slo_tpot_ms")}
+    defaults = {f: ServeSettings.model_fields[f].default for f in ("slo_ttft_ms", "slo_tpot_ms")}
     assert SLO_PRESETS["mlperf-llama2-70b"] == tuple(defaults.values())  # the default is one
 
 
@@ -630,7 +630,7 @@ def test_the_api_key_comes_from_the_environment_and_is_never_kept(
     assert "s3cret-key" not in keyed.output
     with ResultStore(db) as store:
         (r,) = store.query()
-    assert r.status == "ok" and r.spec.api_key_env == "SERVE_KEY"
+    assert r.status == "ok" and r.spec.knob("api_key_env") == "SERVE_KEY"
     assert b"s3cret-key" not in db.read_bytes()  # nor in the stored record
 
 
@@ -677,7 +677,7 @@ def test_chat_completions_are_measured_with_chat(tmp_path: Path) -> None:
     with ResultStore(db) as store:
         (r,) = store.query()
     requests = [q for t in r.metrics.of(ServeMetrics).trials for q in t.requests]  # type: ignore[union-attr]
-    assert r.spec.chat and all(q.error is None and len(q.chunk_ms) == 2 for q in requests)
+    assert r.spec.knob("chat") and all(q.error is None and len(q.chunk_ms) == 2 for q in requests)
 
 
 @pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
@@ -803,7 +803,7 @@ def test_a_trace_and_a_ramp_run_through_the_cli(tmp_path: Path) -> None:
         alone = runner.invoke(app, [*base, "--ramp-to-per-s", "60"])
         assert alone.exit_code == 2 and "give --rate-per-s, where it starts" in alone.output
     with ResultStore(db) as store:
-        by_trace = {r.spec.trace is not None: r for r in store.query()}
+        by_trace = {r.spec.knob("trace") is not None: r for r in store.query()}
     for r in by_trace.values():
         s = record_of(r, ServeMetrics)
         assert r.status == "ok" and s is not None and s.reported == 1

@@ -57,7 +57,7 @@ def test_targets_parse_and_malformed_ones_are_refused() -> None:
         with pytest.raises(ValueError, match="can never be reached"):
             parse_target(never)
     with pytest.raises(ValueError, match="--target goes with --scenario time-to-train"):
-        RunSpec(workload="lenet5", batch_size=4, target="val_loss<=1")
+        RunSpec.model_validate({"workload": "lenet5", "batch_size": 4, "target": "val_loss<=1"})
     with pytest.raises(ValueError, match="needs a --target"):
         ttt(target=None)
     with pytest.raises(ValueError, match="needs real data"):

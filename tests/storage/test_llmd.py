@@ -38,7 +38,10 @@ def test_a_report_a_trial_with_its_requests_summarised(served: Result) -> None:
     load = arrivals["scenario"]["load"]["standardized"]
     assert (load["stage"], load["rate_qps"], load["tool"]) == (1, 50.0, "accelbench")
     assert "concurrency" not in load  # arrivals are not held back: no bound to give
-    assert load["output_seq_len"] == {"distribution": "fixed", "value": served.spec.new_tokens}
+    assert load["output_seq_len"] == {
+        "distribution": "fixed",
+        "value": served.spec.knob("new_tokens"),
+    }
     aggregate = arrivals["results"]["request_performance"]["aggregate"]
     assert aggregate["requests"]["total"] == len(trial.requests) == 4
     assert aggregate["requests"]["failures"] == 0

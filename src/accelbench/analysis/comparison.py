@@ -22,7 +22,7 @@ from enum import StrEnum
 from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result, cell_key
-from accelbench.records.spec import RunSpec
+from accelbench.records.spec import knobs
 
 NOT_MATCHED = ("repeat", "seed")
 """Spec fields that never separate cells being compared: repeats and seeds pool together."""
@@ -30,7 +30,7 @@ NOT_MATCHED = ("repeat", "seed")
 
 def fields() -> list[str]:
     """What `--by` accepts: the platform, or a spec field."""
-    return ["platform", *(f for f in RunSpec.model_fields if f not in NOT_MATCHED)]
+    return ["platform", *(f for f in knobs() if f not in NOT_MATCHED)]
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ class Ratio:
 
 
 def value_of(result: Result, by: str) -> str:
-    return result.platform if by == "platform" else str(getattr(result.spec, by))
+    return result.platform if by == "platform" else str(result.spec.knob(by))
 
 
 def _matched(result: Result, by: str) -> str:
@@ -127,7 +127,7 @@ def _matched(result: Result, by: str) -> str:
 def _order(by: str) -> Callable[[str], tuple[int, float, bool, str]]:
     """How values of `by` sort, the natural baseline first: numbers from the smallest (one
     device, the smallest batch); words from the spec's default (fp32, no compile), then A-Z."""
-    field = RunSpec.model_fields.get(by)
+    field = knobs().get(by)
     default = None if field is None else str(field.default)
 
     def key(value: str) -> tuple[int, float, bool, str]:

@@ -33,7 +33,7 @@ def run(spec: RunSpec) -> Result:
         import torch
 
         torch.set_num_threads(threads)  # before capture, which records it
-    env = environment.capture(spec.device, hidden=(spec.api_key_env or "",))
+    env = environment.capture(spec.device, hidden=(spec.knob("api_key_env") or "",))
     spec = spec.model_copy(update={"device": env.device_type})
     if scenario.client:  # it measures a server: nothing to build, place or set here
         return _result(spec, env, lambda: scenario.measure_fn()(spec))

@@ -12,12 +12,13 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 import typer
 from pydantic import BaseModel
+from typer.core import TyperCommand
 
-from accelbench.records.spec import RunSpec
+from accelbench.records.spec import knobs, owners
 
 
 def spec_help(field: str) -> str:
-    return RunSpec.model_fields[field].description or ""
+    return knobs()[field].description or ""
 
 
 def job_help(field: str) -> str:
@@ -55,18 +56,25 @@ def _option_type(name: str, annotation: Any) -> Any:
 
 
 def field_options(
-    names: Iterable[str], model: type[BaseModel] = RunSpec
+    names: Iterable[str], model: type[BaseModel] | None = None
 ) -> list[inspect.Parameter]:
-    """One option per field of `model`: its name as --kebab-case, its type, default and help
-    from the model, so a new field is on the command line without an edit here."""
+    """One option per field of `model` (None: the spec's knobs, its scenarios' own ones under a
+    heading of their scenario's name in --help): its name as --kebab-case, its type, default and
+    help from the model, so a new field is on the command line without an edit here."""
+    fields = knobs() if model is None else model.model_fields
     params = []
     for name in names:
-        field = model.model_fields[name]
+        field = fields[name]
         kind = _option_type(name, field.annotation)
         default = field.get_default(call_default_factory=True)
         flag = f"--{name.replace('_', '-')}"
         decls = [f"{flag}/--no-{flag[2:]}" if default else flag] if kind is bool else []
-        option = typer.Option(*decls, help=field.description or "", envvar=ENV_DEFAULTS.get(name))
+        option = typer.Option(
+            *decls,
+            help=field.description or "",
+            envvar=ENV_DEFAULTS.get(name),
+            rich_help_panel=panel(name) if model is None else None,
+        )
         params.append(
             inspect.Parameter(
                 name,
@@ -78,7 +86,13 @@ def field_options(
     return params
 
 
-def with_fields(names: Iterable[str], model: type[BaseModel] = RunSpec) -> Callable[[F], F]:
+def panel(name: str) -> str | None:
+    """The --help heading of a spec knob: the scenarios that own it, None for a shared one."""
+    found = [s.name for s in owners(name)]
+    return f"Options of --scenario {' and '.join(found)}" if found else None
+
+
+def with_fields(names: Iterable[str], model: type[BaseModel] | None = None) -> Callable[[F], F]:
     """Give a command's `**fields` the options of these model fields (field_options); a
     choice arrives as its plain value."""
 
@@ -97,3 +111,22 @@ def with_fields(names: Iterable[str], model: type[BaseModel] = RunSpec) -> Calla
         return call  # type: ignore[return-value]
 
     return wrap
+
+
+class PanelledCommand(TyperCommand):
+    """A command whose plain --help lists its options under their headings (a scenario's own
+    knobs apart from the shared ones), as typer does only when it draws help with rich."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:  # typer's own click's types
+        sections: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            heading = "Arguments" if param.param_type_name == "argument" else "Options"
+            sections.setdefault(getattr(param, "rich_help_panel", None) or heading, []).append(
+                record
+            )
+        for heading, records in sections.items():
+            with formatter.section(heading):
+                formatter.write_dl(records)

@@ -11,7 +11,6 @@ from typing import Annotated, Any
 
 import typer
 
-from accelbench import scenarios
 from accelbench.analysis import validity
 from accelbench.cli import progress
 from accelbench.cli.app import (
@@ -25,7 +24,7 @@ from accelbench.cli.app import (
     split,
     stderr_console,
 )
-from accelbench.cli.options import OPTION_NAMES, spec_help, with_fields
+from accelbench.cli.options import OPTION_NAMES, PanelledCommand, panel, spec_help, with_fields
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import forks, launch
 from accelbench.orchestration.sweep import (
@@ -38,7 +37,7 @@ from accelbench.orchestration.sweep import (
 )
 from accelbench.records import contention, environment
 from accelbench.records.result import MEASURED
-from accelbench.records.spec import MAX_REPEATS, RunSpec
+from accelbench.records.spec import MAX_REPEATS, RunSpec, knobs, owners
 from accelbench.report.cells import describe
 from accelbench.storage.store import ResultStore
 
@@ -70,13 +69,15 @@ OWN = (
 --latency-bound-ms also naming inference headlines, --slo ttft_ms=X,tpot_ms=Y), or none
 (code_digest, which the sweep sets)."""
 SLO_KEYS = {"ttft_ms": "slo_ttft_ms", "tpot_ms": "slo_tpot_ms"}
-KNOBS = tuple(name for name in RunSpec.model_fields if name not in (*AXES, *OWN))
+KNOBS = tuple(name for name in knobs() if name not in (*AXES, *OWN))
 """Every other spec field: an option derived from the spec (cli.options.field_options)."""
 
 
 def _axis(name: str, what: str = "a sweep") -> Any:
-    field = RunSpec.model_fields[name]
-    return typer.Option(help=f"{field.description} Comma list for {what}.")
+    field = knobs()[name]
+    return typer.Option(
+        help=f"{field.description} Comma list for {what}.", rich_help_panel=panel(name)
+    )
 
 
 class FailOn(StrEnum):
@@ -87,7 +88,7 @@ class FailOn(StrEnum):
     flagged = "flagged"
 
 
-@app.command()
+@app.command(cls=PanelledCommand)
 @with_fields(KNOBS)
 def run(
     ctx: typer.Context,
@@ -108,7 +109,8 @@ def run(
     served_model: Annotated[
         str | None,
         typer.Option(
-            help="serve: the model the server serves, as it names it: the workload served/NAME."
+            help="serve: the model the server serves, as it names it: the workload served/NAME.",
+            rich_help_panel=panel("endpoint"),
         ),
     ] = None,
     slo: Annotated[
@@ -116,7 +118,8 @@ def run(
         typer.Option(
             help="serve: the targets of a request, ttft_ms=X,tpot_ms=Y (either or both; "
             "defaults: MLPerf Inference's Llama 2 70B server bounds, 2000 and 200 ms), or an "
-            "MLPerf Server preset such as mlperf-llama3.1-8b-interactive (see docs/llm.md)."
+            "MLPerf Server preset such as mlperf-llama3.1-8b-interactive (see docs/llm.md).",
+            rich_help_panel=panel("endpoint"),
         ),
     ] = None,
     global_batch: Annotated[
@@ -275,7 +278,7 @@ def cells_of(
         "workload": split(p["workload"]) if p["workload"] else [],
         **{name: split(p[name]) for name in AXES if p[name] is not None},
     }
-    bounded = {s.name for s in scenarios.all_scenarios() if "latency_bound_ms" in s.own_fields}
+    bounded = {s.name for s in owners("latency_bound_ms")}
     fixed = (
         {name: p[name] for name in KNOBS}
         | _slo(p["slo"])

@@ -30,12 +30,11 @@ from accelbench import scenarios, secrets, workloads
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError, first_invalid
 from accelbench.orchestration import forks, launch
-from accelbench.records import power_series
 from accelbench.records.environment import Environment
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import check_supported
 from accelbench.records.result import Result, result_key
-from accelbench.records.spec import RunSpec
+from accelbench.records.spec import RunSpec, knobs
 from accelbench.storage import exchange
 from accelbench.storage.store import ResultStore
 
@@ -65,8 +64,8 @@ class SweepFile(Frozen):
     @classmethod
     def _spec_fields(cls, table: dict[str, Any]) -> dict[str, Any]:
         for name in table:
-            if name not in RunSpec.model_fields:
-                close = difflib.get_close_matches(name, RunSpec.model_fields, n=1)
+            if name not in knobs():
+                close = difflib.get_close_matches(name, knobs(), n=1)
                 hint = f"did you mean {close[0]}? " if close else ""
                 raise ValueError(
                     f"{name} is not a run setting; {hint}`accelbench run --help` lists them"
@@ -142,7 +141,8 @@ def grid(axes: Mapping[str, Sequence[Any]], **fixed: Any) -> list[RunSpec]:
 def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
     """check_inputs once for each workload, model args and data the cells use; returns those
     inputs, for preflight.check to try in a child."""
-    _check_servers(specs)
+    for scenario in {scenarios.get(s.scenario) for s in specs}:
+        scenario.check([s for s in specs if s.scenario == scenario.name])
     distinct: dict[tuple[object, ...], RunSpec] = {}
     for s in specs:
         if scenarios.get(s.scenario).client:  # nothing of it runs here
@@ -174,25 +174,6 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
         )
         for s in distinct.values()
     ]
-
-
-def _check_servers(specs: Sequence[RunSpec]) -> None:
-    """Each serve cell's lengths and trace files read, and its server asked once for two tokens of its
-    model: a server that is down, not OpenAI-compatible or not serving it stops the run here."""
-    from accelbench.scenarios.serve import endpoint
-
-    served = [s for s in specs if scenarios.get(s.scenario).client]
-    for s in served:
-        workloads.check(s.workload, s.model_args)
-    for path in sorted({s.lengths for s in served if s.lengths}):
-        endpoint.read_lengths(Path(path))
-    for path in sorted({s.trace for s in served if s.trace}):
-        endpoint.read_trace(Path(path))
-    for source in sorted({s.power_series for s in served if s.power_series}):
-        power_series.check(source)  # a file or server that gives no series stops the run here
-    asked = {(s.endpoint, s.workload, s.api_key_env, s.chat) for s in served if s.endpoint}
-    for url, name, key, chat in sorted(asked, key=str):
-        endpoint.check(url, name.removeprefix("served/"), api_key_env=key, chat=chat)
 
 
 def check_inputs(workload: str, model_args: dict[str, Any], data_path: str | None) -> None:

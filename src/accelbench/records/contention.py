@@ -168,7 +168,8 @@ class HostMonitor:
         self.device = device
         self.cell_cpus = cell_cpus(spec, device.type, torch.get_num_threads())
         # A server under test on this host is the measurement's subject, not other work.
-        self.subject = server_pids(spec.endpoint) if spec.endpoint else []
+        endpoint = spec.knob("endpoint")
+        self.subject = server_pids(endpoint) if endpoint else []
         self._start: tuple[float, Any, float, float] | None = None
 
     def start(self) -> None:

@@ -88,7 +88,7 @@ class Result(Frozen):
         client, the server's platform as the user named it, else its endpoint (the client's
         host stays in env)."""
         if scenarios.get(self.spec.scenario).client:
-            return self.spec.platform or f"server at {self.spec.endpoint}"
+            return self.spec.platform or f"server at {self.spec.knob('endpoint')}"
         label = self.spec.platform
         return f"{label} ({self.env.platform})" if label else self.env.platform
 

@@ -5,15 +5,26 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
-from typing import Annotated, Any, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
 
 from accelbench import scenarios, workloads
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
-from accelbench.records.targets import parse_target
+from accelbench.scenarios.base import Scenario, Settings
 from accelbench.secrets import scrub
 
 _ADDED_NAMES = (
@@ -107,47 +118,12 @@ class RunSpec(Frozen):
     """Device-resident input: a few synthetic batches made on the device once and cycled (infer:
     the queries), as NVIDIA's DeepLearningExamples and timm's benchmark do, to show the compute
     ceiling; off: each batch made on the host and copied through the DataLoader in its time."""
-    prompt_tokens: int = Field(default=128, gt=0, le=2**20)
-    """generate: tokens in each prompt of the batch."""
-    new_tokens: int = Field(default=32, gt=1, le=2**20)
-    """generate: tokens made for each prompt, greedy, end-of-sequence ignored."""
-    rate_per_s: float | None = Field(default=None, gt=0)
-    """server and serve: the queries' mean arrival rate (Poisson); None: search for the highest
-    rate whose p99 latency stays within latency_bound_ms (serve: that meets the SLO)."""
-    latency_bound_ms: float | None = Field(default=None, gt=0)
-    """server: the p99 latency a rate must keep to count as sustained."""
-    batch_timeout_ms: float = Field(default=2.0, ge=0)
-    """server: the longest the oldest waiting query waits for its batch to fill."""
-    num_queries: int = Field(default=500, gt=0)
-    """server and serve: queries (requests) sent at each rate tried."""
-    endpoint: str | None = None
-    """serve: the base URL of an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp,
-    `transformers serve`), such as http://gpu01:8000."""
     platform: str | None = Field(default=None, min_length=1, max_length=200)
     """The platform's name as the centre calls it, a cluster or partition ("jureca-dc",
     "booster"; the command line's default: $ACCELBENCH_PLATFORM, else Slurm's
     $SLURM_CLUSTER_NAME), kept beside the device model so that two clusters with the same
     devices stay apart; serve: what the server runs on, in the user's words ("8x H100 SXM,
     vLLM 0.11"), which the client's own host is not."""
-    lengths: str | None = None
-    """serve: a CSV file of request lengths, columns prompt_tokens,new_tokens, a row drawn at
-    random for each request; None: every request has prompt_tokens and new_tokens."""
-    slo_ttft_ms: float = Field(default=2000.0, gt=0)
-    """serve: a request's time-to-first-token target (default: MLPerf's Llama 2 70B bound)."""
-    slo_tpot_ms: float = Field(default=200.0, gt=0)
-    """serve: a request's time-per-output-token target (default: MLPerf's Llama 2 70B bound)."""
-    burstiness: float = Field(default=1.0, gt=0, le=100)
-    """serve: the arrival gaps' gamma shape at a rate: 1, Poisson; below, burstier (the gaps'
-    coefficient of variation is 1/sqrt of it), above, steadier (vLLM's --burstiness)."""
-    ramp_to_per_s: float | None = Field(default=None, gt=0)
-    """serve: with rate_per_s, the arrival rate rises linearly from it to this over each trial's
-    num_queries requests (burstiness shapes the gaps): where a server starts to fall behind."""
-    trace: str | None = None
-    """serve: a CSV of arrivals to replay, columns timestamp_s,prompt_tokens,new_tokens (as
-    examples/serve-trace.csv): each request sent at its time with its lengths, in one trial."""
-    power_series: str | None = None
-    """serve: the server's power for a remote server: a CSV its host logs through the run
-    (nvidia-smi's, or time_s,watts), or a Prometheus URL (records.power_series)."""
     lora_rank: int | None = Field(default=None, gt=0, le=4096)
     """train: fine-tune LoRA adapters of this rank (peft) on lora_targets, every other weight
     frozen; None: train every weight."""
@@ -156,21 +132,6 @@ class RunSpec(Frozen):
     lora_targets: str = Field(default="all-linear", pattern=r"^[A-Za-z0-9_.,-]+$")
     """train: the modules that get adapters, comma-separated names (q_proj,v_proj), or
     all-linear (peft: every linear layer but the output head)."""
-    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    """serve: the environment variable holding the server's API key (vLLM's --api-key, a
-    hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""
-    chat: bool = False
-    """serve: send each prompt as one user message to /v1/chat/completions (the server applies
-    its chat template), not as a prompt to /v1/completions."""
-    request_timeout_s: float = Field(default=120.0, gt=0)
-    """serve: the longest a request may take, first byte to last, before it counts as an
-    error; a server that stops answering never hangs the cell."""
-    target: str | None = None
-    """time-to-train: the held-out metric to reach, such as "val_loss<=0.02" or
-    "val_accuracy>=0.95" (accuracy for classifiers)."""
-    max_steps: int | None = Field(default=None, gt=0)
-    """time-to-train: stop as not-converged after this many optimizer steps (and, as always,
-    after max_measure_s of training)."""
     lr_scaling: Literal["fixed", "linear"] = "fixed"
     """fixed: lr as given; linear: lr x global batch / lr_base_batch (Goyal et al. 2017), so
     the learning rate follows the global batch when it changes."""
@@ -178,9 +139,6 @@ class RunSpec(Frozen):
     """The global batch that lr is meant for, under linear scaling."""
     warmup_steps: int = Field(default=0, ge=0)
     """Optimizer steps over which the learning rate ramps linearly up to its value."""
-    diverge_factor: float = Field(default=10.0, gt=1)
-    """time-to-train: stop as diverged when the median training loss between two evaluations
-    exceeds this multiple of the first step's loss (NaN or infinity stops it at once)."""
     recompute: bool = False
     """Activation checkpointing (timm and transformers models): recompute activations in the
     backward pass instead of keeping them, trading compute for memory."""
@@ -219,28 +177,53 @@ class RunSpec(Frozen):
     """Real local data instead of synthetic: an ImageFolder directory, webdataset .tar shards (a
     file, a directory of them or a {000..009} pattern), an MNIST IDX images file, a .npy file
     of token ids, or sklearn:digits (scikit-learn's 1,797 handwritten digits)."""
+    settings: SerializeAsAny[Settings] = Field(default_factory=Settings)
+    """The scenario's own knobs (its Settings, declared in its folder), given and stored flat
+    beside these."""
 
     @field_validator("workload")
     @classmethod
     def _known_workload(cls, name: str) -> str:
         return workloads.check_name(name)
 
-    @field_validator("endpoint")
+    @model_validator(mode="before")
     @classmethod
-    def _endpoint_form(cls, url: str | None) -> str | None:
-        """The base URL, without a trailing / or /v1, which requests add."""
-        if url is None:
-            return None
-        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
-            raise ValueError(f"endpoint {url!r} is not a URL: give http://HOST:PORT")
-        return url.rstrip("/").removesuffix("/v1").rstrip("/")
+    def _nest(cls, data: Any, info: ValidationInfo) -> Any:
+        """Flat knobs in, the scenario's own ones moved into `settings`. A knob of another
+        scenario is refused unless it holds its default (which every stored record from before
+        the nesting holds; records read from a store may hold others, which are dropped)."""
+        if not isinstance(data, dict):
+            return data
+        name = data.get("scenario", "train")
+        try:
+            scenario = scenarios.get(name) if isinstance(name, str) else None
+        except ValueError:
+            scenario = None
+        if scenario is None:
+            return data  # _known_scenario names the known ones
+        flat, own = dict(data), scenario.settings.model_fields
+        given = flat.pop("settings", {})
+        if isinstance(given, Settings) and not isinstance(given, scenario.settings):
+            raise ValueError(f"settings of {type(given).__name__} are not {name}'s")
+        if not isinstance(given, dict | Settings):
+            raise ValueError(f"settings is a table of {name}'s own knobs, not {given!r}")
+        given = dict(given)
+        nested = {**given, **{k: flat.pop(k) for k in list(flat) if k in own}}
+        stored = bool(info.context and info.context.get("stored"))
+        for key in [k for k in flat if k not in cls.model_fields]:
+            other = _owner(key)
+            if other is not None and (stored or _holds_default(other, key, flat[key])):
+                del flat[key]
+            elif other is not None:
+                raise ValueError(f"--{key.replace('_', '-')} goes with --scenario {other.name}")
+        return flat | {"settings": scenario.settings.model_validate(nested)}
 
-    @field_validator("target")
-    @classmethod
-    def _target_form(cls, target: str | None) -> str | None:
-        if target is not None:
-            parse_target(target)
-        return target
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The knobs flat, the scenario's own beside every cell's: stored records, exports and
+        keys read as they did before settings were nested."""
+        dumped: dict[str, Any] = handler(self)
+        return dumped | dumped.pop("settings")
 
     @model_validator(mode="after")
     def _settings_agree(self) -> RunSpec:
@@ -284,12 +267,6 @@ class RunSpec(Frozen):
             raise ValueError(
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
-        for other in scenarios.all_scenarios():
-            given = [f for f in other.own_fields if self._given(f)]
-            if other is not scenario and given:
-                options = " and ".join(f"--{f.replace('_', '-')}" for f in given)
-                verb = "go" if len(given) > 1 else "goes"
-                raise ValueError(f"{options} {verb} with --scenario {other.name}")
         family = workloads.measured_by(self.workload)  # served/ or micro/: their scenarios
         if family and not getattr(scenario, family[0]):
             names = " or ".join(s.name for s in scenarios.all_scenarios() if getattr(s, family[0]))
@@ -342,6 +319,29 @@ class RunSpec(Frozen):
         default = RunSpec.model_fields[name].get_default(call_default_factory=True)
         return bool(getattr(self, name) != default)
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy, unvalidated as pydantic's are, that also takes the knobs of the scenario it
+        is for by their flat names (a changed scenario starts from its settings' defaults)."""
+        update = dict(update or {})
+        scenario = update.get("scenario", self.scenario)
+        kind = scenarios.get(scenario).settings
+        own = {k: update.pop(k) for k in list(update) if k in kind.model_fields}
+        if own or scenario != self.scenario:
+            kept = dict(self.settings) if scenario == self.scenario else {}
+            update["settings"] = kind.model_validate(kept | own)
+        if unknown := [k for k in update if k not in RunSpec.model_fields]:
+            raise ValueError(f"{scenario} has no knob {unknown[0]!r}")
+        return super().model_copy(update=update, deep=deep)
+
+    def knob(self, name: str) -> Any:
+        """A knob's value by its flat name, whoever declares it: None where this cell's
+        scenario has no such knob (KeyError for a name no scenario has)."""
+        if name in RunSpec.model_fields and name != "settings":
+            return getattr(self, name)
+        if name not in knobs():
+            raise KeyError(name)
+        return getattr(self.settings, name, None)
+
     def loader_workers(self) -> int:
         """Each rank's loader processes: `workers`, or for "auto" none on the CPU (they would
         take the model's cores), on an accelerator the CPUs this process may use shared among
@@ -359,8 +359,11 @@ class RunSpec(Frozen):
         a URL's password is not part of it (a stored spec holds none)."""
         dumped = self.model_dump(mode="json")
         fields = {k: scrub(v) if isinstance(v, str) else v for k, v in dumped.items()}
+        every = knobs()
         for name in _ADDED_LATER:
-            if fields[name] == RunSpec.model_fields[name].get_default(call_default_factory=True):
+            if name in fields and fields[name] == every[name].get_default(
+                call_default_factory=True
+            ):
                 del fields[name]
         return fields
 
@@ -390,6 +393,34 @@ class RunSpec(Frozen):
         if self.lr_scaling == "linear":
             return self.lr * self.global_batch / self.lr_base_batch
         return self.lr
+
+
+def knobs() -> dict[str, FieldInfo]:
+    """Every knob a spec can hold, flat: the fields every cell shares, then each registered
+    scenario's own (a knob two scenarios share, declared once in scenarios.settings, once)."""
+    found = {k: v for k, v in RunSpec.model_fields.items() if k != "settings"}
+    for scenario in scenarios.loadable():
+        found |= {k: v for k, v in scenario.settings.model_fields.items() if k not in found}
+    return found
+
+
+def owners(name: str) -> list[Scenario]:
+    """The scenarios whose own settings hold a knob of this name."""
+    return [s for s in scenarios.loadable() if name in s.settings.model_fields]
+
+
+def _owner(name: str) -> Scenario | None:
+    found = owners(name)
+    return found[0] if found else None
+
+
+def _holds_default(scenario: Scenario, name: str, value: Any) -> bool:
+    """Whether a value of a scenario's knob, as validated, is its default."""
+    try:
+        settings = scenario.settings.model_validate({name: value})
+    except ValidationError:
+        return False
+    return bool(getattr(settings, name) == scenario.settings.model_fields[name].default)
 
 
 def stable_hash(*parts: object) -> str:

@@ -10,7 +10,7 @@ from pathlib import Path
 from accelbench import scenarios
 from accelbench.analysis import validity
 from accelbench.records.result import Result
-from accelbench.records.spec import RunSpec
+from accelbench.records.spec import RunSpec, knobs
 
 SHOWN = frozenset(
     {
@@ -71,7 +71,7 @@ def differing(specs: Iterable[RunSpec], shown: Iterable[str] = SHOWN) -> list[st
     spec's order: the knobs (threads, epochs, steps, ...) that tell otherwise alike rows apart.
     Derived from the spec, so a new knob is shown without a report edit."""
     skip = set(shown)
-    names = [name for name in RunSpec.model_fields if name not in skip]
+    names = [name for name in knobs() if name not in skip]
     return differing_values(names, (spec.model_dump(mode="json") for spec in specs))
 
 
@@ -110,9 +110,11 @@ def knobs_text(values: Mapping[str, object], names: Sequence[str]) -> str:
 
 
 def settings(spec: RunSpec, knobs: Sequence[str] = (), **axes: bool) -> str:
-    """configuration() (its keywords: what an axis or column shows) and the knobs' values."""
+    """configuration() (its keywords: what an axis or column shows) and the values of the
+    knobs its scenario has."""
     values = spec.model_dump(mode="json") if knobs else {}
-    return " ".join(filter(None, [configuration(spec, **axes), knobs_text(values, knobs)]))
+    own = [n for n in knobs if n in values]
+    return " ".join(filter(None, [configuration(spec, **axes), knobs_text(values, own)]))
 
 
 def describe(spec: RunSpec, knobs: Sequence[str] = ()) -> str:

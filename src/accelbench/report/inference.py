@@ -62,7 +62,7 @@ def server_line(result: Result, name: Callable[[RunSpec], str] = describe) -> st
     t = server.trials[server.reported]
     what = (
         f"highest rate with p99 within {server.latency_bound_ms:g} ms"
-        if result.spec.rate_per_s is None
+        if result.spec.knob("rate_per_s") is None
         else "rate"
     )
     return (

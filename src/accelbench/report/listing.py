@@ -20,7 +20,7 @@ from typing import Any
 from accelbench import scenarios
 from accelbench.analysis import scaling, validity
 from accelbench.records.result import MEASURED, Result, cell_key
-from accelbench.records.spec import RunSpec, stable_hash
+from accelbench.records.spec import RunSpec, knobs, stable_hash
 from accelbench.report.cells import (
     SHOWN,
     ci_text,
@@ -121,7 +121,7 @@ def _shared(value: Any) -> Any:
 @cache
 def defaults() -> dict[str, Any]:
     """Each knob's default, as model_dump(mode="json") writes it."""
-    fields = RunSpec.model_fields
+    fields = knobs()
     return {
         n: json.loads(json.dumps(fields[n].get_default(call_default_factory=True)))
         for n in fields
@@ -133,7 +133,7 @@ def knobs_of(spec: RunSpec) -> dict[str, Any]:
     """The spec's knobs (the fields `cells.differing` may name) that are not at their default,
     as model_dump(mode="json") writes them."""
     dump = spec.model_dump(mode="json")
-    return {n: dump[n] for n, default in defaults().items() if dump[n] != default}
+    return {n: dump[n] for n, default in defaults().items() if n in dump and dump[n] != default}
 
 
 def of(result: Result) -> Listing:

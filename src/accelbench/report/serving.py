@@ -20,7 +20,7 @@ from accelbench.report.drawing import (
     slug,
 )
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics, ServeTrial
+from accelbench.scenarios.serve import ServeMetrics, ServeSettings, ServeTrial
 
 
 def cell_text(result: Result) -> str:
@@ -49,7 +49,8 @@ def _sent_text(t: ServeTrial) -> str:
 
 
 def slo_text(spec: RunSpec) -> str:
-    return f"TTFT <= {spec.slo_ttft_ms:g} ms, TPOT <= {spec.slo_tpot_ms:g} ms"
+    own = ServeSettings.of(spec)
+    return f"TTFT <= {own.slo_ttft_ms:g} ms, TPOT <= {own.slo_tpot_ms:g} ms"
 
 
 def lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:

@@ -39,7 +39,7 @@ def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
                 str(first.spec.global_batch),
                 first.spec.precision,
                 f"{first.spec.scaled_lr:.4g}",
-                first.spec.target or "",
+                first.spec.knob("target") or "",
                 "" if s.items_per_s is None else rate_text(s.items_per_s),
                 "" if s.median_s is None else f"{s.median_s:.2f}",
                 f"{s.time_to_target_s[0]:.2f}-{s.time_to_target_s[-1]:.2f}"
@@ -102,7 +102,7 @@ def time_to_train_line(result: Result, name: Callable[[RunSpec], str] = describe
         text = f"{t.outcome}: {t.reason}"
     text += f"; +{t.eval_s:.2f} s evaluating {t.num_held_out_items:,} held out; lr {t.lr_rule}"
     first = m.loss[0]
-    if math.isfinite(t.max_loss) and t.max_loss > result.spec.diverge_factor * first:
+    if math.isfinite(t.max_loss) and t.max_loss > result.spec.knob("diverge_factor") * first:
         text += (
             f"; loss peaked at {t.max_loss:.4g} at step {t.max_loss_step} "
             f"({t.max_loss / first:.3g}x the first step's)"
@@ -126,13 +126,13 @@ def time_to_train_headlines(
             )
             lines.append(
                 f"{name(s.runs[0].spec)}: {len(s.runs)} seeds, {s.num_reached} reached "
-                f"{s.runs[0].spec.target}{spread}"
+                f"{s.runs[0].spec.knob('target')}{spread}"
             )
     for fastest, quickest in convergence.batch_choices(results):
         f = fastest.runs[0]
         unit = f.metrics.item_unit if f.metrics else "items"
         head = (
-            f"{label(f.spec)} {f.spec.target}: the highest throughput, global batch "
+            f"{label(f.spec)} {f.spec.knob('target')}: the highest throughput, global batch "
             f"{f.spec.global_batch} ({rate_text(fastest.items_per_s or 0)} {unit}/s)"
         )
         if quickest is None:

@@ -62,6 +62,17 @@ def all_scenarios() -> list[Scenario]:
     return list(_REGISTRY.values())
 
 
+def loadable() -> list[Scenario]:
+    """The scenarios, leaving out plug-ins that cannot be loaded: for what lists knobs (the
+    command line as it is built), so that a broken plug-in is said in one line where a cell
+    names its scenario, not as a traceback before any command runs."""
+    try:
+        _load_plugins()
+    except AccelbenchError:
+        pass
+    return list(_REGISTRY.values())
+
+
 def with_objective(objective: str) -> tuple[str, ...]:
     """The scenarios whose results answer an objective of `accelbench recommend`."""
     return tuple(s.name for s in all_scenarios() if objective in s.objectives)
@@ -93,18 +104,22 @@ def _load_plugins() -> None:
     if _loaded == [wanted]:
         return
     _loaded[:] = [wanted]
-    for point in importlib.metadata.entry_points(group="accelbench.scenarios"):
-        register(point.load())
-    for name in filter(None, (n.strip() for n in wanted.split(","))):
-        if name in _modules:  # loaded before, under another value of the variable
-            continue
-        found = getattr(_module(name), "SCENARIO", None)
-        if not isinstance(found, Scenario):
-            raise AccelbenchError(
-                f"{PLUGINS_ENV}: {name} defines no SCENARIO: give it one, a scenarios.Scenario"
-            )
-        register(found)
-        _modules.add(name)
+    try:
+        for point in importlib.metadata.entry_points(group="accelbench.scenarios"):
+            register(point.load())
+        for name in filter(None, (n.strip() for n in wanted.split(","))):
+            if name in _modules:  # loaded before, under another value of the variable
+                continue
+            found = getattr(_module(name), "SCENARIO", None)
+            if not isinstance(found, Scenario):
+                raise AccelbenchError(
+                    f"{PLUGINS_ENV}: {name} defines no SCENARIO: give it one, a scenarios.Scenario"
+                )
+            register(found)
+            _modules.add(name)
+    except BaseException:
+        _loaded.clear()  # and try again next time, not half-registered
+        raise
 
 
 def _module(name: str) -> ModuleType:
@@ -122,7 +137,6 @@ def _module(name: str) -> ModuleType:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
     except Exception as exc:  # the user's module: whatever it raises, say where
-        _loaded.clear()  # and try again next time, not half-registered
         raise AccelbenchError(f"{PLUGINS_ENV}: cannot import {name}: {one_line(exc)}") from exc
     return module
 

@@ -8,9 +8,9 @@ Torch-free: the spec, the store and the reports read plug-ins; only a cell impor
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from accelbench.records.frozen import Frozen
 
@@ -39,6 +39,22 @@ training time."""
 
 Namer = Callable[["RunSpec"], str]
 """Names a cell in a line of text (report.cells.describe, or a describer)."""
+
+
+class Settings(Frozen):
+    """A scenario's own knobs: the part of a spec (RunSpec.settings) that only cells of this
+    scenario have, declared in the scenario's folder as fields of a subclass, with their
+    defaults, documentation (the options' --help) and checks of one field's value. A spec
+    reads and writes them flat, beside the knobs every cell shares, so stored records and
+    keys do not show the nesting. A scenario without knobs of its own keeps this empty one."""
+
+    @classmethod
+    def of(cls, spec: RunSpec) -> Self:
+        """The settings of a spec of this class's scenario (TypeError for any other spec)."""
+        found = spec.settings
+        if not isinstance(found, cls):
+            raise TypeError(f"a {spec.scenario} spec has no {cls.__name__}")
+        return found
 
 
 class Record(Frozen):
@@ -90,6 +106,10 @@ def runs_anywhere(spec: RunSpec, device_type: str) -> None:
     """A scenario whose cells run on any device type."""
 
 
+def nothing_to_check(specs: Sequence[RunSpec]) -> None:
+    """A scenario with nothing to read or ask before its cells run."""
+
+
 def no_columns(result: Result) -> dict[str, object]:
     return {}
 
@@ -120,13 +140,16 @@ class Scenario:
     device_only: bool = False
     """Measures the device itself (a kernel, a copy): no model is built or tried before the
     cell, and `measure` takes (spec, device)."""
-    own_fields: tuple[str, ...] = ()
-    """Spec fields only this scenario reads: given with another scenario, they are refused."""
+    settings: type[Settings] = Settings
+    """The class of its own knobs (Settings): given with another scenario, they are refused."""
     rules: Callable[[RunSpec], None] = no_rules
     """Its rules over a spec of it: raise ValueError naming the fix."""
     device_rules: Callable[[RunSpec, str], None] = runs_anywhere
     """Its rules over a spec and the device type it will run on (known once the plan has probed
     the platform): raise ValueError naming the fix."""
+    check: Callable[[Sequence[RunSpec]], None] = nothing_to_check
+    """Its checks of a plan's cells of it before any runs (files read, a server asked; heavy
+    imports inside): raise AccelbenchError naming the fix."""
     record: type[Record] | None = None
     """The class of its part of the metrics, if it adds one."""
     headline: Callable[[Result], Headline | None] = steady_rate

@@ -25,7 +25,7 @@ import numpy as np
 from accelbench.records.result import Result
 from accelbench.records.spec import stable_hash
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics, ServeTrial
+from accelbench.scenarios.serve import ServeMetrics, ServeSettings, ServeTrial
 
 VERSION = "0.2"
 QUANTILES = {
@@ -65,9 +65,9 @@ def write(results: Iterable[Result], out: TextIO) -> tuple[int, int]:
 
 
 def _report(result: Result, trial: ServeTrial, stage: int) -> dict[str, Any]:
-    spec = result.spec
+    spec, own = result.spec, ServeSettings.of(result.spec)
     ok = [r for r in trial.requests if r.error is None]
-    drawn = spec.lengths or spec.trace  # lengths from a file: their mean, as they came
+    drawn = own.lengths or own.trace  # lengths from a file: their mean, as they came
     prompts = [r.prompt_tokens for r in ok if r.prompt_tokens is not None]
     outputs = [r.output_tokens for r in ok]
     load: dict[str, Any] = {
@@ -75,8 +75,8 @@ def _report(result: Result, trial: ServeTrial, stage: int) -> dict[str, Any]:
         "tool_version": version("accelbench"),
         "source": "random",
         "stage": stage,
-        "input_seq_len": _length(spec.prompt_tokens, prompts if drawn else None),
-        "output_seq_len": _length(spec.new_tokens, outputs if drawn else None),
+        "input_seq_len": _length(own.prompt_tokens, prompts if drawn else None),
+        "output_seq_len": _length(own.new_tokens, outputs if drawn else None),
     }
     if trial.rate_per_s:
         load["rate_qps"] = trial.rate_per_s
@@ -94,7 +94,7 @@ def _report(result: Result, trial: ServeTrial, stage: int) -> dict[str, Any]:
             "load": {
                 "metadata": {"cfg_id": stable_hash(spec.identity())},
                 "standardized": load,
-                "native": {"args": {"endpoint": spec.endpoint, "model": spec.workload}},
+                "native": {"args": {"endpoint": own.endpoint, "model": spec.workload}},
             }
         },
         "results": {

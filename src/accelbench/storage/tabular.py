@@ -16,7 +16,7 @@ from accelbench import scenarios
 from accelbench.analysis import scaling, validity
 from accelbench.records import contention
 from accelbench.records.result import Result
-from accelbench.records.spec import RunSpec
+from accelbench.records.spec import knobs
 from accelbench.report import inert
 from accelbench.report.cells import differing_values
 from accelbench.report.results import pair_up
@@ -123,9 +123,9 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
         speedups = [found.get(id(s)) for s in scales]
         del scales, found
         spool.seek(0)
-        names = [n for n in RunSpec.model_fields if n not in RENAMED]
-        knobs = differing_values(names, (json.loads(line)[1] for line in spool))
-        added = ["speedup", "scaling_efficiency", *(k for k in knobs if k not in columns)]
+        names = [n for n in knobs() if n not in RENAMED]
+        shown = differing_values(names, (json.loads(line)[1] for line in spool))
+        added = ["speedup", "scaling_efficiency", *(k for k in shown if k not in columns)]
         writer = csv.DictWriter(out, fieldnames=[*columns, *added], lineterminator="\n")
         writer.writeheader()
         spool.seek(0)
@@ -135,7 +135,7 @@ def write_csv(results: Iterable[Result], out: TextIO) -> int:
                 "speedup": pair.speedup if pair else None,
                 "scaling_efficiency": pair.efficiency if pair else None,
             }
-            row |= {k: _cell(spec[k]) for k in knobs if k not in row}
+            row |= {k: _cell(spec.get(k)) for k in shown if k not in row}
             writer.writerow({k: inert.csv_cell(v) for k, v in row.items()})
     return len(speedups)
 

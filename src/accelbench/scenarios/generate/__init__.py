@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary
 from accelbench.scenarios.base import Record, Scenario, record_of
+from accelbench.scenarios.settings import Prompts
 
 if TYPE_CHECKING:
     from accelbench.records.result import Result
@@ -52,11 +53,13 @@ def _columns(result: Result) -> Mapping[str, object]:
 
 
 def _words(spec: RunSpec) -> list[str]:
-    return [f"prompt={spec.prompt_tokens} new={spec.new_tokens}"]
+    own = Prompts.of(spec)
+    return [f"prompt={own.prompt_tokens} new={own.new_tokens}"]
 
 
 SCENARIO = Scenario(
     name="generate",
+    settings=Prompts,
     summary="greedy decoding of new_tokens for a batch of prompts, each token timed",
     measure="accelbench.scenarios.generate.measure:measure",
     generates=True,

@@ -27,6 +27,7 @@ from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
 from accelbench.scenarios.epochs import Raw, build_metrics, first_steady_step, measured_epochs
 from accelbench.scenarios.generate import GenerateMetrics
+from accelbench.scenarios.settings import Prompts
 from accelbench.workload import Tokens, Workload
 
 
@@ -45,6 +46,7 @@ class _Clock:
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
+    own = Prompts.of(spec)
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     settings = torch_settings(spec.precision)
@@ -55,12 +57,12 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
         model.generation_config.cache_implementation = "static"  # type: ignore[union-attr]
         model.forward = torch.compile(model.forward, mode=spec.compile_mode)
     gen = torch.Generator().manual_seed(spec.seed)
-    shape = (spec.batch_size, spec.prompt_tokens)
+    shape = (spec.batch_size, own.prompt_tokens)
     prompts = torch.randint(workload.reads.vocab_size, shape, generator=gen).to(device)
     options = {
         "attention_mask": torch.ones_like(prompts),
-        "max_new_tokens": spec.new_tokens,
-        "min_new_tokens": spec.new_tokens,  # end-of-sequence cannot end it: fixed work
+        "max_new_tokens": own.new_tokens,
+        "min_new_tokens": own.new_tokens,  # end-of-sequence cannot end it: fixed work
         "do_sample": False,
         "pad_token_id": 0,
     }
@@ -89,7 +91,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     )
     steady = token_ms[first_steady_step(spec, raw.step_ms) :]
     return metrics.model_copy(
-        update={"tokens_per_item": spec.new_tokens, "record": generation(spec, steady, token_ms)}
+        update={"tokens_per_item": own.new_tokens, "record": generation(spec, steady, token_ms)}
     )
 
 
@@ -97,21 +99,22 @@ def generation(
     spec: RunSpec, steady: list[list[float]], token_ms: list[list[float]]
 ) -> GenerateMetrics:
     """Latencies of the steady calls from each token's time since its call was sent."""
+    own = Prompts.of(spec)
     for times in token_ms:
-        if len(times) != spec.new_tokens:
+        if len(times) != own.new_tokens:
             raise AccelbenchError(
-                f"the model streamed {len(times)} tokens where {spec.new_tokens} were asked for"
+                f"the model streamed {len(times)} tokens where {own.new_tokens} were asked for"
             )
     ttft = [t[0] for t in steady]
     tpot = [(t[-1] - t[0]) / (len(t) - 1) for t in steady]
     itl = [b - a for t in steady for a, b in itertools.pairwise(t)]
     return GenerateMetrics(
-        prompt_tokens=spec.prompt_tokens,
-        new_tokens=spec.new_tokens,
+        prompt_tokens=own.prompt_tokens,
+        new_tokens=own.new_tokens,
         token_ms=token_ms,
         ttft_ms=summarize(ttft),
         tpot_ms=summarize(tpot),
         itl_ms=summarize(itl),
         e2el_ms=summarize([t[-1] for t in steady]),
-        prefill_tokens_per_s=spec.batch_size * spec.prompt_tokens / (statistics.median(ttft) / 1e3),
+        prefill_tokens_per_s=spec.batch_size * own.prompt_tokens / (statistics.median(ttft) / 1e3),
     )

@@ -4,9 +4,12 @@ fed or checked here, and the platform is the server's, as the user names it."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from pydantic import Field, field_validator
 
 from accelbench import workloads
 from accelbench.records.energy import EnergyMetrics
@@ -14,6 +17,7 @@ from accelbench.records.frozen import Frozen
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
 from accelbench.scenarios.base import Headline, Record, Scenario, record_of
+from accelbench.scenarios.settings import Arrivals, Prompts
 
 if TYPE_CHECKING:
     from accelbench.records.result import Result
@@ -37,6 +41,50 @@ SLO_PRESETS: dict[str, tuple[float, float]] = {
 copied from the `ttft_latency` and `tpot_latency` lines of mlcommons/inference,
 loadgen/mlperf.conf (commit b66003e10e2db4b8c36a448b0545ec90fcc6e9e9, August 2026; the bounds
 of the earlier ones are as they were at commit 001712e)."""
+
+
+class ServeSettings(Prompts, Arrivals):
+    endpoint: str | None = None
+    """serve: the base URL of an OpenAI-compatible server (vLLM, SGLang, TGI, llama.cpp,
+    `transformers serve`), such as http://gpu01:8000."""
+    lengths: str | None = None
+    """serve: a CSV file of request lengths, columns prompt_tokens,new_tokens, a row drawn at
+    random for each request; None: every request has prompt_tokens and new_tokens."""
+    slo_ttft_ms: float = Field(default=2000.0, gt=0)
+    """serve: a request's time-to-first-token target (default: MLPerf's Llama 2 70B bound)."""
+    slo_tpot_ms: float = Field(default=200.0, gt=0)
+    """serve: a request's time-per-output-token target (default: MLPerf's Llama 2 70B bound)."""
+    burstiness: float = Field(default=1.0, gt=0, le=100)
+    """serve: the arrival gaps' gamma shape at a rate: 1, Poisson; below, burstier (the gaps'
+    coefficient of variation is 1/sqrt of it), above, steadier (vLLM's --burstiness)."""
+    ramp_to_per_s: float | None = Field(default=None, gt=0)
+    """serve: with rate_per_s, the arrival rate rises linearly from it to this over each trial's
+    num_queries requests (burstiness shapes the gaps): where a server starts to fall behind."""
+    trace: str | None = None
+    """serve: a CSV of arrivals to replay, columns timestamp_s,prompt_tokens,new_tokens (as
+    examples/serve-trace.csv): each request sent at its time with its lengths, in one trial."""
+    power_series: str | None = None
+    """serve: the server's power for a remote server: a CSV its host logs through the run
+    (nvidia-smi's, or time_s,watts), or a Prometheus URL (records.power_series)."""
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    """serve: the environment variable holding the server's API key (vLLM's --api-key, a
+    hosted endpoint), sent as a bearer token; the key itself is never stored nor printed."""
+    chat: bool = False
+    """serve: send each prompt as one user message to /v1/chat/completions (the server applies
+    its chat template), not as a prompt to /v1/completions."""
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    """serve: the longest a request may take, first byte to last, before it counts as an
+    error; a server that stops answering never hangs the cell."""
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint_form(cls, url: str | None) -> str | None:
+        """The base URL, without a trailing / or /v1, which requests add."""
+        if url is None:
+            return None
+        if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+            raise ValueError(f"endpoint {url!r} is not a URL: give http://HOST:PORT")
+        return url.rstrip("/").removesuffix("/v1").rstrip("/")
 
 
 class ServedRequest(Frozen):
@@ -166,7 +214,8 @@ class ServeMetrics(Record):
 
 
 def _rules(spec: RunSpec) -> None:
-    if spec.endpoint is None:
+    own = ServeSettings.of(spec)
+    if own.endpoint is None:
         raise ValueError(
             "serve needs the --endpoint of a running server, such as http://127.0.0.1:8000"
         )
@@ -181,13 +230,38 @@ def _rules(spec: RunSpec) -> None:
             "server's settings, its data the prompts; leave out --precision, --compile, "
             "--channels-last and --data (--lengths gives the requests' lengths)"
         )
-    if spec.ramp_to_per_s is not None and spec.rate_per_s is None:
+    if own.ramp_to_per_s is not None and own.rate_per_s is None:
         raise ValueError("--ramp-to-per-s ramps from a rate: give --rate-per-s, where it starts")
-    if spec.trace and (spec.rate_per_s or spec.lengths or spec.burstiness != 1):
+    if own.trace and (own.rate_per_s or own.lengths or own.burstiness != 1):
         raise ValueError(
             "--trace gives each request's time and lengths: leave out --rate-per-s, "
             "--ramp-to-per-s, --burstiness and --lengths"
         )
+
+
+def _check(specs: Sequence[RunSpec]) -> None:
+    """Each cell's lengths and trace files read, its power series tried, and its server asked
+    once for two tokens of its model: a server that is down, not OpenAI-compatible or not
+    serving it stops the run here."""
+    from accelbench.records import power_series
+    from accelbench.scenarios.serve import endpoint
+
+    own = [ServeSettings.of(s) for s in specs]
+    for s in specs:
+        workloads.check(s.workload, s.model_args)
+    for path in sorted({o.lengths for o in own if o.lengths}):
+        endpoint.read_lengths(Path(path))
+    for path in sorted({o.trace for o in own if o.trace}):
+        endpoint.read_trace(Path(path))
+    for source in sorted({o.power_series for o in own if o.power_series}):
+        power_series.check(source)  # a file or server that gives no series stops the run here
+    asked = {
+        (o.endpoint, s.workload, o.api_key_env, o.chat)
+        for s, o in zip(specs, own, strict=True)
+        if o.endpoint
+    }
+    for url, name, key, chat in sorted(asked, key=str):
+        endpoint.check(url, name.removeprefix("served/"), api_key_env=key, chat=chat)
 
 
 def _headline(result: Result) -> Headline | None:
@@ -225,16 +299,17 @@ def _columns(result: Result) -> Mapping[str, object]:
 
 
 def _words(spec: RunSpec) -> list[str]:
-    if spec.trace:
-        return [f"trace={Path(spec.trace).name}"]
+    own = ServeSettings.of(spec)
+    if own.trace:
+        return [f"trace={Path(own.trace).name}"]
     lengths = (
-        f"lengths={Path(spec.lengths).name}"
-        if spec.lengths
-        else (f"prompt={spec.prompt_tokens} new={spec.new_tokens}")
+        f"lengths={Path(own.lengths).name}"
+        if own.lengths
+        else (f"prompt={own.prompt_tokens} new={own.new_tokens}")
     )
-    rate = [f"at {spec.rate_per_s:g}/s"] if spec.rate_per_s else []
-    rate += [f"ramping to {spec.ramp_to_per_s:g}/s"] if spec.ramp_to_per_s else []
-    bursts = [f"burstiness {spec.burstiness:g}"] if spec.burstiness != 1 else []
+    rate = [f"at {own.rate_per_s:g}/s"] if own.rate_per_s else []
+    rate += [f"ramping to {own.ramp_to_per_s:g}/s"] if own.ramp_to_per_s else []
+    bursts = [f"burstiness {own.burstiness:g}"] if own.burstiness != 1 else []
     return [lengths, *rate, *bursts]
 
 
@@ -243,16 +318,9 @@ SCENARIO = Scenario(
     summary="streamed requests to the OpenAI-compatible server at `endpoint`",
     measure="accelbench.scenarios.serve.measure:measure",
     client=True,
-    own_fields=(
-        "endpoint",
-        "api_key_env",
-        "chat",
-        "burstiness",
-        "ramp_to_per_s",
-        "trace",
-        "power_series",
-    ),
+    settings=ServeSettings,
     rules=_rules,
+    check=_check,
     record=ServeMetrics,
     headline=_headline,
     objectives=("goodput",),

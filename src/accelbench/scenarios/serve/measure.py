@@ -40,7 +40,13 @@ from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
-from accelbench.scenarios.serve import ServedRequest, ServeMetrics, ServeTrial, endpoint
+from accelbench.scenarios.serve import (
+    ServedRequest,
+    ServeMetrics,
+    ServeSettings,
+    ServeTrial,
+    endpoint,
+)
 from accelbench.scenarios.server.measure import SEARCH_TRIALS
 
 SLO_SHARE = 0.99
@@ -67,27 +73,29 @@ def measure(spec: RunSpec) -> Metrics:
 async def _measure(spec: RunSpec) -> Metrics:
     import httpx
 
-    url = spec.endpoint
+    own = ServeSettings.of(spec)
+
+    url = own.endpoint
     assert url is not None  # the spec requires it for serve
     start = time.perf_counter()
     lengths = (
-        endpoint.read_lengths(Path(spec.lengths))
-        if spec.lengths
-        else [(spec.prompt_tokens, spec.new_tokens)]
+        endpoint.read_lengths(Path(own.lengths))
+        if own.lengths
+        else [(own.prompt_tokens, own.new_tokens)]
     )
     rng = random.Random(spec.seed)
     model = spec.workload.removeprefix("served/")
     named: list[str] = []  # the model as the first answer that named it calls it
-    timeout = httpx.Timeout(spec.request_timeout_s, connect=10.0)
+    timeout = httpx.Timeout(own.request_timeout_s, connect=10.0)
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
-    sent = endpoint.headers(spec.api_key_env)
+    sent = endpoint.headers(own.api_key_env)
     async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=sent) as client:
 
         async def send(trial_start: float, asked: tuple[int, int] | None = None) -> ServedRequest:
             prompt_words, new_tokens = asked or rng.choice(lengths)
             text = endpoint.prompt(rng, prompt_words)
             reply = await endpoint.complete(
-                client, url, model, text, new_tokens, spec.request_timeout_s, spec.chat
+                client, url, model, text, new_tokens, own.request_timeout_s, own.chat
             )
             if reply.model and not named:
                 named.append(reply.model)
@@ -107,27 +115,27 @@ async def _measure(spec: RunSpec) -> Metrics:
         # The headline is an arrival trial's: what else the host did is read over the trials.
         monitor = contention.HostMonitor(spec, torch.device("cpu"))
         meter: energy.WindowMeter = (
-            power_series.meter(spec.power_series)
-            if spec.power_series
+            power_series.meter(own.power_series)
+            if own.power_series
             else energy.server_meter(contention.server_pids(url))
         )
         monitor.start()
-        if spec.trace is not None:
-            trace = endpoint.read_trace(Path(spec.trace))
+        if own.trace is not None:
+            trace = endpoint.read_trace(Path(own.trace))
             trials.append(await replay(spec, send, trace, meter))
             reported: int | None = 1
             search = (
-                f"the trace {Path(spec.trace).name}, {len(trace)} requests over "
+                f"the trace {Path(own.trace).name}, {len(trace)} requests over "
                 f"{trace[-1][0]:.4g} s, replayed"
             )
-        elif spec.rate_per_s is not None:
-            trials.append(await arrivals(spec, send, spec.rate_per_s, meter))
+        elif own.rate_per_s is not None:
+            trials.append(await arrivals(spec, send, own.rate_per_s, meter))
             reported = 1
-            search = f"the given rate, {spec.num_queries} requests"
-            if spec.ramp_to_per_s is not None:
+            search = f"the given rate, {own.num_queries} requests"
+            if own.ramp_to_per_s is not None:
                 search = (
-                    f"a linear ramp from {spec.rate_per_s:g}/s to {spec.ramp_to_per_s:g}/s, "
-                    f"{spec.num_queries} requests"
+                    f"a linear ramp from {own.rate_per_s:g}/s to {own.ramp_to_per_s:g}/s, "
+                    f"{own.num_queries} requests"
                 )
         else:
             reported, low, high = None, 0.0, capacity
@@ -141,7 +149,7 @@ async def _measure(spec: RunSpec) -> Metrics:
                     high = (low + high) / 2
             search = (
                 f"bisection of (0, {capacity:.4g}/s], the closed loop's capacity at "
-                f"{spec.batch_size} in flight, in {SEARCH_TRIALS} trials of {spec.num_queries} "
+                f"{spec.batch_size} in flight, in {SEARCH_TRIALS} trials of {own.num_queries} "
                 "requests"
             )
     host = monitor.stop()
@@ -159,6 +167,7 @@ async def _measure(spec: RunSpec) -> Metrics:
 async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metrics, ServeTrial]:
     """The closed loop's epochs as a record whose steps are batch_size requests ended, and its
     steady requests as a trial."""
+    own = ServeSettings.of(spec)
     raw, served, ended = Raw(), [], []
     per_epoch = spec.steps_per_epoch * spec.batch_size
     for _ in measured_epochs(spec, torch.device("cpu"), raw):
@@ -174,19 +183,19 @@ async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metric
         raw.step_ms += [(b - a) * 1e3 for a, b in itertools.pairwise([0.0, *marks])]
     if not served or all(r.error for r in served):
         reason = next((r.error for r in served if r.error), "no request was sent")
-        raise AccelbenchError(f"every request to {spec.endpoint} failed: {reason}")
+        raise AccelbenchError(f"every request to {own.endpoint} failed: {reason}")
     raw.wait_ms = [0.0] * len(raw.step_ms)  # the prompts are made before each is sent
     metrics = build_metrics(
         spec, Requests(), raw, [], timer="wall-clock", build_s=build_s, flops=None
     )
     steady = served[metrics.steady_from_step * spec.batch_size :]
     loop = trial(spec, steady, None, spec.batch_size, metrics.delivered.time_s)
-    fixed = spec.lengths is None and all(r.output_tokens == spec.new_tokens for r in steady)
+    fixed = own.lengths is None and all(r.output_tokens == own.new_tokens for r in steady)
     # The client's energy says nothing of the server's: none is given.
     update = {
         "energy": None,
         "joules_per_item": None,
-        "tokens_per_item": spec.new_tokens if fixed else None,
+        "tokens_per_item": own.new_tokens if fixed else None,
     }
     return metrics.model_copy(update=update), loop
 
@@ -229,9 +238,10 @@ async def arrivals(
     """spec.num_queries requests arriving at `rate` (arrival_times: spec.burstiness, and a ramp
     to spec.ramp_to_per_s), each sent at its time whatever is in flight; none is sent after
     spec.max_measure_s. A ramp's trial is filed under its mean rate."""
-    ramp = spec.ramp_to_per_s
+    own = ServeSettings.of(spec)
+    ramp = own.ramp_to_per_s
     times = arrival_times(
-        rate, spec.num_queries, spec.burstiness, f"{spec.seed}/{rate}", ramp_to=ramp
+        rate, own.num_queries, own.burstiness, f"{spec.seed}/{rate}", ramp_to=ramp
     )
     mean = rate if ramp is None else (rate + ramp) / 2
     return await _send_at(spec, send, [(t, None) for t in times], mean, meter)
@@ -314,9 +324,10 @@ def _rate(times_s: list[float]) -> float | None:
 
 def within_slo(spec: RunSpec, request: ServedRequest) -> bool:
     """Whether a request succeeded with its TTFT and TPOT (where it has one) within target."""
+    own = ServeSettings.of(spec)
     ttft, tpot = request.ttft_ms, request.tpot_ms
     return (
-        ttft is not None and ttft <= spec.slo_ttft_ms and (tpot is None or tpot <= spec.slo_tpot_ms)
+        ttft is not None and ttft <= own.slo_ttft_ms and (tpot is None or tpot <= own.slo_tpot_ms)
     )
 
 

@@ -7,13 +7,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from pydantic import Field
+
 from accelbench.records.frozen import Frozen
 from accelbench.records.stats import Summary
 from accelbench.scenarios.base import Headline, Record, Scenario, record_of
+from accelbench.scenarios.settings import Arrivals
 
 if TYPE_CHECKING:
     from accelbench.records.result import Result
     from accelbench.records.spec import RunSpec
+
+
+class ServerSettings(Arrivals):
+    latency_bound_ms: float | None = Field(default=None, gt=0)
+    """server: the p99 latency a rate must keep to count as sustained."""
+    batch_timeout_ms: float = Field(default=2.0, ge=0)
+    """server: the longest the oldest waiting query waits for its batch to fill."""
 
 
 class ServerTrial(Frozen):
@@ -48,7 +58,8 @@ class ServerMetrics(Record):
 
 
 def _rules(spec: RunSpec) -> None:
-    if spec.rate_per_s is None and spec.latency_bound_ms is None:
+    own = ServerSettings.of(spec)
+    if own.rate_per_s is None and own.latency_bound_ms is None:
         raise ValueError(
             "the server scenario needs --rate-per-s, or --latency-bound-ms to search for one"
         )
@@ -79,7 +90,7 @@ SCENARIO = Scenario(
     summary="queries arriving at random at a rate, batched dynamically up to batch_size",
     measure="accelbench.scenarios.server.measure:measure",
     batch_latency=False,
-    own_fields=("latency_bound_ms", "batch_timeout_ms"),
+    settings=ServerSettings,
     rules=_rules,
     record=ServerMetrics,
     headline=_headline,

@@ -25,7 +25,7 @@ from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
 from accelbench.scenarios.infer import measure as infer
-from accelbench.scenarios.server import ServerMetrics, ServerTrial
+from accelbench.scenarios.server import ServerMetrics, ServerSettings, ServerTrial
 from accelbench.workload import Batch, Workload
 
 SEARCH_TRIALS = 6
@@ -33,6 +33,7 @@ SEARCH_TRIALS = 6
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
+    own = ServerSettings.of(spec)
     metrics, forward, queries = infer.measure_with(spec, workload, device)
     full = queries[0]  # spec.batch_size items; a batch of n sends its first n
     rng = random.Random(spec.seed)
@@ -40,26 +41,26 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     def trial(rate: float) -> ServerTrial:
         return serve(forward, device, full, rate, spec, rng)
 
-    if spec.rate_per_s is not None:
-        trials = [trial(spec.rate_per_s)]
+    if own.rate_per_s is not None:
+        trials = [trial(own.rate_per_s)]
         reported: int | None = 0
-        search = f"the given rate, {spec.num_queries} queries"
+        search = f"the given rate, {own.num_queries} queries"
     else:
-        assert spec.latency_bound_ms is not None
+        assert own.latency_bound_ms is not None
         trials, reported = [], None
         low, high = 0.0, metrics.items_per_s
         for _ in range(SEARCH_TRIALS):
             trials.append(trial((low + high) / 2))
-            if kept_within(trials[-1], spec.latency_bound_ms):
+            if kept_within(trials[-1], own.latency_bound_ms):
                 low, reported = trials[-1].target_per_s, len(trials) - 1
             else:
                 high = trials[-1].target_per_s
         search = (
             f"bisection of (0, {metrics.items_per_s:.4g}/s], the back-to-back capacity, in "
-            f"{SEARCH_TRIALS} trials of {spec.num_queries} queries"
+            f"{SEARCH_TRIALS} trials of {own.num_queries} queries"
         )
     server = ServerMetrics(
-        latency_bound_ms=spec.latency_bound_ms, trials=trials, reported=reported, search=search
+        latency_bound_ms=own.latency_bound_ms, trials=trials, reported=reported, search=search
     )
     return metrics.model_copy(update={"record": server})
 
@@ -90,7 +91,8 @@ def serve(
     query's deadline, whichever comes first, and never polls; latencies run from each query's
     scheduled arrival, so a late wake-up counts against the server, as LoadGen counts it.
     `clock` and `sleep` are the real ones except in tests of the policy."""
-    n, max_batch, timeout_s = spec.num_queries, spec.batch_size, spec.batch_timeout_ms / 1e3
+    own = ServerSettings.of(spec)
+    n, max_batch, timeout_s = own.num_queries, spec.batch_size, own.batch_timeout_ms / 1e3
     arrivals = list(itertools.accumulate(rng.expovariate(rate) for _ in range(n)))
     latency_ms: list[float] = []
     sizes: list[int] = []

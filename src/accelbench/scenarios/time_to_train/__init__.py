@@ -6,14 +6,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import Field, field_validator
+
 from accelbench.records.frozen import Frozen
-from accelbench.scenarios.base import Record, Scenario, record_of
+from accelbench.records.targets import parse_target
+from accelbench.scenarios.base import Record, Scenario, Settings, record_of
 
 if TYPE_CHECKING:
     from accelbench.records.result import Result, Status
     from accelbench.records.spec import RunSpec
 
 Outcome = Literal["reached", "not-converged", "diverged"]
+
+
+class TimeToTrainSettings(Settings):
+    target: str | None = None
+    """time-to-train: the held-out metric to reach, such as "val_loss<=0.02" or
+    "val_accuracy>=0.95" (accuracy for classifiers)."""
+    max_steps: int | None = Field(default=None, gt=0)
+    """time-to-train: stop as not-converged after this many optimizer steps (and, as always,
+    after max_measure_s of training)."""
+    diverge_factor: float = Field(default=10.0, gt=1)
+    """time-to-train: stop as diverged when the median training loss between two evaluations
+    exceeds this multiple of the first step's loss (NaN or infinity stops it at once)."""
+
+    @field_validator("target")
+    @classmethod
+    def _target_form(cls, target: str | None) -> str | None:
+        if target is not None:
+            parse_target(target)
+        return target
 
 
 class EvalPoint(Frozen):
@@ -67,7 +89,7 @@ class TimeToTrain(Record):
 
 
 def _rules(spec: RunSpec) -> None:
-    if spec.target is None:
+    if TimeToTrainSettings.of(spec).target is None:
         raise ValueError("time-to-train needs a --target such as val_loss<=0.02")
     if spec.data is None:
         raise ValueError(
@@ -107,7 +129,7 @@ SCENARIO = Scenario(
     summary="optimizer steps on real data until a held-out metric reaches `target`",
     measure="accelbench.scenarios.time_to_train.measure:measure",
     trains=True,
-    own_fields=("target", "max_steps", "diverge_factor"),
+    settings=TimeToTrainSettings,
     rules=_rules,
     record=TimeToTrain,
     objectives=("time-to-train",),

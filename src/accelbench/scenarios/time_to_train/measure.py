@@ -32,14 +32,15 @@ from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.targets import parse_target
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
-from accelbench.scenarios.time_to_train import EvalPoint, Outcome, TimeToTrain
+from accelbench.scenarios.time_to_train import EvalPoint, Outcome, TimeToTrain, TimeToTrainSettings
 from accelbench.scenarios.train.measure import train_epoch
 from accelbench.workload import Batch, Workload
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
-    assert spec.target is not None, "the spec requires a target for time-to-train"
-    metric, op, goal = parse_target(spec.target)  # checked when the spec was made
+    own = TimeToTrainSettings.of(spec)
+    assert own.target is not None, "the spec requires a target for time-to-train"
+    metric, op, goal = parse_target(own.target)  # checked when the spec was made
     if metric == "val_accuracy" and workload.correct is None:
         raise AccelbenchError(f"{spec.workload} is not a classifier: give a val_loss target")
     torch.manual_seed(spec.seed)
@@ -105,7 +106,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     finite = [(loss, step) for step, loss in enumerate(raw.step_loss) if math.isfinite(loss)]
     max_loss, max_step = max(finite, default=(math.nan, 0))
     record = TimeToTrain(
-        target=spec.target,
+        target=own.target,
         outcome=kind,
         reason=reason,
         time_to_target_s=reached.train_s if reached else None,
@@ -135,22 +136,23 @@ def _outcome(
     spec: RunSpec, step_loss: list[float], point: EvalPoint, metric: str, op: str, goal: float
 ) -> tuple[Outcome, str] | None:
     """(outcome, reason) once the run should end after this evaluation, else None."""
+    own = TimeToTrainSettings.of(spec)
     bad = next((i for i, loss in enumerate(step_loss) if not math.isfinite(loss)), None)
     if bad is not None:
         return "diverged", f"loss became {step_loss[bad]} at step {bad}"
     if not math.isfinite(point.val_loss):
         return "diverged", f"held-out loss became {point.val_loss} at step {point.step}"
-    limit = spec.diverge_factor * step_loss[0]
+    limit = own.diverge_factor * step_loss[0]
     if point.train_loss > limit:
         return "diverged", (
             f"median loss {point.train_loss:.4g} before step {point.step} is above "
-            f"{spec.diverge_factor:g} x the first step's {step_loss[0]:.4g}"
+            f"{own.diverge_factor:g} x the first step's {step_loss[0]:.4g}"
         )
     value = point.val_loss if metric == "val_loss" else point.val_accuracy
     assert value is not None, "accuracy targets need a classifier, checked above"
     if value <= goal if op == "<=" else value >= goal:
         return "reached", f"{metric} {value:.4g} {op} {goal:g} at step {point.step}"
-    if spec.max_steps is not None and point.step >= spec.max_steps:
+    if own.max_steps is not None and point.step >= own.max_steps:
         return "not-converged", (
             f"{metric} {value:.4g} after {point.step} steps, the --max-steps budget"
         )
