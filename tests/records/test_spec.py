@@ -122,3 +122,39 @@ def test_workers_auto_leaves_the_cpu_to_the_model_and_feeds_an_accelerator(
     assert RunSpec(workload="tiny_mlp", batch_size=8, workers="4").workers == 4
     with pytest.raises(ValidationError):
         RunSpec(workload="tiny_mlp", batch_size=8, workers="many")
+
+
+def test_a_scenarios_own_knobs_sit_in_its_settings_and_read_flat() -> None:
+    from accelbench.scenarios.serve import ServeSettings
+
+    flat = {"workload": "served/m", "scenario": "serve", "batch_size": 2}
+    spec = RunSpec.model_validate(flat | {"endpoint": "http://h:8000/v1", "rate_per_s": "2"})
+    own = ServeSettings.of(spec)
+    assert (own.endpoint, own.rate_per_s) == ("http://h:8000", 2.0)  # its own checks ran
+    dumped = spec.model_dump(mode="json")
+    assert "settings" not in dumped and dumped["endpoint"] == "http://h:8000"
+    assert RunSpec.model_validate_json(spec.model_dump_json()) == spec
+    assert spec.knob("endpoint") == "http://h:8000" and spec.knob("target") is None
+    with pytest.raises(KeyError):
+        spec.knob("no_such_knob")
+    # The key is what the flat spec of before gave: own knobs at their default left out.
+    assert "num_queries" not in spec.identity() and spec.identity()["rate_per_s"] == 2.0
+    copied = spec.model_copy(update={"rate_per_s": 4.0})
+    assert ServeSettings.of(copied).rate_per_s == 4.0 and copied.knob("endpoint") == own.endpoint
+
+
+def test_another_scenarios_knob_is_refused_unless_it_is_its_default_or_stored() -> None:
+    from accelbench.records.spec import STORED
+
+    with pytest.raises(ValidationError, match="--endpoint goes with --scenario serve"):
+        RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 4, "endpoint": "http://h"})
+    with pytest.raises(ValidationError, match="--prompt-tokens goes with --scenario generate"):
+        RunSpec.model_validate({"workload": "tiny_mlp", "batch_size": 4, "prompt_tokens": 256})
+    # A command line gives every option, most at their defaults: those are no one's choice.
+    plain = RunSpec.model_validate(
+        {"workload": "tiny_mlp", "batch_size": 4, "prompt_tokens": "128", "rate_per_s": None}
+    )
+    assert plain == RunSpec(workload="tiny_mlp", batch_size=4)
+    # A record stored before the nesting may hold one that was allowed then: it still reads.
+    old = {"workload": "tiny_mlp", "batch_size": 4, "prompt_tokens": 256}
+    assert RunSpec.model_validate(old, context=STORED) == plain

@@ -8,6 +8,8 @@ import io
 import re
 import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -60,13 +62,21 @@ def test_a_new_scenario_in_one_file_runs_through_every_command(
     db = str(tmp_path / "toy.sqlite")
     args = ["run", "tiny_mlp", "--scenario", "toy", "--batch-size", "2,4", "--device", "cpu"]
     args += ["--epochs", "2", "--steps-per-epoch", "4", "--threads", "1", "--db", db]
-    out = runner.invoke(app, args)
-    assert out.exit_code == 0, out.output
-    assert re.search(r"tiny_mlp toy bs=4 fp32: toy: \d+ parameters, mean loss", out.output)
+    # Its knobs are options of `run` as the process starts with the plug-in in its environment.
+    out = accelbench(*args, "--toy-passes", "3", "--toy-note", "noted")
+    assert out.returncode == 0, out.stderr
+    assert re.search(
+        r"tiny_mlp toy bs=4 fp32: toy: \d+ parameters, mean loss .*, noted", out.stdout
+    )
+    shown = accelbench("run", "--help").stdout
+    assert "Options of --scenario toy:" in shown and "--toy-passes" in shown
+    refused = accelbench("run", "tiny_mlp", "--toy-passes", "2", "--device", "cpu", "--db", db)
+    assert refused.returncode == 2 and "--toy-passes goes with --scenario toy" in refused.stderr
 
     with ResultStore(db) as store:
         stored = store.query()
     assert [r.spec.scenario for r in stored] == ["toy", "toy"]
+    assert {(r.spec.knob("toy_passes"), r.spec.knob("toy_note")) for r in stored} == {(3, "noted")}
     record = stored[0].metrics.record if stored[0].metrics else None
     assert record is not None and record.kind == "toy" and record.parameters > 0  # type: ignore[attr-defined]
     assert stored[0].headline and stored[0].headline.unit == "toy items/s"
@@ -84,6 +94,12 @@ def test_a_new_scenario_in_one_file_runs_through_every_command(
     assert report.exit_code == 0, report.output
     html = page.read_text()
     assert "tiny_mlp: toy throughput against batch size" in html and "mean loss" in html
+
+
+def accelbench(*args: str) -> subprocess.CompletedProcess[str]:
+    """The command in a process of its own, with this one's environment (the plug-in's)."""
+    command = [sys.executable, "-m", "accelbench", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
 
 
 def test_records_stored_before_the_plugins_read_and_are_rewritten(tmp_path: Path) -> None:

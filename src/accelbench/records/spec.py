@@ -39,6 +39,10 @@ _ADDED_NAMES = (
 _ADDED_LATER = tuple(_ADDED_NAMES.split())
 """Fields added after the first release, new ones last: left out of a cell's identity while at
 their default, so that stored results keep their keys."""
+STORED = {"stored": True}
+"""The validation context of records read back from a store or an export: a knob of another
+scenario, which specs before the nesting could hold at other than its default, is dropped there,
+not refused."""
 MAX_REPEATS = 1000
 """The most repeats (and seeds) of one cell a sweep runs."""
 Optimizer = Literal["sgd", "adamw"]

@@ -9,6 +9,7 @@ here and nowhere else: the rest of accelbench reads a plug-in's fields.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.metadata
 import importlib.util
@@ -66,10 +67,8 @@ def loadable() -> list[Scenario]:
     """The scenarios, leaving out plug-ins that cannot be loaded: for what lists knobs (the
     command line as it is built), so that a broken plug-in is said in one line where a cell
     names its scenario, not as a traceback before any command runs."""
-    try:
+    with contextlib.suppress(AccelbenchError):
         _load_plugins()
-    except AccelbenchError:
-        pass
     return list(_REGISTRY.values())
 
 

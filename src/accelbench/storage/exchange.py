@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
+from accelbench.records.spec import STORED
 from accelbench.storage.schema import stored_json
 
 FORMAT = "accelbench-results"
@@ -138,7 +139,7 @@ def parse(data: bytes, name: str) -> list[Result]:
 def _validated(record: object, which: str, name: str) -> Result:
     """One record of an export as a Result, its key checked against its spec and platform."""
     try:
-        result = Result.model_validate(record)
+        result = Result.model_validate(record, context=STORED)
     except ValidationError as exc:
         where, why = first_invalid(exc)
         raise AccelbenchError(

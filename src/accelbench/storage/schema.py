@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from accelbench import secrets
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
+from accelbench.records.spec import STORED
 from accelbench.report import listing
 from accelbench.report.sections import brief
 from accelbench.scenarios.base import record_of
@@ -170,7 +171,7 @@ def listed(key: str, text: str | None, read: Callable[[str], Result]) -> listing
 
 def record(text: str) -> Result:
     try:
-        return Result.model_validate_json(text)
+        return Result.model_validate_json(text, context=STORED)
     except ValidationError as exc:
         try:
             key = json.loads(text).get("key", "?")
