@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from accelbench import scenarios
 from accelbench.cli.options import ENV_DEFAULTS
 from accelbench.records.contention import HostActivity
 from accelbench.records.result import Result, result_key
@@ -21,7 +22,8 @@ from accelbench.records.throughput import Delivered
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """No test touches the user's database, and torch's global state is the same for each."""
+    """No test touches the user's database, and torch's global state and the registered
+    scenarios are the same for each."""
     monkeypatch.setenv("ACCELBENCH_DB", str(tmp_path / "default.sqlite"))
     monkeypatch.setenv("ACCELBENCH_LOG_DIR", str(tmp_path / "logs"))
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)  # tests outside an allocation, even in one
@@ -34,8 +36,14 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
         torch.backends.cudnn.rnn.fp32_precision,  # type: ignore[attr-defined]
     )
     threads = torch.get_num_threads()
+    registered = dict(scenarios._REGISTRY), set(scenarios._modules), list(scenarios._loaded)
     torch.manual_seed(0)
     yield
+    scenarios._REGISTRY.clear()
+    scenarios._REGISTRY.update(registered[0])
+    scenarios._modules.clear()
+    scenarios._modules.update(registered[1])
+    scenarios._loaded[:] = registered[2]
     (
         torch.backends.cudnn.allow_tf32,
         torch.backends.cuda.matmul.fp32_precision,

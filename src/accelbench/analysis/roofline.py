@@ -84,7 +84,8 @@ def roofs(results: Sequence[Result]) -> list[Roof]:
         elif r.spec.scenario == "loader":
             loaders[(r.platform, r.env.hostname, *_feed(r))].append(r)
         elif (
-            not (scenario := scenarios.get(r.spec.scenario)).device_only and scenario.rated_by_steps
+            not isinstance(scenario := scenarios.get(r.spec.scenario), scenarios.DeviceScenario)
+            and scenario.rated_by_steps
         ):
             models.append(r)
     found = []

@@ -28,22 +28,26 @@ def run(spec: RunSpec) -> Result:
     cpus = os.cpu_count() or 1
     free = int(os.environ.get(contention.FREE_CPUS_ENV) or cpus)  # as the sweep found them
     device = environment.resolve_device(spec.device)
-    threads = None if scenario.client else contention.auto_threads(spec, device, free, cpus)
+    client = isinstance(scenario, scenarios.ClientScenario)
+    threads = None if client else contention.auto_threads(spec, device, free, cpus)
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)  # before capture, which records it
     env = environment.capture(spec.device, hidden=(spec.knob("api_key_env") or "",))
     spec = spec.model_copy(update={"device": env.device_type})
-    if scenario.client:  # it measures a server: nothing to build, place or set here
+    if isinstance(
+        scenario, scenarios.ClientScenario
+    ):  # a server: nothing to build, place or set here
         return _result(spec, env, lambda: scenario.measure_fn()(spec))
     check_supported(spec.precision, env.device_type, env.cuda_capability)
     rank = distributed.join(spec, env.device_type)
 
     def on_device() -> Metrics:
-        progress.phase("measuring the device" if scenario.device_only else "building the model")
+        alone = isinstance(scenario, scenarios.DeviceScenario)  # no model: the device by itself
+        progress.phase("measuring the device" if alone else "building the model")
         device = distributed.device_of(rank, env.device_type)
-        if scenario.device_only:  # no model: the device by itself
+        if isinstance(scenario, scenarios.DeviceScenario):
             metrics = scenario.measure_fn()(spec, device)
         else:
             workload = workloads.get(spec.workload, spec.model_args)

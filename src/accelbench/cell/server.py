@@ -64,7 +64,7 @@ def _warm() -> None:
     from accelbench.cell import child, runner  # noqa: F401
 
     for scenario in scenarios.all_scenarios():
-        if not scenario.client:
+        if not isinstance(scenario, scenarios.ClientScenario):
             scenario.measure_fn()
 
 

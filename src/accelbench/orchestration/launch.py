@@ -279,7 +279,11 @@ def _start(
 ) -> forks.Forked | subprocess.Popen[bytes]:
     """The cell's process, started: forked by the cell server where it is one process that
     runs torch (a client of a server imports none: forked, its memory would count torch's)."""
-    if not (spec.distributed or spec.numa_binding or scenarios.get(spec.scenario).client):
+    if not (
+        spec.distributed
+        or spec.numa_binding
+        or isinstance(scenarios.get(spec.scenario), scenarios.ClientScenario)
+    ):
         return forks.fork_or_exec(
             ["cell", *cell_args], log_path, preexec_fn=forks.on_parent_death()
         )

@@ -145,9 +145,11 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
         scenario.check([s for s in specs if s.scenario == scenario.name])
     distinct: dict[tuple[object, ...], RunSpec] = {}
     for s in specs:
-        if scenarios.get(s.scenario).client:  # nothing of it runs here
+        if isinstance(
+            scenarios.get(s.scenario), scenarios.ClientScenario
+        ):  # nothing of it runs here
             continue
-        if scenarios.get(s.scenario).device_only:  # no model to try: its args are checked
+        if isinstance(scenarios.get(s.scenario), scenarios.DeviceScenario):  # no model to try
             workloads.check(s.workload, s.model_args)
             continue
         key = (

@@ -87,7 +87,7 @@ class Result(Frozen):
         (as every record made before labels reads); for serve, which measures a server from its
         client, the server's platform as the user named it, else its endpoint (the client's
         host stays in env)."""
-        if scenarios.get(self.spec.scenario).client:
+        if isinstance(scenarios.get(self.spec.scenario), scenarios.ClientScenario):
             return self.spec.platform or f"server at {self.spec.knob('endpoint')}"
         label = self.spec.platform
         return f"{label} ({self.env.platform})" if label else self.env.platform
@@ -96,7 +96,8 @@ class Result(Frozen):
     def device_model(self) -> str:
         """The device model alone, without the centre's label: what published figures are
         matched by (for serve: the server's platform, whose devices the client cannot see)."""
-        return self.platform if scenarios.get(self.spec.scenario).client else self.env.platform
+        client = isinstance(scenarios.get(self.spec.scenario), scenarios.ClientScenario)
+        return self.platform if client else self.env.platform
 
     @property
     def overhead_s(self) -> float | None:

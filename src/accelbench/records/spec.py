@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 from accelbench import scenarios, workloads
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
-from accelbench.scenarios.base import Scenario, Settings
+from accelbench.scenarios.base import ClientScenario, DeviceScenario, Scenario, Settings
 from accelbench.secrets import scrub
 
 _ADDED_NAMES = (
@@ -272,8 +272,9 @@ class RunSpec(Frozen):
                 f"precision {self.precision} is for inference: add --scenario infer or server"
             )
         family = workloads.measured_by(self.workload)  # served/ or micro/: their scenarios
-        if family and not getattr(scenario, family[0]):
-            names = " or ".join(s.name for s in scenarios.all_scenarios() if getattr(s, family[0]))
+        kind = {"client": ClientScenario, "device": DeviceScenario}[family[0]] if family else None
+        if family and kind and not isinstance(scenario, kind):
+            names = " or ".join(s.name for s in scenarios.all_scenarios() if isinstance(s, kind))
             raise ValueError(f"{family[1]}: give it with --scenario {names}")
         if not scenario.trains and (self.grad_accum > 1 or self.recompute):
             raise ValueError(

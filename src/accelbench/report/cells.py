@@ -44,7 +44,9 @@ def configuration(
     batch, the devices or only the replicas (and nodes) where a figure's axis or a table's
     column shows them."""
     scenario = scenarios.get(spec.scenario)
-    if scenario.client:  # the server's own settings are not the client's to give
+    if isinstance(
+        scenario, scenarios.ClientScenario
+    ):  # the server's own settings are not the client's to give
         parts = [f"{spec.batch_size} in flight"] if batch else []
         return " ".join([*parts, *scenario.words(spec)])
     parts = [f"bs={spec.batch_size}", *scenario.words(spec)] if batch else scenario.words(spec)

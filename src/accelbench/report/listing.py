@@ -198,7 +198,7 @@ def tokens_per_item(spec: RunSpec) -> bool:
     """Whether a result's tokens are its items' (not a generation's new tokens, which its own
     lines give, nor a server's)."""
     scenario = scenarios.get(spec.scenario)
-    return not (scenario.generates or scenario.client)
+    return not (scenario.generates or isinstance(scenario, scenarios.ClientScenario))
 
 
 def tokens_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:

@@ -19,9 +19,28 @@ from types import ModuleType
 
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.scenarios import generate, infer, loader, micro, serve, server, time_to_train, train
-from accelbench.scenarios.base import VIEWS, Headline, Record, Scenario
+from accelbench.scenarios.base import (
+    VIEWS,
+    ClientScenario,
+    DeviceScenario,
+    Headline,
+    Record,
+    Scenario,
+    Settings,
+)
 
-__all__ = ["Headline", "Record", "Scenario", "get", "names", "record_type", "register"]
+__all__ = [
+    "ClientScenario",
+    "DeviceScenario",
+    "Headline",
+    "Record",
+    "Scenario",
+    "Settings",
+    "get",
+    "names",
+    "record_type",
+    "register",
+]
 
 PLUGINS_ENV = "ACCELBENCH_SCENARIOS"
 _REGISTRY: dict[str, Scenario] = {}

@@ -15,8 +15,16 @@ from typing import TYPE_CHECKING, Any, Self, TypeVar
 from accelbench.records.frozen import Frozen
 
 if TYPE_CHECKING:
+    import torch
+
+    from accelbench.records.metrics import Metrics
     from accelbench.records.result import Result, Status
     from accelbench.records.spec import RunSpec
+    from accelbench.workload import Workload
+
+    ModelMeasure = Callable[[RunSpec, Workload, torch.device], Metrics]
+    DeviceMeasure = Callable[[RunSpec, torch.device], Metrics]
+    ClientMeasure = Callable[[RunSpec], Metrics]
 
 VIEWS = frozenset(
     {
@@ -116,15 +124,17 @@ def no_columns(result: Result) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One way of measuring a workload, registered by name (scenarios.register)."""
+    """One way of measuring a workload, registered by name (scenarios.register): a model
+    measured on a device, `measure(spec, workload, device)`. Its two other kinds measure no
+    model and take what they need: DeviceScenario and ClientScenario."""
 
     name: str
     summary: str
     """What it measures, in one line for --help and the docs."""
     measure: str | Callable[..., Any]
-    """(spec, workload, device) -> Metrics, a client's (spec) -> Metrics, or "module:function"
-    naming it: imported only in the cell's process, so that reading results never imports
-    torch or httpx."""
+    """(spec, workload, device) -> Metrics (a DeviceScenario's (spec, device), a
+    ClientScenario's (spec)), or "module:function" naming it: imported only in the cell's
+    process, so that reading results never imports torch or httpx."""
     trains: bool = False
     """Takes optimizer steps: gradient accumulation, recompute and training-only precisions
     go with it; inference-only precisions do not."""
@@ -132,14 +142,8 @@ class Scenario:
     """May run over several processes (replicas, tensor parallel, pipeline stages, FSDP)."""
     batch_latency: bool = False
     """Each step is one batch's latency (its p99 needs enough batches behind it)."""
-    client: bool = False
-    """Measures a server through its endpoint: nothing is built, fed, placed or checked here,
-    and `measure` takes the spec alone."""
     generates: bool = False
     """Needs a model that generates text."""
-    device_only: bool = False
-    """Measures the device itself (a kernel, a copy): no model is built or tried before the
-    cell, and `measure` takes (spec, device)."""
     settings: type[Settings] = Settings
     """The class of its own knobs (Settings): given with another scenario, they are refused."""
     rules: Callable[[RunSpec], None] = no_rules
@@ -173,8 +177,9 @@ class Scenario:
     words: Callable[[RunSpec], list[str]] = field(default=lambda spec: [])
     """Its own settings in a cell's description (prompt and new tokens, a rate)."""
 
-    def measure_fn(self) -> Callable[..., Any]:
-        return resolve(self.measure)
+    def measure_fn(self) -> ModelMeasure:
+        found: ModelMeasure = resolve(self.measure)
+        return found
 
     def cell_words(self, result: Result) -> str | None:
         return resolve(self.cell_text)(result) if self.cell_text else None
@@ -194,6 +199,26 @@ class Scenario:
         """Whether its headline is the steady rate of its steps (its epochs, the last epoch's
         time and the rate's own verdict rules then apply to it)."""
         return self.headline is steady_rate or self.steps_rate
+
+
+@dataclass(frozen=True)
+class DeviceScenario(Scenario):
+    """Measures the device itself (a kernel, a copy, a collective): no model is built or tried
+    before the cell, and `measure` takes (spec, device)."""
+
+    def measure_fn(self) -> DeviceMeasure:  # type: ignore[override]
+        found: DeviceMeasure = resolve(self.measure)
+        return found
+
+
+@dataclass(frozen=True)
+class ClientScenario(Scenario):
+    """Measures a server through its endpoint: nothing is built, fed, placed or checked here,
+    the platform is the server's, and `measure` takes the spec alone."""
+
+    def measure_fn(self) -> ClientMeasure:  # type: ignore[override]
+        found: ClientMeasure = resolve(self.measure)
+        return found
 
 
 def resolve(target: str | Callable[..., Any]) -> Callable[..., Any]:

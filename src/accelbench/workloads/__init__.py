@@ -255,12 +255,12 @@ def is_micro(name: str) -> bool:
 
 
 def measured_by(name: str) -> tuple[str, str] | None:
-    """The flag of the scenarios that alone measure workloads of this family (scenarios.base),
-    and why; None for a model, which any other scenario measures."""
+    """The kind of the scenarios that alone measure workloads of this family (scenarios.base's
+    ClientScenario, DeviceScenario), and why; None for a model, which any other measures."""
     if is_served(name):
         return "client", "a served/NAME workload is measured through its server"
     if is_micro(name):
-        return "device_only", "a micro/NAME workload measures the device, not a model"
+        return "device", "a micro/NAME workload measures the device, not a model"
     return None
 
 

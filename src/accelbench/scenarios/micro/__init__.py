@@ -26,7 +26,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from accelbench.scenarios.base import Headline, Namer, Record, Scenario, record_of, steady_rate
+from accelbench.scenarios.base import (
+    DeviceScenario,
+    Headline,
+    Namer,
+    Record,
+    record_of,
+    steady_rate,
+)
 from accelbench.workloads import COLLECTIVES, MICRO
 
 if TYPE_CHECKING:
@@ -132,11 +139,10 @@ def _columns(result: Result) -> Mapping[str, object]:
     return {"micro_shape": micro.shape, "micro_datasheet_per_s": micro.datasheet_per_s}
 
 
-SCENARIO = Scenario(
+SCENARIO = DeviceScenario(
     name="micro",
     summary="the device by itself: matmul TFLOP/s, memory triad GB/s, host-device copy GB/s",
     measure="accelbench.scenarios.micro.measure:measure",
-    device_only=True,
     distributes=True,
     rules=_rules,
     device_rules=_device_rules,

@@ -16,7 +16,7 @@ from accelbench.records.energy import EnergyMetrics
 from accelbench.records.frozen import Frozen
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
-from accelbench.scenarios.base import Headline, Record, Scenario, record_of
+from accelbench.scenarios.base import ClientScenario, Headline, Record, record_of
 from accelbench.scenarios.settings import Arrivals, Prompts
 
 if TYPE_CHECKING:
@@ -313,11 +313,10 @@ def _words(spec: RunSpec) -> list[str]:
     return [lengths, *rate, *bursts]
 
 
-SCENARIO = Scenario(
+SCENARIO = ClientScenario(
     name="serve",
     summary="streamed requests to the OpenAI-compatible server at `endpoint`",
     measure="accelbench.scenarios.serve.measure:measure",
-    client=True,
     settings=ServeSettings,
     rules=_rules,
     check=_check,
