@@ -17,7 +17,7 @@ LAYERS = (
         *("accelbench.workload", "accelbench.workloads"),
     ),
     ("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
-    ("accelbench.analysis",),
+    ("accelbench.analysis", "accelbench.scenarios.*.verdicts"),
     ("accelbench.execution",),
     (
         "accelbench.scenarios.epochs",
@@ -25,16 +25,17 @@ LAYERS = (
         "accelbench.scenarios.*.endpoint",
     ),
     ("accelbench.cell",),
-    ("accelbench.report",),
+    ("accelbench.report", "accelbench.scenarios.*.report"),
     ("accelbench.storage",),
     ("accelbench.orchestration",),
     ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
     ("accelbench.integrations",),
 )
 """From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
-their records, torch-free); analysis of results as data; how a step executes; how each scenario
-measures; the cell's process; the words, tables and figures; the database and its files; where
-and in what order cells run; the commands. A module imports from its own layer or below."""
+their records and settings, torch-free); analysis of results as data, and each scenario's own
+verdicts; how a step executes; how each scenario measures; the cell's process; the words,
+tables and figures, and each scenario's own; the database and its files; where and in what
+order cells run; the commands. A module imports from its own layer or below."""
 
 
 def layer(module: str) -> int:

@@ -9,6 +9,7 @@ from accelbench.records.result import Result
 from accelbench.report import inference
 from accelbench.report import results as results_text
 from accelbench.scenarios.infer import measure as infer
+from accelbench.scenarios.infer.report import latency_lines
 
 from ..conftest import tiny
 
@@ -53,10 +54,10 @@ def sweep() -> list[Result]:
 def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
     long_enough = sweep[0]
     assert long_enough.metrics and long_enough.metrics.step_ms_steady.n >= 459
-    line = inference.latency_lines(long_enough)[0]
+    line = latency_lines(long_enough)[0]
     assert "p99" in line and "not shown" not in line
     short = run(tiny(scenario="infer", steps_per_epoch=20))
-    assert "p99 not shown (needs 100)" in inference.latency_lines(short)[0]
+    assert "p99 not shown (needs 100)" in latency_lines(short)[0]
     assert any(
         "20 steady batches: a p99 at 99% confidence needs 459 (MLPerf LoadGen's early stopping), 439 more"
         in line

@@ -30,10 +30,17 @@ from accelbench.cli import app
 from accelbench.records.energy import EnergyMetrics
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
-from accelbench.report import cells, serving
+from accelbench.report import cells
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServedRequest, ServeMetrics, ServeSettings, endpoint
+from accelbench.scenarios.serve import (
+    ServedRequest,
+    ServeMetrics,
+    ServeSettings,
+    endpoint,
+    verdicts,
+)
 from accelbench.scenarios.serve import measure as serve
+from accelbench.scenarios.serve import report as serving
 from accelbench.storage.store import ResultStore
 
 runner = CliRunner()
@@ -375,7 +382,7 @@ def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
         reported=0,
         search="s",
     )
-    flags = dict(validity._serve_flags(m))
+    flags = dict(verdicts._serve_flags(m))
     assert set(flags) == {
         validity.Flag.TOO_SHORT,
         validity.Flag.OVERLOADED,
@@ -383,7 +390,7 @@ def test_serve_flags_say_what_is_wrong_with_the_reported_rate() -> None:
     }
     assert flags[validity.Flag.FAILED_REQUESTS] == "1 of 10 failed: HTTP 503: busy"
     none_met = m.model_copy(update={"reported": None})
-    assert [f for f, _ in validity._serve_flags(none_met)] == [validity.Flag.TOO_SLOW]
+    assert [f for f, _ in verdicts._serve_flags(none_met)] == [validity.Flag.TOO_SLOW]
 
 
 @pytest.mark.parametrize(
@@ -477,7 +484,7 @@ def test_an_empty_stream_is_a_failure_with_its_reason() -> None:
     t = serve.trial(spec, requests, 10.0, None, duration_s=1.0)
     assert t.within_slo == pytest.approx(0.9) and t.num_within == 9
     m = ServeMetrics(server_model=None, slo_share=0.99, trials=[t], reported=0, search="s")
-    flags = dict(validity._serve_flags(m))
+    flags = dict(verdicts._serve_flags(m))
     assert flags[validity.Flag.FAILED_REQUESTS].endswith(
         "empty stream: the server answered with no text"
     )
@@ -491,7 +498,7 @@ def test_the_slo_claim_needs_loadgens_early_stopping_samples() -> None:
         requests += [_sent(0.01 * (n - overs + i), ttft=5000.0) for i in range(overs)]
         t = serve.trial(spec, requests, 100.0, None, duration_s=0.01 * n)
         m = ServeMetrics(server_model=None, slo_share=0.99, trials=[t], reported=0, search="s")
-        return dict(validity._serve_flags(m))
+        return dict(verdicts._serve_flags(m))
 
     assert validity.Flag.TOO_SHORT in flags(100, 0)  # all within, but 63% confidence only
     assert (

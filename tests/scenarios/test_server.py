@@ -8,9 +8,9 @@ import torch
 
 from accelbench.analysis import validity
 from accelbench.cell.runner import run
-from accelbench.report import inference
 from accelbench.scenarios.server import ServerMetrics
 from accelbench.scenarios.server import measure as server
+from accelbench.scenarios.server import report as server_text
 
 from ..conftest import tiny
 
@@ -32,7 +32,7 @@ def test_a_given_rate_is_sent_as_poisson_arrivals_and_batched() -> None:
     assert trial.target_per_s == 400.0 and 1 <= trial.mean_batch <= 8
     # (How long batches wait, and that arrivals keep their rate, is timed on a virtual clock
     # below: a shared machine's clock would make those checks flaky.)
-    assert "server rate: 400 queries/s sent" in inference.server_line(result)
+    assert "server rate: 400 queries/s sent" in server_text.server_line(result)
 
 
 def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> None:
@@ -51,7 +51,7 @@ def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> No
     # Every faster rate tried broke the bound or did not keep up.
     for faster in (t for t in found.trials if t.target_per_s > best.target_per_s):
         assert not server.kept_within(faster, bound_ms)
-    assert "highest rate with p99 within 200 ms" in inference.server_line(result)
+    assert "highest rate with p99 within 200 ms" in server_text.server_line(result)
 
 
 def test_a_bound_no_rate_keeps_is_flagged() -> None:

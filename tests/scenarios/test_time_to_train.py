@@ -18,9 +18,9 @@ from accelbench.execution.engine import TorchEngine
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.records.targets import parse_target
-from accelbench.report import time_to_train as ttt_text
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
+from accelbench.scenarios.time_to_train import report as ttt_text
 from accelbench.scenarios.time_to_train.measure import _outcome
 from accelbench.workloads import get
 

@@ -36,9 +36,6 @@ from accelbench.records import contention, throughput
 from accelbench.records.metrics import Flops, Metrics
 from accelbench.records.result import Result
 from accelbench.records.stats import early_stopping_samples
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics, ServeTrial
-from accelbench.scenarios.server import ServerMetrics
 
 
 class Flag(StrEnum):
@@ -186,40 +183,6 @@ OVERLOAD_FRAC = 0.9
 """A server trial answering less than this share of its target rate did not keep up."""
 
 
-def server_flags(result: Result) -> list[tuple[Flag, str]]:
-    """The server scenario's rules: a rate was sustained, answered as fast as it came."""
-    server = record_of(result, ServerMetrics)
-    return [] if server is None else _server_flags(server)
-
-
-def _server_flags(server: ServerMetrics) -> list[tuple[Flag, str]]:
-    if server.reported is None:
-        return [(Flag.TOO_SLOW, f"no rate tried kept p99 within {server.latency_bound_ms:g} ms")]
-    trial = server.trials[server.reported]
-    flags = []
-    bound = server.latency_bound_ms
-    overs = 0 if bound is None else sum(v > bound for v in trial.latency_ms)
-    if why := percentile_short(trial.latency.n, overs, "queries", "raise --num-queries"):
-        flags.append((Flag.TOO_SHORT, why))
-    if trial.achieved_per_s < OVERLOAD_FRAC * trial.target_per_s:
-        flags.append(
-            (
-                Flag.OVERLOADED,
-                f"answered {trial.achieved_per_s:.4g} of {trial.target_per_s:.4g} queries/s",
-            )
-        )
-    return flags
-
-
-def keeps_up(t: ServeTrial) -> bool:
-    """Whether a serve trial's answers ended at OVERLOAD_FRAC or more of the rate its requests
-    were sent at (realised, not nominal); records without the realised rates compare the rate
-    answered with the nominal one."""
-    if t.sent_per_s is not None and t.ended_per_s is not None:
-        return t.ended_per_s >= OVERLOAD_FRAC * t.sent_per_s
-    return t.requests_per_s >= OVERLOAD_FRAC * (t.rate_per_s or 0.0)
-
-
 def percentile_short(n: int, overs: int | None, what: str, fix: str) -> str | None:
     """Why n samples, `overs` of them beyond a bound (None: no bound, so none beyond one),
     cannot claim a 99th percentile at 99% confidence (LoadGen's early stopping,
@@ -232,36 +195,6 @@ def percentile_short(n: int, overs: int | None, what: str, fix: str) -> str | No
         f"{n} {what}{beyond}: a p99 at 99% confidence needs {needed} (MLPerf LoadGen's early "
         f"stopping), {needed - n} more: {fix}"
     )
-
-
-def serve_flags(result: Result) -> list[tuple[Flag, str]]:
-    """The serve scenario's rules: a rate met the SLO, with enough requests for its p99s."""
-    serve = record_of(result, ServeMetrics)
-    return [] if serve is None else _serve_flags(serve)
-
-
-def _serve_flags(serve: ServeMetrics) -> list[tuple[Flag, str]]:
-    if serve.reported is None:
-        return [(Flag.TOO_SLOW, f"no rate tried met the SLO ({serve.search})")]
-    trial = serve.trials[serve.reported]
-    flags = []
-    overs = len(trial.requests) - trial.num_within
-    if why := percentile_short(len(trial.requests), overs, "requests", "raise --num-queries"):
-        flags.append((Flag.TOO_SHORT, why))
-    if not keeps_up(trial):
-        sent = trial.sent_per_s or trial.rate_per_s or 0.0
-        ended = trial.ended_per_s if trial.sent_per_s is not None else trial.requests_per_s
-        flags.append(
-            (
-                Flag.OVERLOADED,
-                f"answers ended at {ended or 0:.4g}/s, requests were sent at {sent:.4g}/s",
-            )
-        )
-    if failed := [r.error for r in trial.requests if r.error]:
-        flags.append(
-            (Flag.FAILED_REQUESTS, f"{len(failed)} of {len(trial.requests)} failed: {failed[0]}")
-        )
-    return flags
 
 
 UNRANKED = (Flag.CONTENDED, Flag.DRIFTING)

@@ -25,7 +25,7 @@ from accelbench.orchestration import launch
 from accelbench.records.result import Result, Status
 from accelbench.report import inert, tables
 from accelbench.report.results import Records, Rows, grid, listed, row_notes
-from accelbench.report.time_to_train import time_to_train_table
+from accelbench.scenarios.time_to_train.report import time_to_train_table
 from accelbench.secrets import scrub, scrubbing_filter
 from accelbench.storage.several import query_all
 

@@ -20,7 +20,7 @@ from accelbench.report import figures, inert, tables
 from accelbench.report import fleet as fleet_text
 from accelbench.report import results as results_text
 from accelbench.report.sections import Source
-from accelbench.report.time_to_train import time_to_train_grid
+from accelbench.scenarios.time_to_train.report import time_to_train_grid
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from accelbench import scenarios
 from accelbench.analysis import convergence, validity
 from accelbench.records.result import Result, measured
-from accelbench.report import serving
 from accelbench.report.cells import describer
 from accelbench.report.drawing import (
     Plot,
@@ -34,6 +33,7 @@ from accelbench.report.drawing import (
 )
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.generate import GenerateMetrics
+from accelbench.scenarios.serve import report as serving
 from accelbench.scenarios.server import ServerMetrics
 
 FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"

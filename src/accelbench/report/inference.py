@@ -1,6 +1,6 @@
-"""The inference scenarios in words: a batch's latency percentiles (infer), the rate a server
-sustained (server), generation's token latencies (generate), and a batch sweep's headlines.
-Each scenario's plug-in names its lines here (Scenario.notes)."""
+"""Latency in words, for every scenario that measures it: a p99 shown only with the samples to
+claim it, and a batch sweep's headlines (the rate at the lowest latency, the highest within a
+bound). Each scenario's own lines are in its folder (scenarios/*/report.py)."""
 
 from __future__ import annotations
 
@@ -11,66 +11,6 @@ from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import Summary
 from accelbench.report.cells import describe, label, rate_text
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.generate import GenerateMetrics
-from accelbench.scenarios.server import ServerMetrics
-
-
-def latency_lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:
-    """An inference result's latency percentiles, each with the batches behind it."""
-    assert result.metrics is not None
-    s = result.metrics.step_ms_steady
-    return [
-        f"{name(result.spec)}: latency per batch p50 {s.median:.2f} ms, p90 {s.p90:.2f} ms, "
-        f"{p99_text(s)}, over {s.n} steady batches"
-    ]
-
-
-def server_lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:
-    """The back-to-back batches' latencies, then the rate reported and how it was chosen."""
-    return [*latency_lines(result, name), server_line(result, name)]
-
-
-def generate_lines(result: Result, name: Callable[[RunSpec], str] = describe) -> list[str]:
-    """A generate result's token latencies, each with the calls or gaps behind it."""
-    g, m = record_of(result, GenerateMetrics), result.metrics
-    assert g is not None and m is not None
-    return [
-        f"{name(result.spec)}: TTFT p50 {g.ttft_ms.median:.2f} ms, {p99_text(g.ttft_ms)}, "
-        f"over {g.ttft_ms.n} calls; TPOT p50 {g.tpot_ms.median:.2f} ms; ITL p50 "
-        f"{g.itl_ms.median:.2f} ms, {p99_text(g.itl_ms)}, over {g.itl_ms.n} gaps; "
-        f"{rate_text(m.tokens_per_s or 0)} output tokens/s; prefill "
-        f"{rate_text(g.prefill_tokens_per_s)} tokens/s ({g.prompt_tokens} prompt, "
-        f"{g.new_tokens} new tokens per sequence)"
-        + (
-            f"; {m.joules_per_item / g.new_tokens:.3g} J per output token ({m.energy.method})"
-            if m.joules_per_item is not None and m.energy is not None
-            else ""
-        )
-    ]
-
-
-def server_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
-    """The server scenario's reported rate and its latencies, and how the rate was chosen."""
-    server = record_of(result, ServerMetrics)
-    assert server is not None
-    if server.reported is None:
-        return (
-            f"{name(result.spec)}: no rate kept p99 within {server.latency_bound_ms:g} ms "
-            f"({server.search})"
-        )
-    t = server.trials[server.reported]
-    what = (
-        f"highest rate with p99 within {server.latency_bound_ms:g} ms"
-        if result.spec.knob("rate_per_s") is None
-        else "rate"
-    )
-    return (
-        f"{name(result.spec)}: server {what}: {t.target_per_s:.4g} queries/s sent, "
-        f"{t.achieved_per_s:.4g} answered; latency p50 {t.latency.median:.2f} ms, "
-        f"{p99_text(t.latency)} over {t.latency.n} queries, mean batch {t.mean_batch:.1f} "
-        f"({server.search})"
-    )
 
 
 def p99_text(s: Summary) -> str:

@@ -30,7 +30,7 @@ from accelbench.report.cells import (
     wait_text,
 )
 from accelbench.report.listing import NAME, Listing
-from accelbench.report.time_to_train import time_to_train_headlines
+from accelbench.scenarios.time_to_train.report import time_to_train_headlines
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 

@@ -65,7 +65,7 @@ SCENARIO = Scenario(
     generates=True,
     record=GenerateMetrics,
     views=frozenset({"tokens"}),
-    notes="accelbench.report.inference:generate_lines",
+    notes="accelbench.scenarios.generate.report:lines",
     columns=_columns,
     words=_words,
 )

@@ -10,5 +10,5 @@ SCENARIO = Scenario(
     batch_latency=True,
     objectives=("latency",),
     views=frozenset({"batch", "first-epoch", "efficiency", "latency"}),
-    notes="accelbench.report.inference:latency_lines",
+    notes="accelbench.scenarios.infer.report:latency_lines",
 )

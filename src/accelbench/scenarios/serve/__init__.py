@@ -324,9 +324,9 @@ SCENARIO = ClientScenario(
     headline=_headline,
     objectives=("goodput",),
     views=frozenset({"serving"}),
-    verdict_rules="accelbench.analysis.validity:serve_flags",
-    notes="accelbench.report.serving:lines",
-    cell_text="accelbench.report.serving:cell_text",
+    verdict_rules="accelbench.scenarios.serve.verdicts:serve_flags",
+    notes="accelbench.scenarios.serve.report:lines",
+    cell_text="accelbench.scenarios.serve.report:cell_text",
     columns=_columns,
     words=_words,
 )

@@ -32,7 +32,6 @@ from pathlib import Path
 
 import torch
 
-from accelbench.analysis.validity import keeps_up
 from accelbench.errors import AccelbenchError
 from accelbench.execution import interruption, progress
 from accelbench.records import contention, energy, power_series
@@ -47,6 +46,7 @@ from accelbench.scenarios.serve import (
     ServeTrial,
     endpoint,
 )
+from accelbench.scenarios.serve.verdicts import keeps_up
 from accelbench.scenarios.server.measure import SEARCH_TRIALS
 
 SLO_SHARE = 0.99

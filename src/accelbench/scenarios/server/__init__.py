@@ -96,7 +96,7 @@ SCENARIO = Scenario(
     headline=_headline,
     objectives=("latency",),
     views=frozenset({"latency"}),
-    verdict_rules="accelbench.analysis.validity:server_flags",
-    notes="accelbench.report.inference:server_lines",
+    verdict_rules="accelbench.scenarios.server.verdicts:server_flags",
+    notes="accelbench.scenarios.server.report:lines",
     columns=_columns,
 )

@@ -133,6 +133,6 @@ SCENARIO = Scenario(
     rules=_rules,
     record=TimeToTrain,
     objectives=("time-to-train",),
-    notes="accelbench.report.time_to_train:lines",
+    notes="accelbench.scenarios.time_to_train.report:lines",
     columns=_columns,
 )
