@@ -29,7 +29,8 @@ def test_invalid_throughput_is_never_shown_as_a_plain_number() -> None:
     assert ok.metrics and diverged.metrics
     text = render([ok, diverged])
     assert cells.rate_text(ok.metrics.items_per_s) in text
-    assert f"({cells.rate_text(diverged.metrics.items_per_s)})" in text
+    unit = diverged.metrics.item_unit
+    assert f"({cells.rate_text(diverged.metrics.items_per_s)} {unit}/s)" in text
     lines = results_text.notes([ok, diverged])
     # Each line names the knobs the two runs differ in.
     knobs = "steps_per_epoch=5 lr=1000000000.0"
@@ -169,10 +170,11 @@ def test_every_row_says_its_scenario_and_a_server_its_sustained_rate() -> None:
     assert sustained.items_per_s == 48.0 and too_slow.items_per_s is None
     grid = results_text.results_grid([trained, sustained, too_slow])
     assert grid.headers[1] == "Scenario"
-    column = grid.headers.index("Throughput (items/s)")
+    column = grid.headers.index("Throughput")
     assert [row[1] for row in grid.rows] == ["train", "server", "server"]
     capacity = cells.rate_text(trained.metrics.items_per_s)
-    assert grid.rows[1][column] == "48" and grid.rows[2][column] == ""  # never the capacity
+    # The headline in its own unit, never the capacity.
+    assert grid.rows[1][column] == "48 queries/s sustained" and grid.rows[2][column] == ""
     assert capacity not in (grid.rows[1][column], grid.rows[2][column])
     assert "too-slow" in grid.rows[2][-1]
 

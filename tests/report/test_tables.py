@@ -94,7 +94,7 @@ def test_a_listing_too_long_for_rich_is_printed_as_plain_text(
     assert done.exit_code == 0, done.output
     lines = done.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if line.startswith("Workload"))
-    assert "Throughput (items/s)" in lines[at] and "┃" not in done.stdout  # no rich box
+    assert "Throughput" in lines[at] and "┃" not in done.stdout  # no rich box
     rows = lines[at + 2 : at + 3 + PLAIN_ABOVE]
     assert all(row.startswith(base.spec.workload) for row in rows)
     # Right after the settings, whose width varies (seed=0 ... seed=1000), the numbers of

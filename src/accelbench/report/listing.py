@@ -36,7 +36,7 @@ from accelbench.report.cells import (
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
-VERSION = 2
+VERSION = 3
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -63,7 +63,8 @@ class Listing:
     batch_size: int
     items_per_s: float | None
     cells: Sequence[str]
-    """Last epoch, throughput, 95% interval, MFU and input wait, as the table shows them."""
+    """Last epoch, the headline in its own unit, its 95% interval, MFU and input wait, as the
+    table shows them."""
     metrics: bool
     flags: Sequence[str]
     """The verdict's own flags (validity.verdict without repeats), in order."""
@@ -140,7 +141,8 @@ def of(result: Result) -> Listing:
     spec, m = result.spec, result.metrics
     measured = result.status in MEASURED
     own = validity.verdict(result) if measured else []
-    throughput = "" if result.items_per_s is None else rate_text(result.items_per_s)
+    found = result.headline
+    throughput = "" if found is None else f"{rate_text(found.value)} {found.unit}"
 
     def named(_: RunSpec) -> str:
         return NAME

@@ -166,7 +166,7 @@ def grid(rows: Rows, title: str = "") -> tables.Grid:
         "Micro batch",
         "Precision, settings",
         LAST_EPOCH,
-        "Throughput (items/s)",
+        "Throughput",
         "95% CI (%)",
         "Speed-up (eff.)",
         "MFU (%)",
