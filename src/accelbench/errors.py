@@ -45,6 +45,7 @@ EXTRAS = {
     "torch_geometric": "graph",
     **dict.fromkeys(("webdataset", "sklearn"), "data"),
     "httpx": "serving",
+    "aiohttp": "serving",
     "psycopg": "postgres",
     "torchao": "float8",
     "peft": "finetune",

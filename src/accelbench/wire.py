@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import httpx
+    pass
 
 
 class Garbage(Exception):
@@ -29,12 +29,13 @@ _PIECE_BYTES = 1 << 16
 a request's deadline holds during it."""
 
 
-async def lines(response: httpx.Response) -> AsyncIterator[str]:
-    """The body's lines, decompressed in bounded pieces where the server compressed it; raises
-    Garbage for a line over LINE_CAP_BYTES or a body over BODY_CAP_BYTES."""
-    pieces = decoder(response.headers.get("content-encoding", "identity"))
+async def lines(body: AsyncIterator[bytes], encoding: str) -> AsyncIterator[str]:
+    """The lines of a body's raw bytes as they arrive, decompressed in bounded pieces where the
+    server compressed it (`encoding`, its Content-Encoding); raises Garbage for a line over
+    LINE_CAP_BYTES or a body over BODY_CAP_BYTES."""
+    pieces, inflated = decoder(encoding), encoding.strip().lower() not in ("", "identity")
     buffer, total = b"", 0
-    async for raw in response.aiter_raw():
+    async for raw in body:
         for piece in pieces(raw):
             total += len(piece)
             if total > BODY_CAP_BYTES:
@@ -44,7 +45,8 @@ async def lines(response: httpx.Response) -> AsyncIterator[str]:
                 raise Garbage(f"a line over {LINE_CAP_BYTES >> 20} MiB")
             for line in whole:
                 yield line.decode(errors="replace").rstrip("\r")
-            await asyncio.sleep(0)  # the deadline can stop a long answer between pieces
+            if inflated:  # the deadline can stop a long decompression between pieces
+                await asyncio.sleep(0)
     if buffer:
         yield buffer.decode(errors="replace")
 

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
-import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -102,7 +101,7 @@ def hostile() -> Iterator[tuple[str, type[_Hostile]]]:
 
 def _ask(url: str, timeout_s: float = 20.0) -> endpoint.Reply:
     async def ask() -> endpoint.Reply:
-        async with httpx.AsyncClient() as client:
+        async with endpoint.session() as client:
             return await endpoint.complete(client, url, "m", "hello there", 4, timeout_s)
 
     return asyncio.run(ask())

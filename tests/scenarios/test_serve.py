@@ -335,10 +335,10 @@ def test_a_server_that_never_answers_costs_each_request_its_timeout_not_a_hang(
     handler.answer = "hang"
 
     async def ask() -> endpoint.Reply:
-        async with httpx.AsyncClient() as client:
+        async with endpoint.session() as client:
             return await endpoint.complete(client, url, "m", "hello", 4, timeout_s=0.3)
 
-    reply = asyncio.run(ask())  # httpx's own 5 s read timeout would give "connect" instead
+    reply = asyncio.run(ask())
     assert reply.failure == "timeout" and reply.error == "no whole answer within 0.3 s"
     with pytest.raises(Exception, match=r"no whole two-token answer within 0\.3 s"):
         endpoint.check(url, "m", timeout_s=0.3)
@@ -952,3 +952,38 @@ def test_the_gpus_a_local_server_runs_on_are_counted_and_metered(
         found = serve.measure(spec).of(ServeMetrics)
     assert found is not None and found.server_devices == 2
     assert found.trials[1].energy is not None and found.trials[1].energy.joules
+
+
+def test_the_client_keeps_one_connection_per_request_in_flight() -> None:
+    """Every request reads its stream to the end, so its connection serves the next: a closed
+    loop of three clients and an arrival trial open three connections in all, not one a
+    request (each of which would add a handshake to its TTFT), though the stub ends each
+    stream a moment after its [DONE]."""
+    script = Path(__file__).parents[2] / "benchmarks" / "serve_client.py"
+    stub = subprocess.Popen(
+        [sys.executable, str(script), "--stub", "--new-tokens", "4", "--end-after-ms", "20"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert stub.stdout is not None
+        url = f"http://127.0.0.1:{stub.stdout.readline().strip()}"
+        spec = served_spec(
+            endpoint=url,
+            batch_size=3,
+            epochs=2,
+            steps_per_epoch=5,
+            new_tokens=4,
+            rate_per_s=50.0,
+            num_queries=6,
+        )
+        metrics = serve.measure(spec)
+        connections = json.loads(httpx.get(f"{url}/connections", timeout=10).text)["connections"]
+    finally:
+        stub.terminate()
+        stub.wait(10)
+    record = metrics.of(ServeMetrics)
+    assert record is not None and len(record.trials) == 2
+    sent = sum(len(t.requests) for t in record.trials)
+    assert sent >= 3 * 5 + 6 and all(r.error is None for t in record.trials for r in t.requests)
+    assert connections == 3

@@ -29,7 +29,7 @@ from accelbench.secrets import remember, scrub
 from accelbench.wire import Garbage
 
 if TYPE_CHECKING:
-    import httpx
+    import aiohttp
 
 Failure = Literal["connect", "http", "timeout", "garbage", "server"]
 CHECK_TIMEOUT_S = 60.0
@@ -171,8 +171,25 @@ def prompt(rng: random.Random, num_words: int) -> str:
     return " ".join(rng.choice(_WORDS) for _ in range(num_words))
 
 
+def session(headers: dict[str, str] | None = None) -> aiohttp.ClientSession:
+    """The client the requests go through: aiohttp, as vllm bench and GuideLLM's peers use
+    (httpx cost 3 ms of client CPU a request, a fast server's whole answer); each request in
+    flight has a connection of its own, kept for the next (no limit: the closed loop and the
+    arrivals decide how many are open); answers are read as they came, compressed or not
+    (wire.decoder inflates a bounded piece at a time); no timeout of its own but the connect's:
+    complete() bounds each request."""
+    import aiohttp
+
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+        headers=headers,
+        auto_decompress=False,
+    )
+
+
 async def complete(
-    client: httpx.AsyncClient,
+    client: aiohttp.ClientSession,
     endpoint: str,
     model: str,
     text: str,
@@ -184,7 +201,7 @@ async def complete(
     chunks; never raises for the server's faults, and never waits past `timeout_s` from sending
     to the last chunk. Whatever one answer holds (wrong types, absurd counts, endless lines, a
     compression bomb), it is this request's failure with a reason, never the cell's."""
-    import httpx
+    import aiohttp
 
     reply = Reply(sent=time.perf_counter())
     asked: dict[str, Any] = (
@@ -201,11 +218,12 @@ async def complete(
     path = "/v1/chat/completions" if chat else "/v1/completions"
     bounds = _Bounds(max_tokens + TOKEN_MARGIN, len(text.encode()) + PROMPT_OVERHEAD)
     try:
-        await asyncio.wait_for(_stream(client, f"{endpoint}{path}", body, reply, bounds), timeout_s)
+        async with asyncio.timeout(timeout_s):  # no task of its own, as wait_for would make
+            await _stream(client, f"{endpoint}{path}", body, reply, bounds)
     except TimeoutError:
         if not reply.finished:  # a server that talks on after [DONE] has still answered
             reply.failure, reply.error = "timeout", f"no whole answer within {timeout_s:g} s"
-    except httpx.HTTPError as exc:  # refused, reset, or a broken stream
+    except aiohttp.ClientError as exc:  # refused, reset, or a broken stream
         reply.failure, reply.error = "connect", one_line(exc) or type(exc).__name__
     except Garbage as exc:
         reply.failure, reply.error = "garbage", str(exc)
@@ -229,15 +247,16 @@ class _Bounds:
 
 
 async def _stream(
-    client: httpx.AsyncClient, url: str, body: dict[str, Any], reply: Reply, bounds: _Bounds
+    client: aiohttp.ClientSession, url: str, body: dict[str, Any], reply: Reply, bounds: _Bounds
 ) -> None:
     # identity: a compressed answer is one the server was not asked for, read within bounds
     headers = {"Accept-Encoding": "identity"}
-    async with client.stream("POST", url, json=body, headers=headers) as response:
-        lines = wire.lines(response)
-        if response.status_code != 200:
+    async with client.post(url, json=body, headers=headers) as response:
+        encoding = response.headers.get("Content-Encoding", "identity")
+        lines = wire.lines(response.content.iter_any(), encoding)
+        if response.status != 200:
             text = await anext(lines, "")
-            reply.failure, reply.error = "http", f"HTTP {response.status_code}: {_gist(text)}"
+            reply.failure, reply.error = "http", f"HTTP {response.status}: {_gist(text)}"
             return
         async for line in lines:
             if not line.strip() or line.startswith(":"):  # SSE's blank lines and comments
@@ -255,8 +274,9 @@ async def _stream(
             _read_chunk(chunk, reply, bounds)
         # Read to the end, briefly (a server ends its stream with [DONE]), so that the connection
         # is kept for the next request; one that holds it open costs the request 0.2 s at most.
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(wire.drain(lines), 0.2)
+        if not response.content.at_eof():
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(wire.drain(lines), 0.2)
 
 
 def _read_chunk(chunk: dict[str, Any], reply: Reply, bounds: _Bounds) -> None:
@@ -330,13 +350,10 @@ def check(
 ) -> None:
     """Ask the server for two tokens of `model`; raise an AccelbenchError naming the fix if it
     does not answer as an OpenAI-compatible server serving that model."""
-    import httpx
-
     sent = headers(api_key_env)
 
     async def ask() -> Reply:
-        timeout = httpx.Timeout(timeout_s, connect=10.0)
-        async with httpx.AsyncClient(timeout=timeout, headers=sent) as client:
+        async with session(sent) as client:
             return await complete(client, endpoint, model, "Hello", 2, timeout_s, chat)
 
     reply = asyncio.run(ask())

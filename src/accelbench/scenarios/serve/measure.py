@@ -71,8 +71,6 @@ def measure(spec: RunSpec) -> Metrics:
 
 
 async def _measure(spec: RunSpec) -> Metrics:
-    import httpx
-
     own = ServeSettings.of(spec)
 
     url = own.endpoint
@@ -86,10 +84,8 @@ async def _measure(spec: RunSpec) -> Metrics:
     rng = random.Random(spec.seed)
     model = spec.workload.removeprefix("served/")
     named: list[str] = []  # the model as the first answer that named it calls it
-    timeout = httpx.Timeout(own.request_timeout_s, connect=10.0)
-    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     sent = endpoint.headers(own.api_key_env)
-    async with httpx.AsyncClient(timeout=timeout, limits=limits, headers=sent) as client:
+    async with endpoint.session(sent) as client:
 
         async def send(trial_start: float, asked: tuple[int, int] | None = None) -> ServedRequest:
             prompt_words, new_tokens = asked or rng.choice(lengths)
