@@ -1,7 +1,10 @@
 """How the read commands grow with a site database: time and peak memory of each at two sizes.
 
-Two SQLite databases of N and 3N records (copies of one measured result, each a cell of its
-own) are built, and each read command runs on both in a fresh process, as a user runs it; the
+Two SQLite databases of N and 3N records shaped as a site's are built: distinct cells (16
+workloads x 8 batch sizes x 4 precisions x 2 scenarios, 1,024; --quick: 4 x 4 x 2 x 2) measured
+on 16 hosts of two clusters (--quick: 4), each cell on each host repeated as the records allow,
+written from two measured results (a training and an inference cell) with their rates drawn
++-5% at random. Each read command runs on both in a fresh process, as a user runs it; the
 growth exponent between the sizes is log(time ratio) / log(3): 1.0 is linear, 2.0 quadratic
 (each time includes the process's start, so small sizes understate it). Peak memory is the
 process's own peak resident set (Linux's VmHWM), interpreter and imports included. The last line
@@ -18,20 +21,25 @@ databases) and dropped after; the suite runs it quick on the server it starts.
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
+import random
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from accelbench.cell.runner import run
+from accelbench.records.metrics import Metrics
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec
 from accelbench.storage.store import ResultStore
+from accelbench.workloads import WORKLOADS
 
 COMMANDS = {
     "results (table)": ["results"],
@@ -43,8 +51,9 @@ COMMANDS = {
     "report --format md": ["report", "--format", "md"],
     "report (html, figures)": ["report"],
     "fleet": ["fleet"],
+    "compare --by batch_size": ["compare", "--by", "batch_size"],
     "roofline": ["roofline"],
-    "recommend tiny_mlp": ["recommend", "tiny_mlp"],
+    "recommend WORKLOAD": ["recommend", "WORKLOAD"],
 }
 RUN = (
     "import sys\n"
@@ -81,19 +90,63 @@ def databases(sizes: tuple[int, int], postgres: str | None) -> Iterator[list[str
                 server.execute(f"DROP DATABASE IF EXISTS {name}")
 
 
-def build(path: str, base: Result, count: int) -> None:
-    """A database of `count` copies of `base`, each another cell (seed and batch), a second
-    apart so that they sort as a history does."""
+@dataclass(frozen=True)
+class Site:
+    """The shape of a site's database: its distinct cells and the hosts that measure them."""
+
+    workloads: tuple[str, ...]
+    batches: tuple[int, ...]
+    precisions: tuple[str, ...]
+    hosts: int
+    scenarios: tuple[str, ...] = ("train", "infer")
+
+    @property
+    def cells(self) -> list[tuple[str, int, str, str]]:
+        return list(
+            itertools.product(self.workloads, self.batches, self.precisions, self.scenarios)
+        )
+
+
+def site(quick: bool) -> Site:
+    models = [n for n in sorted(WORKLOADS) if "/" not in n]
+    if quick:
+        return Site(tuple(models[:4]), (1, 8, 32, 128), ("fp32", "bf16"), hosts=4)
+    return Site(tuple(models[:16]), tuple(2**i for i in range(8)), PRECISIONS, hosts=16)
+
+
+PRECISIONS = ("fp32", "tf32", "bf16", "amp-bf16")
+
+
+def build(path: str, bases: dict[str, Result], count: int, shape: Site) -> None:
+    """A database of `count` records of the site's cells on its hosts, each a copy of the base
+    result of its scenario with its rate drawn +-5%, a second apart so that they sort as a
+    history does."""
+    rng = random.Random(0)
+    cells = shape.cells
     with ResultStore(path) as store:
         batch = []
         for i in range(count):
-            spec = base.spec.model_copy(update={"seed": i, "batch_size": 1 + i % 64})
+            workload, size, precision, scenario = cells[i % len(cells)]
+            host = (i // len(cells)) % shape.hosts
+            base = bases[scenario]
+            spec = base.spec.model_copy(
+                update={
+                    "workload": workload,
+                    "batch_size": size,
+                    "precision": precision,
+                    "platform": f"cluster-{host % 2}",
+                    "repeat": i // (len(cells) * shape.hosts),
+                }
+            )
+            env = base.env.model_copy(update={"hostname": f"node{host:02d}"})
             when = base.created_at.replace(microsecond=0).timestamp() + i
             batch.append(
                 base.model_copy(
                     update={
                         "spec": spec,
-                        "key": result_key(spec, base.env),
+                        "env": env,
+                        "key": result_key(spec, env),
+                        "metrics": _drawn(base, rng.uniform(0.95, 1.05)),
                         "created_at": base.created_at.fromtimestamp(when, base.created_at.tzinfo),
                     }
                 )
@@ -102,6 +155,23 @@ def build(path: str, base: Result, count: int) -> None:
                 store.add(batch)
                 batch = []
         store.add(batch)
+
+
+def _drawn(base: Result, factor: float) -> Metrics:
+    """The base's metrics with its delivered rate, and its interval, times `factor`."""
+    m = base.metrics
+    assert m is not None
+    d = m.delivered
+    scaled = d.model_copy(
+        update={
+            "items_per_s": d.items_per_s * factor,
+            "ci_low": None if d.ci_low is None else d.ci_low * factor,
+            "ci_high": None if d.ci_high is None else d.ci_high * factor,
+            "time_s": d.time_s / factor,
+            "block_s": [s / factor for s in d.block_s],
+        }
+    )
+    return m.model_copy(update={"delivered": scaled})
 
 
 def measure(command: list[str], db: str) -> tuple[float, float]:
@@ -129,16 +199,32 @@ def main() -> None:
     args = options.parse_args()
     if args.quick:
         args.records = 1000
-    base = run(
-        RunSpec(workload="tiny_mlp", batch_size=4, epochs=2, steps_per_epoch=8, device=args.device)
-    )
+    bases = {
+        scenario: run(
+            RunSpec(
+                workload="tiny_mlp",
+                scenario=scenario,
+                batch_size=4,
+                epochs=2,
+                steps_per_epoch=8,
+                device=args.device,
+            )
+        )
+        for scenario in ("train", "infer")
+    }
+    shape = site(args.quick)
     sizes = (args.records, 3 * args.records)
+    print(
+        f"a site: {len(shape.cells):,} cells on {shape.hosts} hosts, "
+        f"{sizes[0]:,} and {sizes[1]:,} records"
+    )
     with databases(sizes, args.postgres) as dbs:
         for db, n in zip(dbs, sizes, strict=True):
-            build(db, base, n)
+            build(db, bases, n, shape)
         print(f"{'command':24} {sizes[0]:>8,} rec  {sizes[1]:>8,} rec  exponent  peak MB")
         ratios = {}
         for name, command in COMMANDS.items():
+            command = [shape.workloads[0] if c == "WORKLOAD" else c for c in command]
             (t1, m1), (t2, m2) = (measure(command, db) for db in dbs)
             ratios[name] = t2 / t1
             exponent = math.log(t2 / t1) / math.log(3)

@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.analysis import objectives
 from accelbench.cell.runner import run
 from accelbench.records.result import Result
-from accelbench.report import inference
+from accelbench.report import inference, listing
 from accelbench.report import results as results_text
 from accelbench.scenarios.infer import measure as infer
 from accelbench.scenarios.infer.report import latency_lines
@@ -65,11 +66,17 @@ def test_latency_percentiles_and_too_short_runs(sweep: list[Result]) -> None:
     )
 
 
+def headlines(results: list[Result], latency_bound_ms: float) -> list[str]:
+    """The sweep's latency headlines as the results table's notes give them: from listings."""
+    rows = results_text.Rows([listing.of(r) for r in results])
+    return inference.headlines(rows.rows, latency_bound_ms, rows.name)
+
+
 def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     small, large = (r.metrics for r in sweep)
     assert small and large
     bound = (small.step_ms_steady.p99 + large.step_ms_steady.p99) / 2
-    lines = inference.headlines(sweep, latency_bound_ms=1e9)
+    lines = headlines(sweep, latency_bound_ms=1e9)
     fastest = min(sweep, key=lambda r: r.metrics.step_ms_steady.median)  # type: ignore[union-attr]
     assert (
         f"lowest latency (p50 {fastest.metrics.step_ms_steady.median:.2f} ms) at batch {fastest.spec.batch_size}"  # type: ignore[union-attr]
@@ -78,11 +85,14 @@ def test_headlines_from_a_batch_size_sweep(sweep: list[Result]) -> None:
     best = max(sweep, key=lambda r: r.metrics.items_per_s)  # type: ignore[union-attr]
     assert f"infer bs={best.spec.batch_size} fp32: highest throughput with p99 within" in lines[1]
     # A bound only the lower-latency batch meets picks that batch, checked on the raw p99s.
-    tight = inference.headlines(sweep, latency_bound_ms=bound)
+    tight = headlines(sweep, latency_bound_ms=bound)
     within = [r for r in sweep if r.metrics and r.metrics.step_ms_steady.p99 <= bound]
     assert len(within) == 1 and f"bs={within[0].spec.batch_size} fp32: highest" in tight[1]
-    nothing = inference.headlines(sweep, latency_bound_ms=0.0)
+    nothing = headlines(sweep, latency_bound_ms=0.0)
     assert "no batch size has a p99 latency known to be within 0 ms" in nothing[1]
+    # The listings choose as advice does from the whole records.
+    (choice,) = objectives.latency_choices(sweep, bound)
+    assert choice.best_within is within[0] and f"batch {choice.lowest.spec.batch_size}," in tight[0]
 
 
 def test_counted_flops_see_through_the_encoder_fast_path() -> None:

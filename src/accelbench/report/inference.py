@@ -4,13 +4,13 @@ bound). Each scenario's own lines are in its folder (scenarios/*/report.py)."""
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from accelbench.analysis import objectives, validity
-from accelbench.records.result import Result
-from accelbench.records.spec import RunSpec
+from accelbench.analysis import validity
 from accelbench.records.stats import Summary
-from accelbench.report.cells import describe, label, rate_text
+from accelbench.report.cells import rate_text
+from accelbench.report.listing import Listing
 
 
 def p99_text(s: Summary) -> str:
@@ -24,32 +24,45 @@ def p99_text(s: Summary) -> str:
 
 
 def headlines(
-    results: Sequence[Result],
+    rows: Sequence[Listing],
     latency_bound_ms: float | None,
-    name: Callable[[RunSpec], str] = describe,
+    name: Callable[[Listing], str],
 ) -> list[str]:
     """From a batch-size sweep of inference runs: the throughput at the lowest latency, and the
-    highest throughput whose p99 latency is known to be within the bound (advice's rule)."""
+    highest throughput whose p99 latency is known to be within the bound (advice's rule,
+    objectives.within_latency), read from the rows' listings alone."""
+    groups: dict[str, list[Listing]] = defaultdict(list)
+    for row in rows:
+        if row.latency is not None:
+            groups[row.batchless].append(row)
     lines = []
-    for choice in objectives.latency_choices(results, latency_bound_ms):
-        low, m = choice.lowest, choice.lowest.metrics
-        assert m is not None
+    for members in groups.values():
+        low = min(members, key=lambda r: r.latency[0] if r.latency else 0.0)
+        assert low.latency is not None
         lines.append(
-            f"{name(low.spec)}: lowest latency (p50 {m.step_ms_steady.median:.2f} ms) at "
-            f"batch {low.spec.batch_size}, {rate_text(low.items_per_s or 0)} {m.item_unit}/s"
+            f"{name(low)}: lowest latency (p50 {low.latency[0]:.2f} ms) at batch "
+            f"{low.batch_size}, {rate_text(low.items_per_s or 0)} {low.unit}/s"
         )
         if latency_bound_ms is None:
             continue
-        best = choice.best_within
-        if best is None or best.metrics is None:
+        within = [r for r in members if _within(r, latency_bound_ms)]
+        if not within:
             lines.append(
-                f"{label(low.spec)}: no batch size has a p99 latency known to be within "
+                f"{low.label}: no batch size has a p99 latency known to be within "
                 f"{latency_bound_ms:g} ms"
             )
             continue
+        best = max(within, key=lambda r: r.items_per_s or 0)
+        assert best.latency is not None
         lines.append(
-            f"{name(best.spec)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
-            f"{rate_text(best.items_per_s or 0)} {best.metrics.item_unit}/s "
-            f"(p99 {best.metrics.step_ms_steady.p99:.2f} ms)"
+            f"{name(best)}: highest throughput with p99 within {latency_bound_ms:g} ms: "
+            f"{rate_text(best.items_per_s or 0)} {best.unit}/s (p99 {best.latency[1]:.2f} ms)"
         )
     return lines
+
+
+def _within(row: Listing, bound_ms: float) -> bool:
+    """objectives.within_latency of a listing: a p99 with enough batches behind it."""
+    assert row.latency is not None
+    _, p99, n = row.latency
+    return n >= validity.MIN_P99_SAMPLES and p99 <= bound_ms

@@ -36,7 +36,7 @@ from accelbench.report.cells import (
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
-VERSION = 3
+VERSION = 4
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -87,8 +87,15 @@ class Listing:
     steady_ms: float | None
     peak_source: str | None
     whole: bool
-    """Whether lines about several results need its whole record (batch-latency headlines, time
-    to train): those few are read for a listing."""
+    """Whether lines about several results need its whole record (time to train): those few are
+    read for a listing."""
+    latency: Sequence[float] | None
+    """A batch-latency result's steady batches: median and p99 latency (ms) and how many there
+    were, for the sweep's latency headlines (report.inference.headlines); None for others."""
+    unit: str
+    """What its items are (the metrics' item_unit)."""
+    batchless: str
+    """Its cell but the batch size: the group a batch sweep's headlines are chosen in."""
 
     def dumps(self) -> str:
         """A JSON array of the fields in their order (a third quicker to read than an object)."""
@@ -189,10 +196,15 @@ def of(result: Result) -> Listing:
         first_step_ms=m.first_step_ms if m else None,
         steady_ms=m.step_ms_steady.median if m else None,
         peak_source=m.flops.peak_source if m and m.flops else None,
-        whole=m is not None
-        and (
-            scenarios.get(spec.scenario).batch_latency or record_of(result, TimeToTrain) is not None
-        ),
+        whole=record_of(result, TimeToTrain) is not None,
+        latency=[s.median, s.p99, s.n]
+        if m
+        and result.status == "ok"
+        and scenarios.get(spec.scenario).batch_latency
+        and (s := m.step_ms_steady)
+        else None,
+        unit=m.item_unit if m else "items",
+        batchless=_hashed(cell_key(result, ignore=("batch_size",))),
     )
 
 

@@ -209,13 +209,13 @@ def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = Non
     lines += [compile_payoff(p, rows.name(r)) for r, p in rows.payoffs()]
     for kind in range(3):  # tokens, then ranks, then the scenarios' own
         lines += [line for r in rows.rows for line in rows.lines(r, r.lines[kind])]
+    lines += inference.headlines(rows.rows, latency_bound_ms, name=rows.name)
     whole = records([r.key for r in rows.rows if r.whole])
     knobs = rows.knobs
 
     def name(spec: RunSpec) -> str:
         return describe(spec, knobs)
 
-    lines += inference.headlines(whole, latency_bound_ms, name=name)
     lines += time_to_train_headlines(whole, name=name)
     lines += scaling_lines(rows)
     peaks = {r.peak_source for r in rows.rows if r.peak_source}
