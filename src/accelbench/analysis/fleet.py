@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from accelbench.analysis import validity
@@ -92,20 +92,36 @@ class FleetCell:
         return len(self.nodes) >= MIN_NODES
 
 
-def cells(results: Sequence[Result]) -> list[FleetCell]:
+@dataclass
+class _Runs:
+    """What a cell keeps of its results as they are read: one to name it, each node's counted
+    rates, the nodes that ran it and how many were left out."""
+
+    example: Result
+    by_node: dict[str, list[float]]
+    nodes: set[str]
+    left_out: int = 0
+
+
+def cells(results: Iterable[Result]) -> list[FleetCell]:
     """Each cell that nodes of one platform ran (its platform label and device model alike,
     the node its host name), with every node's modified z-score; cells run on one node only are
-    left out."""
-    by_cell: dict[tuple[str, str], list[Result]] = defaultdict(list)
+    left out. One pass that keeps each result's rate, not the result: a site's results can be
+    streamed through it."""
+    by_cell: dict[tuple[str, str], _Runs] = {}
     for r in results:
-        by_cell[r.platform, cell_key(r, platform=False)].append(r)
+        runs = by_cell.setdefault(
+            (r.platform, cell_key(r, platform=False)), _Runs(r, defaultdict(list), set())
+        )
+        runs.nodes.add(r.env.hostname)
+        if _counted(r):
+            runs.by_node[r.env.hostname].append(r.items_per_s or 0.0)
+        else:
+            runs.left_out += 1
     found = []
     for runs in by_cell.values():
-        counted = [r for r in runs if _counted(r)]
-        by_node: dict[str, list[float]] = defaultdict(list)
-        for r in counted:
-            by_node[r.env.hostname].append(r.items_per_s or 0.0)
-        if len({r.env.hostname for r in runs}) < 2:
+        by_node = runs.by_node
+        if len(runs.nodes) < 2:
             continue
         rates = {node: statistics.median(values) for node, values in by_node.items()}
         median = statistics.median(rates.values()) if rates else 0.0
@@ -114,8 +130,7 @@ def cells(results: Sequence[Result]) -> list[FleetCell]:
         nodes = [_node(node, by_node, rates, median, mad) for node in sorted(rates)]
         normal = {n.name for n in nodes if abs(n.z) <= Z_BOUND and not n.slow_by_rank}
         detectable = _detectable({k: by_node[k] for k in normal} or by_node, median, mad)
-        left_out = len(runs) - len(counted)
-        found.append(FleetCell(runs[0], nodes, median, mad, left_out, detectable))
+        found.append(FleetCell(runs.example, nodes, median, mad, runs.left_out, detectable))
     return found
 
 

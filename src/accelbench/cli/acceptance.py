@@ -25,7 +25,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import fleet as fleet_text
 from accelbench.report import sections
-from accelbench.storage.several import chosen_all
+from accelbench.storage.several import chosen_all, chosen_each
 
 
 @app.command()
@@ -44,8 +44,9 @@ def fleet(
     (the node: its host name): a modified z-score from the median and the median absolute
     deviation above 3.5. Merge each node's database with repeated --db, or import them into one."""
     check_filters(workload, platform, None)  # only cells run on two hosts or more are read
-    found, _ = chosen_all(db, sections.for_fleet, workload=workload, platform=platform)
-    cells = fleet_analysis.cells(found)
+    cells = fleet_analysis.cells(
+        chosen_each(db, sections.for_fleet, workload=workload, platform=platform)
+    )
     for line in fleet_text.lines(cells):
         console.print(line)
     if not cells:
