@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -139,18 +139,45 @@ def _order(by: str) -> Callable[[str], tuple[int, float, bool, str]]:
     return key
 
 
-def _cells(results: Sequence[Result], by: str) -> dict[str, dict[str, list[Result]]]:
-    """The measured results by matched conditions, then by their value of `by`."""
+Point = tuple[float | None, tuple[float, float] | None, str | None]
+"""What a band needs of a run (band_of): its throughput, its 95% interval, its unranked flag."""
+
+
+@dataclass
+class Runs:
+    """The runs of one configuration in one cell, as comparing keeps them: the first, which
+    names it (kept without its metrics, which only the points need), and each one's point."""
+
+    first: Result
+    points: list[Point]
+
+
+Cells = dict[str, dict[str, Runs]]
+"""Runs by matched conditions, then by their value of `by`."""
+
+
+def grouped(results: Iterable[Result], by: str) -> Cells:
+    """The measured results by matched conditions, then by their value of `by`, in one pass
+    that keeps each one's point, not the result: a site's results can be streamed through."""
     if by not in fields():
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
-    cells: dict[str, dict[str, list[Result]]] = defaultdict(lambda: defaultdict(list))
+    cells: Cells = defaultdict(dict)
     for r in results:
         if r.status == "ok" and r.items_per_s and r.items_per_s > 0:
-            cells[_matched(r, by)][value_of(r, by)].append(r)
+            value = value_of(r, by)
+            if (runs := cells[_matched(r, by)].get(value)) is None:
+                runs = cells[_matched(r, by)][value] = Runs(
+                    r.model_copy(update={"metrics": None}), []
+                )
+            runs.points.append((r.items_per_s, r.items_per_s_ci, validity.unranked(r)))
     return cells
 
 
-def _check_baseline(cells: dict[str, dict[str, list[Result]]], by: str, baseline: str) -> None:
+def _cells(found: Iterable[Result] | Cells, by: str) -> Cells:
+    return found if isinstance(found, dict) else grouped(found, by)
+
+
+def _check_baseline(cells: Cells, by: str, baseline: str) -> None:
     values = sorted({v for cell in cells.values() for v in cell}, key=_order(by))
     if baseline not in values:
         raise AccelbenchError(
@@ -158,9 +185,10 @@ def _check_baseline(cells: dict[str, dict[str, list[Result]]], by: str, baseline
         )
 
 
-def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Ratio]:
+def ratios(results: Iterable[Result] | Cells, by: str, baseline: str | None = None) -> list[Ratio]:
     """Every value of `by` against the baseline value in each cell that has both: `baseline`,
-    or else each cell's first in the natural order (_order). Only results with status ok count."""
+    or else each cell's first in the natural order (_order). Only results with status ok count.
+    `results` may be grouped() already, for unmatched() to read too."""
     cells = _cells(results, by)
     if baseline is not None:
         _check_baseline(cells, by, baseline)
@@ -168,9 +196,9 @@ def ratios(results: Sequence[Result], by: str, baseline: str | None = None) -> l
     for cell in cells.values():
         base = baseline or min(cell, key=order)
         if base in cell:
-            reference = band(cell[base])
+            reference = band_of(cell[base].points)
             out += [
-                Ratio(cell[base][0], value, base, band(cell[value]), reference)
+                Ratio(cell[base].first, value, base, band_of(cell[value].points), reference)
                 for value in sorted(cell, key=order)
                 if value != base
             ]
@@ -190,7 +218,9 @@ class Unmatched:
     here, there); empty with a missing baseline."""
 
 
-def unmatched(results: Sequence[Result], by: str, baseline: str | None = None) -> list[Unmatched]:
+def unmatched(
+    results: Iterable[Result] | Cells, by: str, baseline: str | None = None
+) -> list[Unmatched]:
     """The configurations `ratios` compares with nothing: run at one value of `by` only, or not
     at the given baseline. A run at 16 steps an epoch is no match for one at 13, whatever its
     batch, so the fields that keep it apart are said."""
@@ -200,16 +230,17 @@ def unmatched(results: Sequence[Result], by: str, baseline: str | None = None) -
     out = []
     for cell in cells.values():
         if baseline is not None and baseline not in cell:
-            out += [Unmatched(runs[0], baseline, ()) for runs in cell.values()]
+            out += [Unmatched(runs.first, baseline, ()) for runs in cell.values()]
         elif len(cell) == 1:
-            [(value, [first, *_])] = cell.items()
+            [(value, only)] = cell.items()
+            first = only.first
             # Only a like cell (the workload in the same scenario) elsewhere is a near miss.
             like = (first.spec.workload, first.spec.scenario)
             elsewhere = [
-                runs[0]
+                runs.first
                 for c in cells.values()
                 for v, runs in c.items()
-                if v != value and (runs[0].spec.workload, runs[0].spec.scenario) == like
+                if v != value and (runs.first.spec.workload, runs.first.spec.scenario) == like
             ]
             if not elsewhere:
                 continue

@@ -28,6 +28,7 @@ from accelbench.cli.app import (
     check_out,
     console,
     load,
+    show_grid,
     show_rows,
     write_stream,
 )
@@ -213,13 +214,16 @@ def compare(
             "give --by FIELD (e.g. --by platform) to compare configurations, or --reference to "
             "compare with published results"
         )
-    found, _ = load(db, workload, platform, status="ok")
-    if by is not None:
-        found_ratios = comparison.ratios(found, by, baseline)
+    check_filters(workload, platform, "ok")
+    if by is not None:  # a site's results streamed: each keeps its point, not itself
+        cells = comparison.grouped(
+            stream_all(db, workload=workload, platform=platform, status="ok"), by
+        )
+        found_ratios = comparison.ratios(cells, by, baseline)
         if found_ratios:
-            console.print(compare_text.ratio_table(found_ratios, by))
+            show_grid(compare_text.ratio_grid(found_ratios, by))  # plain text when long
         summary = comparison.summary(found_ratios)
-        alone = comparison.unmatched(found, by, baseline)
+        alone = comparison.unmatched(cells, by, baseline)
         for line in [
             *compare_text.ratio_summary_lines(summary),
             *compare_text.unmatched_lines(alone, by),
@@ -228,6 +232,7 @@ def compare(
         if not found_ratios:
             console.print(f"no configuration was run at two values of {by}: nothing to compare")
         return
+    found, _ = load(db, workload, platform, status="ok")
     matches = [m for m in map(references.match, found) if m is not None]
     if matches:
         console.print(compare_text.reference_table(matches, tolerance))

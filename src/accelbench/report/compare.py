@@ -15,7 +15,7 @@ from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import ServeMetrics
 
 
-def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
+def ratio_grid(ratios: Sequence[comparison.Ratio], by: str) -> tables.Grid:
     """Each value's throughput against the baseline's in one matched cell, with the ratio's
     interval and whether the two can be ranked."""
 
@@ -48,7 +48,7 @@ def ratio_table(ratios: Sequence[comparison.Ratio], by: str) -> Table:
         "Ratio interval",
         "Verdict",
     )
-    return tables.rich(tables.Grid("", headers, rows, frozenset({0, 1, 2, 7})))
+    return tables.Grid("", headers, rows, frozenset({0, 1, 2, 7}))
 
 
 RANKING_TEXT = {
