@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
-from accelbench.analysis import fleet, roofline
+from accelbench.analysis import roofline
 from accelbench.records.result import Result
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import figures, inert, tables
@@ -95,7 +95,7 @@ def markdown_lines(source: Source, extra: Sequence[str] = ()) -> Iterator[str]:
         yield "\n" if i else ""
         yield from tables.markdown_lines(grid)
     notes = [*results_text.row_notes(source.rows, source.records), *extra]
-    for title, lines in (("Notes", notes), (FLEET, fleet_lines(source.detail))):
+    for title, lines in (("Notes", notes), (FLEET, fleet_text.lines(source.fleet))):
         if lines:
             yield f"\n**{title}**\n\n"
             yield from (f"- {inert.markdown(line.strip())}\n" for line in lines)
@@ -106,11 +106,6 @@ def _source(source: Source | Sequence[Result]) -> Source:
 
 
 FLEET = "Fleet: each node against the other nodes of its platform"
-
-
-def fleet_lines(results: Sequence[Result]) -> list[str]:
-    """The fleet's lines (analysis.fleet) where a cell ran on several nodes of one platform."""
-    return fleet_text.lines(fleet.cells(results))
 
 
 def page(
@@ -155,7 +150,7 @@ def page_lines(
         yield "\n"
         yield from tables.html_lines(grid)
     notes = [*results_text.row_notes(source.rows, source.records), *extra]
-    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_lines(source.detail))):
+    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_text.lines(source.fleet))):
         if lines:
             yield f"\n<h2>{e(title)}</h2><ul>"
             yield from (f"\n<li>{e(line.strip())}</li>" for line in lines)

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from accelbench import scenarios
+from accelbench.analysis import fleet
+from accelbench.analysis.fleet import FleetCell
 from accelbench.analysis.roofline import CEILINGS
 from accelbench.records.result import MEASURED, Result
 from accelbench.report.results import Records, Rows, listed
@@ -71,6 +73,9 @@ class Source:
     """The whole records that the tables after the first read (wanted())."""
     platforms: Sequence[tuple[Result, int]]
     """The first result of each platform and host, and how many results they have."""
+    fleet: Sequence[FleetCell]
+    """The cells that several nodes of a platform ran (analysis.fleet), from their records read
+    a batch at a time: at a site that is every record, which none holds at once."""
 
     @classmethod
     def held(cls, results: Sequence[Result]) -> Source:
@@ -78,15 +83,21 @@ class Source:
         rows, records = listed(results)
         firsts = first_of_each([brief(r) for r in results])
         by_key = {r.key: r for r in results}
-        return cls(rows, records, results, [(by_key[k], n) for k, n in firsts])
+        platforms = [(by_key[k], n) for k, n in firsts]
+        return cls(rows, records, results, platforms, fleet.cells(results))
 
     @classmethod
     def stored(cls, rows: Rows, briefs: Sequence[Brief], records: Records) -> Source:
-        """Results in a database: the records that wanted() and the platforms name, read."""
+        """Results in a database: the records that wanted() and the platforms name, read; and
+        those of the fleet's cells, a batch at a time."""
         firsts = first_of_each(briefs)
         keys = wanted(briefs)
         read = {r.key: r for r in records(list(dict.fromkeys([*keys, *(k for k, _ in firsts)])))}
-        return cls(rows, records, [read[k] for k in keys], [(read[k], n) for k, n in firsts])
+        spanning = for_fleet(briefs)
+        batches = (records(spanning[i : i + 500]) for i in range(0, len(spanning), 500))
+        cells = fleet.cells(r for batch in batches for r in batch)
+        platforms = [(read[k], n) for k, n in firsts]
+        return cls(rows, records, [read[k] for k in keys], platforms, cells)
 
 
 def first_of_each(briefs: Iterable[Brief]) -> list[tuple[str, int]]:
@@ -111,7 +122,7 @@ def wanted(briefs: Sequence[Brief]) -> list[str]:
         chosen |= _spanning([b for b in measured if b.scenario in shown], group, spans)
     trains = {s.name for s in scenarios.all_scenarios() if s.record is TimeToTrain}
     chosen |= {b.key for b in measured if b.scenario in trains}
-    chosen |= {*for_fleet(briefs), *for_roofline(briefs)}
+    chosen |= set(for_roofline(briefs))
     return [b.key for b in briefs if b.key in chosen]
 
 
