@@ -163,13 +163,20 @@ def finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.6g}"))  # 800,000, not 800000
     if ax.get_legend_handles_labels()[0]:
-        legend_beside(ax)
+        place_legend(ax)
 
 
-def legend_beside(ax: Any) -> None:
-    """The legend to the right of the axes: it hides no point, and placing it costs nothing
-    (loc="best" tries every place against every point: 31 s of a site's 45 s report)."""
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+BEST_PLACE_POINTS = 200
+"""The most points for which matplotlib looks for the legend's best place: it tries every place
+against every point, which took 31 s of a site's 45 s report (10k results, 49 figures)."""
+
+
+def place_legend(ax: Any) -> None:
+    """The legend where it hides fewest points, or in the lower right corner (where the rates,
+    drawn from zero, seldom are) on axes of more than BEST_PLACE_POINTS points."""
+    count = sum(len(line.get_xdata()) for line in ax.get_lines())
+    count += sum(len(c.get_offsets()) for c in ax.collections)
+    ax.legend(fontsize=7, loc="best" if count <= BEST_PLACE_POINTS else "lower right")
 
 
 def median_by_x(

@@ -23,11 +23,11 @@ from accelbench.report.drawing import (
     finish,
     group_by,
     left_out_note,
-    legend_beside,
     median_by_x,
     namer,
     new_figure,
     palette,
+    place_legend,
     points,
     slug,
     style,
@@ -171,7 +171,7 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     ax.xaxis.set_major_locator(MaxNLocator(4))  # rates of six digits side by side overlap
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     ax.set_xlabel("items/s")
-    legend_beside(ax)
+    place_legend(ax)
     title = "First epoch (compilation, warm-up) against steady state"
     ax.set_title(title, fontsize=10)
     yield Plot(
