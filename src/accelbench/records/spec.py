@@ -214,11 +214,12 @@ class RunSpec(Frozen):
         given = dict(given)
         nested = {**given, **{k: flat.pop(k) for k in list(flat) if k in own}}
         stored = bool(info.context and info.context.get("stored"))
-        for key in [k for k in flat if k not in cls.model_fields]:
-            other = _owner(key)
-            if other is not None and (stored or _holds_default(other, key, flat[key])):
+        owned, common = _tables()[1], cls.model_fields  # a property: read once
+        for key in [k for k in flat if k not in common and k in owned]:
+            other = owned[key][0]
+            if stored or _holds_default(other, key, flat[key]):
                 del flat[key]
-            elif other is not None:
+            else:
                 raise ValueError(f"--{key.replace('_', '-')} goes with --scenario {other.name}")
         return flat | {"settings": scenario.settings.model_validate(nested)}
 
@@ -402,21 +403,34 @@ class RunSpec(Frozen):
 
 def knobs() -> dict[str, FieldInfo]:
     """Every knob a spec can hold, flat: the fields every cell shares, then each registered
-    scenario's own (a knob two scenarios share, declared once in scenarios.settings, once)."""
-    found = {k: v for k, v in RunSpec.model_fields.items() if k != "settings"}
-    for scenario in scenarios.loadable():
-        found |= {k: v for k, v in scenario.settings.model_fields.items() if k not in found}
-    return found
+    scenario's own (a knob two scenarios share, declared once in scenarios.settings, once).
+    Made once per set of registered scenarios: read it, do not change it."""
+    return _tables()[0]
 
 
 def owners(name: str) -> list[Scenario]:
     """The scenarios whose own settings hold a knob of this name."""
-    return [s for s in scenarios.loadable() if name in s.settings.model_fields]
+    return _tables()[1].get(name, [])
 
 
-def _owner(name: str) -> Scenario | None:
-    found = owners(name)
-    return found[0] if found else None
+_TABLES: dict[tuple[int, ...], tuple[dict[str, FieldInfo], dict[str, list[Scenario]]]] = {}
+
+
+def _tables() -> tuple[dict[str, FieldInfo], dict[str, list[Scenario]]]:
+    """knobs() and each scenario knob's owners, for the scenarios registered now: a stored
+    record of before the nesting holds twenty knobs of other scenarios, each looked up."""
+    registered = scenarios.loadable()
+    key = tuple(map(id, registered))
+    if key not in _TABLES:
+        found = {k: v for k, v in RunSpec.model_fields.items() if k != "settings"}
+        owned: dict[str, list[Scenario]] = {}
+        for scenario in registered:
+            for name, field in scenario.settings.model_fields.items():
+                found.setdefault(name, field)
+                owned.setdefault(name, []).append(scenario)
+        _TABLES.clear()
+        _TABLES[key] = found, owned
+    return _TABLES[key]
 
 
 def _holds_default(scenario: Scenario, name: str, value: Any) -> bool:
