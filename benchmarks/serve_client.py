@@ -5,9 +5,10 @@ The stub (this script with --stub, in a process of its own) answers every stream
 at once: `new_tokens` text chunks, a usage chunk and [DONE], as vLLM streams them, and counts
 the connections each client opened. accelbench's rate is the steady requests per second of the
 serve scenario's closed loop (`--batch-size` requests in flight, the scenario's own
-measurement, in this process); the bare loop is the least a client can do: as many aiohttp
-tasks, each posting the same body and reading its event stream to its end, timing each chunk
-as vllm bench does, over as many requests after one warm-up epoch. Each round gives a paired
+measurement, in this process); the bare loop is the least a client of the protocol can do: as
+many aiohttp tasks, each posting the same body and reading its event stream to its end, each
+chunk's JSON read for its text and timed as vllm bench does, over as many requests after one
+warm-up epoch. Each round gives a paired
 ratio, accelbench / bare (1.00: the client costs nothing), and the connections each opened (one
 per request in flight: connections reused).
 
@@ -127,11 +128,14 @@ def bare_rate(url: str, in_flight: int, new_tokens: int, steps: int) -> float:
 
         async def client() -> None:
             for _ in todo:
-                chunks = []
+                chunks, text = [], []
                 async with session.post(f"{url}/v1/completions", json=body) as response:
                     async for line in response.content:  # to its end: the connection is kept
                         if line.startswith(b"data:") and not line.startswith(b"data: [DONE]"):
-                            chunks.append(time.perf_counter())
+                            chunk = json.loads(line[5:])  # the protocol: each chunk's text
+                            if chunk["choices"] and chunk["choices"][0].get("text"):
+                                text.append(chunk["choices"][0]["text"])
+                                chunks.append(time.perf_counter())
 
         await asyncio.gather(*(client() for _ in range(in_flight)))
 
@@ -150,7 +154,7 @@ def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--in-flight", type=int, default=16)
     options.add_argument("--new-tokens", type=int, default=8)
-    options.add_argument("--steps", type=int, default=40, help="requests per client an epoch")
+    options.add_argument("--steps", type=int, default=200, help="requests per client an epoch")
     options.add_argument("--rounds", type=int, default=4)
     options.add_argument("--quick", action="store_true", help="4 in flight, 2 rounds of 10")
     options.add_argument("--device", help="ignored: a client needs no device")
