@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from accelbench.analysis import validity
 from accelbench.records.result import Result, cell_key
@@ -92,12 +93,37 @@ class FleetCell:
         return len(self.nodes) >= MIN_NODES
 
 
+class Point(NamedTuple):
+    """What the fleet needs of a result (a stored listing holds it too: no record is read)."""
+
+    platform: str
+    cell: str
+    """Its cell without the platform (cell_key, or a hash of it)."""
+    node: str
+    counted: bool
+    """Measured, with a rate, and not contended."""
+    items_per_s: float
+    key: str
+
+
+def point(r: Result) -> Point:
+    return Point(
+        r.platform,
+        cell_key(r, platform=False),
+        r.env.hostname,
+        _counted(r),
+        r.items_per_s or 0.0,
+        r.key,
+    )
+
+
 @dataclass
 class _Runs:
     """What a cell keeps of its results as they are read: one to name it, each node's counted
     rates, the nodes that ran it and how many were left out."""
 
-    example: Result
+    example: str
+    """The key of its first result."""
     by_node: dict[str, list[float]]
     nodes: set[str]
     left_out: int = 0
@@ -106,23 +132,41 @@ class _Runs:
 def cells(results: Iterable[Result]) -> list[FleetCell]:
     """Each cell that nodes of one platform ran (its platform label and device model alike,
     the node its host name), with every node's modified z-score; cells run on one node only are
-    left out. One pass that keeps each result's rate, not the result: a site's results can be
-    streamed through it."""
+    left out. One pass that keeps each result's rate, and the first of each cell: a site's
+    results can be streamed through it."""
+    firsts: dict[str, Result] = {}
+    seen: set[tuple[str, str]] = set()
+
+    def points() -> Iterator[Point]:
+        for r in results:
+            p = point(r)
+            if (p.platform, p.cell) not in seen:
+                seen.add((p.platform, p.cell))
+                firsts[r.key] = r
+            yield p
+
+    return judged(points(), lambda keys: [firsts[k] for k in keys])
+
+
+def judged(
+    points: Iterable[Point], read: Callable[[Sequence[str]], Sequence[Result]]
+) -> list[FleetCell]:
+    """cells() of the results' points; `read` gives the results of keys, one for each cell
+    judged, to name it."""
     by_cell: dict[tuple[str, str], _Runs] = {}
-    for r in results:
-        runs = by_cell.setdefault(
-            (r.platform, cell_key(r, platform=False)), _Runs(r, defaultdict(list), set())
-        )
-        runs.nodes.add(r.env.hostname)
-        if _counted(r):
-            runs.by_node[r.env.hostname].append(r.items_per_s or 0.0)
+    for p in points:
+        runs = by_cell.setdefault((p.platform, p.cell), _Runs(p.key, defaultdict(list), set()))
+        runs.nodes.add(p.node)
+        if p.counted:
+            runs.by_node[p.node].append(p.items_per_s)
         else:
             runs.left_out += 1
+    spanning = [runs for runs in by_cell.values() if len(runs.nodes) >= 2]
+    keys = [runs.example for runs in spanning]
+    examples = dict(zip(keys, read(keys), strict=True))
     found = []
-    for runs in by_cell.values():
+    for runs in spanning:
         by_node = runs.by_node
-        if len(runs.nodes) < 2:
-            continue
         rates = {node: statistics.median(values) for node, values in by_node.items()}
         median = statistics.median(rates.values()) if rates else 0.0
         spread = statistics.median(abs(v - median) for v in rates.values()) if rates else 0.0
@@ -130,7 +174,9 @@ def cells(results: Iterable[Result]) -> list[FleetCell]:
         nodes = [_node(node, by_node, rates, median, mad) for node in sorted(rates)]
         normal = {n.name for n in nodes if abs(n.z) <= Z_BOUND and not n.slow_by_rank}
         detectable = _detectable({k: by_node[k] for k in normal} or by_node, median, mad)
-        found.append(FleetCell(runs.example, nodes, median, mad, runs.left_out, detectable))
+        found.append(
+            FleetCell(examples[runs.example], nodes, median, mad, runs.left_out, detectable)
+        )
     return found
 
 

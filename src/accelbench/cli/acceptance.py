@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 
 from accelbench.analysis import acceptance
-from accelbench.analysis import fleet as fleet_analysis
 from accelbench.analysis import roofline as roofline_analysis
 from accelbench.cli.app import (
     DbsOption,
@@ -25,7 +24,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import fleet as fleet_text
 from accelbench.report import sections
-from accelbench.storage.several import chosen_all, chosen_each
+from accelbench.storage.several import chosen_all, source_all
 
 
 @app.command()
@@ -44,9 +43,8 @@ def fleet(
     (the node: its host name): a modified z-score from the median and the median absolute
     deviation above 3.5. Merge each node's database with repeated --db, or import them into one."""
     check_filters(workload, platform, None)  # only cells run on two hosts or more are read
-    cells = fleet_analysis.cells(
-        chosen_each(db, sections.for_fleet, workload=workload, platform=platform)
-    )
+    with source_all(db, workload=workload, platform=platform) as (source, _):
+        cells = list(source.fleet)  # from the listings: a record read for each cell's name
     for line in fleet_text.lines(cells):
         console.print(line)
     if not cells:

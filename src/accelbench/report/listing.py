@@ -18,7 +18,7 @@ from functools import cache
 from typing import Any
 
 from accelbench import scenarios
-from accelbench.analysis import scaling, validity
+from accelbench.analysis import fleet, scaling, validity
 from accelbench.records.result import MEASURED, Result, cell_key
 from accelbench.records.spec import RunSpec, knobs, stable_hash
 from accelbench.report.cells import (
@@ -36,7 +36,7 @@ from accelbench.report.cells import (
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
-VERSION = 4
+VERSION = 5
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -96,6 +96,23 @@ class Listing:
     """What its items are (the metrics' item_unit)."""
     batchless: str
     """Its cell but the batch size: the group a batch sweep's headlines are chosen in."""
+    hostname: str
+    fleet_cell: str
+    """Its cell without the platform: the group the fleet judges nodes in (analysis.fleet)."""
+
+    @property
+    def fleet_point(self) -> fleet.Point:
+        """What the fleet needs of the result, so that none is read whole for it."""
+        counted = self.status == "ok" and bool(self.items_per_s)
+        counted = counted and validity.Flag.CONTENDED not in self.flags
+        return fleet.Point(
+            self.platform,
+            self.fleet_cell,
+            self.hostname,
+            counted,
+            self.items_per_s or 0.0,
+            self.key,
+        )
 
     def dumps(self) -> str:
         """A JSON array of the fields in their order (a third quicker to read than an object)."""
@@ -205,6 +222,8 @@ def of(result: Result) -> Listing:
         else None,
         unit=m.item_unit if m else "items",
         batchless=_hashed(cell_key(result, ignore=("batch_size",))),
+        hostname=result.env.hostname,
+        fleet_cell=_hashed(cell_key(result, platform=False)),
     )
 
 

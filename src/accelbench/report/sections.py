@@ -88,14 +88,12 @@ class Source:
 
     @classmethod
     def stored(cls, rows: Rows, briefs: Sequence[Brief], records: Records) -> Source:
-        """Results in a database: the records that wanted() and the platforms name, read; and
-        those of the fleet's cells, a batch at a time."""
+        """Results in a database: the records that wanted() and the platforms name, read; the
+        fleet judged from the listings, reading a record for each cell's name only."""
         firsts = first_of_each(briefs)
         keys = wanted(briefs)
         read = {r.key: r for r in records(list(dict.fromkeys([*keys, *(k for k, _ in firsts)])))}
-        spanning = for_fleet(briefs)
-        batches = (records(spanning[i : i + 500]) for i in range(0, len(spanning), 500))
-        cells = fleet.cells(r for batch in batches for r in batch)
+        cells = fleet.judged((row.fleet_point for row in rows.rows), records)
         platforms = [(read[k], n) for k, n in firsts]
         return cls(rows, records, [read[k] for k in keys], platforms, cells)
 
@@ -123,13 +121,6 @@ def wanted(briefs: Sequence[Brief]) -> list[str]:
     trains = {s.name for s in scenarios.all_scenarios() if s.record is TimeToTrain}
     chosen |= {b.key for b in measured if b.scenario in trains}
     chosen |= set(for_roofline(briefs))
-    return [b.key for b in briefs if b.key in chosen]
-
-
-def for_fleet(briefs: Sequence[Brief]) -> list[str]:
-    """The keys of the results of cells that two hosts or more of one platform ran (the fleet
-    judges only those: analysis.fleet)."""
-    chosen = _spanning(briefs, _fleet, (_hosts,))
     return [b.key for b in briefs if b.key in chosen]
 
 
@@ -166,20 +157,12 @@ def _table_3(b: Brief) -> tuple[object, ...]:
     return b.workload, b.platform, b.precision
 
 
-def _fleet(b: Brief) -> tuple[object, ...]:
-    return b.platform, b.workload, b.scenario
-
-
 def _devices(b: Brief) -> object:
     return b.num_devices
 
 
 def _batches(b: Brief) -> object:
     return b.micro_batch
-
-
-def _hosts(b: Brief) -> object:
-    return b.hostname
 
 
 def _ceiling(b: Brief) -> bool:

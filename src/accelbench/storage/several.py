@@ -95,25 +95,6 @@ def chosen_all(
         return list(records(choose(briefs))), len(briefs)
 
 
-def chosen_each(
-    wheres: Sequence[Path | str] | None,
-    choose: Callable[[Sequence[Brief]], Sequence[str]],
-    *,
-    workload: str | None = None,
-    platform: str | None = None,
-    batch: int = 500,
-) -> Iterator[Result]:
-    """chosen_all()'s results one at a time, read `batch` at a time: for a reader that keeps
-    what it needs of each (a cell's rates), so that memory holds a batch, not the site."""
-    with ExitStack() as stack:
-        stores = _open_all(stack, wheres)
-        found, records = _briefed(stores, (workload, platform, None), listed=False)
-        keys = list(choose([b for b, _ in found]))
-        del found
-        for i in range(0, len(keys), batch):
-            yield from records(keys[i : i + batch])
-
-
 def _briefed(
     stores: Sequence[ResultStore], filters: tuple[str | None, str | None, str | None], listed: bool
 ) -> tuple[list[tuple[Brief, Listing | None]], Records]:
