@@ -23,6 +23,8 @@ RANK_ALPHA of the time. Each cell says the smallest slowdown its noise lets it f
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import statistics
 from collections import defaultdict
@@ -218,10 +220,17 @@ def rank_p_lower(mine: list[float], others: list[float]) -> float:
     u = sum((x > y) + 0.5 * (x == y) for x in mine for y in others)
     m, n = len(mine), len(others)
     if m * n <= 600:
-        counts = _u_counts(m, n)
-        return sum(counts[: math.floor(u) + 1]) / math.comb(m + n, m)
+        return _u_cumulative(m, n)[math.floor(u)] / math.comb(m + n, m)
     sd = math.sqrt(m * n * (m + n + 1) / 12)
     return 0.5 * math.erfc(-((u + 0.5 - m * n / 2) / sd) / math.sqrt(2))
+
+
+@functools.cache
+def _u_cumulative(m: int, n: int) -> tuple[int, ...]:
+    """The orderings of m and n values whose U is at most each value from 0 to m n: one table
+    per pair of sizes, which a fleet's thousands of node tests share (16,384 at a site's 100k
+    results took 73 s when each made its own)."""
+    return tuple(itertools.accumulate(_u_counts(m, n)))
 
 
 def _u_counts(m: int, n: int) -> list[int]:
