@@ -251,7 +251,13 @@ def _u_counts(m: int, n: int) -> list[int]:
     return rows[n]
 
 
+def counts(status: str, items_per_s: float | None, flags: Iterable[str]) -> bool:
+    """Whether the fleet counts a result's rate: measured, a rate, and not contended (`flags`:
+    its verdict's)."""
+    return status == "ok" and bool(items_per_s) and validity.Flag.CONTENDED not in flags
+
+
 def _counted(result: Result) -> bool:
     if result.status != "ok" or not result.items_per_s:
-        return False
-    return all(flag is not validity.Flag.CONTENDED for flag, _ in validity.verdict(result))
+        return False  # the verdict is not worked out for nothing
+    return counts(result.status, result.items_per_s, [f for f, _ in validity.verdict(result)])

@@ -6,8 +6,6 @@ share."""
 from __future__ import annotations
 
 import tomllib
-from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -15,7 +13,7 @@ from typing import Literal, get_args
 from accelbench import scenarios as registry
 from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError
-from accelbench.records.result import Result, cell_key
+from accelbench.records.result import Result
 from accelbench.records.stats import Summary
 from accelbench.scenarios.server import ServerMetrics
 
@@ -110,27 +108,9 @@ def within_latency(r: Result, bound_ms: float) -> bool:
     """Whether an inference or server result's p99 latency is known to be within the bound:
     only p99s with enough batches (or queries) behind them count."""
     s = latency(r)
-    return s is not None and s.n >= validity.MIN_P99_SAMPLES and s.p99 <= bound_ms
+    return s is not None and p99_within(s.p99, s.n, bound_ms)
 
 
-@dataclass(frozen=True)
-class LatencyChoice:
-    """From a batch-size sweep of one inference configuration: the batch with the lowest
-    median latency, and the highest throughput whose p99 is known to be within a bound."""
-
-    lowest: Result
-    best_within: Result | None
-
-
-def latency_choices(results: Sequence[Result], bound_ms: float | None) -> list[LatencyChoice]:
-    groups: dict[str, list[Result]] = defaultdict(list)
-    for r in results:
-        if registry.get(r.spec.scenario).batch_latency and r.status == "ok" and r.metrics:
-            groups[cell_key(r, ignore=("batch_size",))].append(r)
-    choices = []
-    for members in groups.values():
-        lowest = min(members, key=lambda r: r.metrics.step_ms_steady.median if r.metrics else 0)
-        within = [] if bound_ms is None else [r for r in members if within_latency(r, bound_ms)]
-        best = max(within, key=lambda r: r.items_per_s or 0) if within else None
-        choices.append(LatencyChoice(lowest, best))
-    return choices
+def p99_within(p99_ms: float, n: int, bound_ms: float) -> bool:
+    """within_latency() of a p99 from n samples (a stored listing's, where no record is read)."""
+    return n >= validity.MIN_P99_SAMPLES and p99_ms <= bound_ms

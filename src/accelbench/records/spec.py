@@ -413,24 +413,28 @@ def owners(name: str) -> list[Scenario]:
     return _tables()[1].get(name, [])
 
 
-_TABLES: dict[tuple[int, ...], tuple[dict[str, FieldInfo], dict[str, list[Scenario]]]] = {}
+_Tables = tuple[dict[str, FieldInfo], dict[str, list[Scenario]]]
+_TABLES: list[tuple[list[Scenario], _Tables]] = []
+"""The scenarios the tables were made for (held, so that none is mistaken for another), and
+the tables."""
 
 
-def _tables() -> tuple[dict[str, FieldInfo], dict[str, list[Scenario]]]:
+def _tables() -> _Tables:
     """knobs() and each scenario knob's owners, for the scenarios registered now: a stored
     record of before the nesting holds twenty knobs of other scenarios, each looked up."""
     registered = scenarios.loadable()
-    key = tuple(map(id, registered))
-    if key not in _TABLES:
-        found = {k: v for k, v in RunSpec.model_fields.items() if k != "settings"}
-        owned: dict[str, list[Scenario]] = {}
-        for scenario in registered:
-            for name, field in scenario.settings.model_fields.items():
-                found.setdefault(name, field)
-                owned.setdefault(name, []).append(scenario)
-        _TABLES.clear()
-        _TABLES[key] = found, owned
-    return _TABLES[key]
+    if _TABLES and len(_TABLES[0][0]) == len(registered):
+        made_for, tables = _TABLES[0]
+        if all(a is b for a, b in zip(made_for, registered, strict=True)):
+            return tables
+    found = {k: v for k, v in RunSpec.model_fields.items() if k != "settings"}
+    owned: dict[str, list[Scenario]] = {}
+    for scenario in registered:
+        for name, field in scenario.settings.model_fields.items():
+            found.setdefault(name, field)
+            owned.setdefault(name, []).append(scenario)
+    _TABLES[:] = [(registered, (found, owned))]
+    return found, owned
 
 
 def _holds_default(scenario: Scenario, name: str, value: Any) -> bool:

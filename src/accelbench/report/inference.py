@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
-from accelbench.analysis import validity
+from accelbench.analysis import objectives, validity
 from accelbench.records.stats import Summary
 from accelbench.report.cells import rate_text
 from accelbench.report.listing import Listing
@@ -65,4 +65,4 @@ def _within(row: Listing, bound_ms: float) -> bool:
     """objectives.within_latency of a listing: a p99 with enough batches behind it."""
     assert row.latency is not None
     _, p99, n = row.latency
-    return n >= validity.MIN_P99_SAMPLES and p99 <= bound_ms
+    return objectives.p99_within(p99, int(n), bound_ms)

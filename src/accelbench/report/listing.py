@@ -36,7 +36,7 @@ from accelbench.report.cells import (
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
-VERSION = 5
+VERSION = 6
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -99,17 +99,17 @@ class Listing:
     hostname: str
     fleet_cell: str
     """Its cell without the platform: the group the fleet judges nodes in (analysis.fleet)."""
+    fleet_counted: bool
+    """Whether the fleet counts its rate (analysis.fleet.point's rule)."""
 
     @property
     def fleet_point(self) -> fleet.Point:
         """What the fleet needs of the result, so that none is read whole for it."""
-        counted = self.status == "ok" and bool(self.items_per_s)
-        counted = counted and validity.Flag.CONTENDED not in self.flags
         return fleet.Point(
             self.platform,
             self.fleet_cell,
             self.hostname,
-            counted,
+            self.fleet_counted,
             self.items_per_s or 0.0,
             self.key,
         )
@@ -224,6 +224,7 @@ def of(result: Result) -> Listing:
         batchless=_hashed(cell_key(result, ignore=("batch_size",))),
         hostname=result.env.hostname,
         fleet_cell=_hashed(cell_key(result, platform=False)),
+        fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
     )
 
 
