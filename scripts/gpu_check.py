@@ -110,6 +110,13 @@ def main() -> int:
         default=None,
         help="stop starting steps once this many seconds have passed (a lent machine's lease)",
     )
+    parser.add_argument(
+        "--skip",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="leave out the steps whose title holds TEXT (again for more): a short lease's rerun",
+    )
     args = parser.parse_args()
     import torch
 
@@ -139,6 +146,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         float8 = torch.cuda.get_device_capability() >= (8, 9)
         for title, command in steps(Path(tmp, "gpu-check.sqlite"), float8):
+            if any(text in title for text in args.skip):
+                lines += [f"## {title}: left out (--skip)", ""]
+                continue
             start = time.perf_counter()
             left_s = STEPS_S if args.budget_s is None else args.budget_s - (start - began)
             if left_s < 10:

@@ -17,7 +17,10 @@ from accelbench.records.spec import RunSpec
 from accelbench.storage.store import ResultStore
 from accelbench.workload import Arrays, Images, Tokens, Workload, reading
 
-__version__ = importlib.metadata.version("accelbench")
+try:
+    __version__ = importlib.metadata.version("accelbench")
+except importlib.metadata.PackageNotFoundError:  # a checkout on PYTHONPATH, not installed
+    __version__ = "0+unknown"
 
 __all__ = [
     "Arrays",

@@ -84,6 +84,23 @@ def test_throttled_and_input_bound(measured: Result) -> None:
     )
 
 
+def test_a_power_cap_counts_only_below_the_boards_default(measured: Result) -> None:
+    def capped(limit_w: float, default_w: float | None) -> Result:
+        energy = EnergyMetrics(
+            method="nvml-energy-counter",
+            scope="GPU 0 board",
+            power_limit_w=limit_w,
+            default_power_limit_w=default_w,
+            throttle_reasons=["sw-power-cap"],
+        )
+        return varied(measured, delivered=STEADY, energy=energy, input_wait_frac=0.0)
+
+    assert flags(capped(700, 700)) == []  # an H200 under a large matmul: its rated power
+    lowered = dict(validity.verdict(capped(400, 700)))[validity.Flag.THROTTLED]
+    assert lowered == "device slowed down: sw-power-cap (limit 400 W, the board's default 700 W)"
+    assert flags(capped(700, None)) == ["throttled"]  # a record from before: as it was judged
+
+
 def test_diverged_is_a_verdict_too(measured: Result) -> None:
     r = varied(measured, delivered=STEADY, input_wait_frac=0.0)
     r = r.model_copy(update={"status": "diverged", "reason": "loss became nan at step 3"})

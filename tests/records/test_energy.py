@@ -78,6 +78,7 @@ def test_ranks_add_up_gpu_boards_and_count_a_host_counter_once() -> None:
             joules=joules,
             avg_power_w=joules / 10,
             power_limit_w=700.0,
+            default_power_limit_w=700.0,
             sm_clock_mhz_median=1980.0,
             throttle_reasons=reasons,
             num_samples=100,
@@ -88,6 +89,7 @@ def test_ranks_add_up_gpu_boards_and_count_a_host_counter_once() -> None:
     )
     assert gpus.joules == 9300 and gpus.avg_power_w == pytest.approx(930)
     assert gpus.power_limit_w == 2100 and gpus.throttle_reasons == ["sw-thermal"]
+    assert gpus.default_power_limit_w == 2100
     assert gpus.scope == "3 GPU boards on 2 host(s)"
     package = EnergyMetrics(method="rapl", scope="CPU packages (2)", joules=50.0, avg_power_w=5.0)
     cpus = combine([("a", package), ("a", package), ("b", package)])

@@ -15,7 +15,8 @@ Rules, each with its reason (a result may break several):
   than the host has threads;
 - implausible: an MFU above 100%, or FLOPs counted below the weights' floor
   (efficiency.flops_floor): the count or the peak is wrong, so the MFU means nothing;
-- throttled: NVML reported a power or thermal slowdown during the measured window;
+- throttled: NVML reported a thermal or hardware slowdown during the measured window, or a
+  power cap below the board's default (EnergyMetrics.slowdowns);
 - input-bound: the training loop waited for input for more than INPUT_BOUND_FRAC of the time;
 - server: too-slow (no rate tried kept p99 within the bound), too-short (too few queries for a
   p99), overloaded (answered less than OVERLOAD_FRAC of the target rate);
@@ -33,6 +34,7 @@ from typing import Protocol
 
 from accelbench import scenarios
 from accelbench.records import contention, throughput
+from accelbench.records.energy import EnergyMetrics
 from accelbench.records.metrics import Flops, Metrics
 from accelbench.records.result import Result
 from accelbench.records.stats import early_stopping_samples
@@ -68,6 +70,14 @@ holds at 99% confidence, none beyond it (MLPerf LoadGen's early stopping; from 1
 a bound, the claim has 63% confidence)."""
 
 
+def throttled(energy: EnergyMetrics) -> str:
+    why = "device slowed down: " + ", ".join(energy.slowdowns)
+    if "sw-power-cap" in energy.slowdowns and energy.default_power_limit_w is not None:
+        limits = energy.power_limit_w, energy.default_power_limit_w
+        why += " (limit {:.0f} W, the board's default {:.0f} W)".format(*limits)
+    return why
+
+
 def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, str]]:
     """(flag, reason) for each rule the result breaks; empty means valid. `repeats` are the
     results of the same cell's other repeats (results with one cell_key)."""
@@ -95,9 +105,7 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
     if m.flops is not None and (why := implausible(m.flops, m.mfu)):
         flags.append((Flag.IMPLAUSIBLE, why))
     if m.energy is not None and m.energy.throttled:
-        flags.append(
-            (Flag.THROTTLED, "device slowed down: " + ", ".join(m.energy.throttle_reasons))
-        )
+        flags.append((Flag.THROTTLED, throttled(m.energy)))
     if m.input_wait_frac is not None and m.input_wait_frac > INPUT_BOUND_FRAC:
         flags.append(
             (

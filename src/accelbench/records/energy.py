@@ -57,14 +57,29 @@ class EnergyMetrics(Frozen):
     peak_power_w: float | None = None
     """Highest sampled power (NVML only)."""
     power_limit_w: float | None = None
+    default_power_limit_w: float | None = None
+    """The board's default power limit (NVML), against which a software power cap is judged."""
     sm_clock_mhz_median: float | None = None
     throttle_reasons: list[str] = Field(default_factory=list)
     """Slowdown reasons NVML reported at any sample of the window."""
     num_samples: int = 0
 
     @property
+    def slowdowns(self) -> list[str]:
+        """The reasons that held the device below what it is made to do. A software power cap at
+        the board's default limit is its rated power, where a large matmul on an H100 or H200
+        always sits and every published figure was measured too: only a cap lowered below the
+        default (or one whose default is unknown) counts."""
+        rated = (
+            self.power_limit_w is not None
+            and self.default_power_limit_w is not None
+            and self.power_limit_w >= self.default_power_limit_w
+        )
+        return [r for r in self.throttle_reasons if not (rated and r == "sw-power-cap")]
+
+    @property
     def throttled(self) -> bool:
-        return bool(self.throttle_reasons)
+        return bool(self.slowdowns)
 
 
 class EnergyMeter:
@@ -133,6 +148,7 @@ class EnergyMeter:
                 avg_power_w=joules / seconds,
                 peak_power_w=max(power, default=None),
                 power_limit_w=self._nvml.nvmlDeviceGetEnforcedPowerLimit(self._handle) / 1e3,
+                default_power_limit_w=self._default_limit_w(),
                 sm_clock_mhz_median=statistics.median(c for _, c, _ in self._samples)
                 if self._samples
                 else None,
@@ -143,6 +159,12 @@ class EnergyMeter:
             return self._rapl.stop()
         scope = "CPU" if self.device.type == "cpu" else self.device.type
         return EnergyMetrics(method="not available", scope=scope)
+
+    def _default_limit_w(self) -> float | None:
+        try:
+            return self._nvml.nvmlDeviceGetPowerManagementDefaultLimit(self._handle) / 1e3
+        except self._nvml.NVMLError:  # not supported on this board
+            return None
 
     def _open_nvml(self) -> None:
         import torch
@@ -238,13 +260,17 @@ def combine(per_rank: list[tuple[str, EnergyMetrics]]) -> EnergyMetrics:
         else f"CPU packages of {hosts} host(s)"
     )
     clocks = [e.sm_clock_mhz_median for e in readings if e.sm_clock_mhz_median is not None]
-    limits = [e.power_limit_w for e in readings]
+
+    def total(values: list[float | None]) -> float | None:
+        return None if None in values else sum(x for x in values if x is not None)
+
     return EnergyMetrics(
         method=first.method,
         scope=scope,
         joules=sum(e.joules or 0.0 for e in readings),
         avg_power_w=sum(e.avg_power_w or 0.0 for e in readings),
-        power_limit_w=sum(x for x in limits if x is not None) if None not in limits else None,
+        power_limit_w=total([e.power_limit_w for e in readings]),
+        default_power_limit_w=total([e.default_power_limit_w for e in readings]),
         sm_clock_mhz_median=statistics.median(clocks) if clocks else None,
         throttle_reasons=sorted({r for e in readings for r in e.throttle_reasons}),
         num_samples=sum(e.num_samples for e in readings),
