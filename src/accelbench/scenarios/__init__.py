@@ -1,7 +1,9 @@
 """The registry of scenarios: each is a plug-in (base.Scenario) in a folder of its own, whose
 __init__ describes it (torch-free) and whose measure.py measures it.
 
-Besides the built-in ones, a scenario comes from a module or .py file named in
+The built-in ones are plug-ins like any other, named in BUILT_IN and imported when the registry
+is first read (so that the registry, which the records read, imports none of them). Besides them,
+a scenario comes from a module or .py file named in
 $ACCELBENCH_SCENARIOS (comma-separated; cells inherit it) or from an installed package's
 `accelbench.scenarios` entry point; either defines a `SCENARIO`. Scenario names are compared
 here and nowhere else: the rest of accelbench reads a plug-in's fields.
@@ -18,7 +20,6 @@ from pathlib import Path
 from types import ModuleType
 
 from accelbench.errors import AccelbenchError, one_line
-from accelbench.scenarios import generate, infer, loader, micro, serve, server, time_to_train, train
 from accelbench.scenarios.base import (
     VIEWS,
     ClientScenario,
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 PLUGINS_ENV = "ACCELBENCH_SCENARIOS"
+BUILT_IN = ("train", "infer", "server", "time_to_train", "generate", "serve", "micro", "loader")
+"""The built-in scenarios' folders, in the order commands list them."""
 _REGISTRY: dict[str, Scenario] = {}
 
 
@@ -117,12 +120,15 @@ _modules: set[str] = set()
 
 
 def _load_plugins() -> None:
-    """Import the plug-ins $ACCELBENCH_SCENARIOS and entry points name, once per value."""
+    """Import the built-in plug-ins, then those $ACCELBENCH_SCENARIOS and entry points name,
+    once per value."""
     wanted = os.environ.get(PLUGINS_ENV, "")
     if _loaded == [wanted]:
         return
     _loaded[:] = [wanted]
     try:
+        for name in BUILT_IN:
+            register(importlib.import_module(f"{__name__}.{name}").SCENARIO)
         for point in importlib.metadata.entry_points(group="accelbench.scenarios"):
             register(point.load())
         for name in filter(None, (n.strip() for n in wanted.split(","))):
@@ -157,7 +163,3 @@ def _module(name: str) -> ModuleType:
     except Exception as exc:  # the user's module: whatever it raises, say where
         raise AccelbenchError(f"{PLUGINS_ENV}: cannot import {name}: {one_line(exc)}") from exc
     return module
-
-
-for _builtin in (train, infer, server, time_to_train, generate, serve, micro, loader):
-    register(_builtin.SCENARIO)
