@@ -8,7 +8,8 @@ written from two measured results (a training and an inference cell) with their 
 growth exponent between the sizes is log(time ratio) / log(3): 1.0 is linear, 2.0 quadratic
 (each time includes the process's start, so small sizes understate it). Peak memory is the
 process's own peak resident set (Linux's VmHWM), interpreter and imports included. The last line
-printed is the JSON Lines export's time ratio.
+printed is the JSON Lines export's time ratio. Last, each size's JSON and JSON Lines exports are
+imported into a new SQLite database (on --postgres too: the import's reading is what grows).
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
     python benchmarks/store_scale.py --quick     # 1,000 and 3,000: what the test suite runs
@@ -55,6 +56,8 @@ COMMANDS = {
     "roofline": ["roofline"],
     "recommend WORKLOAD": ["recommend", "WORKLOAD"],
 }
+IMPORTS = {"import (json)": "json", "import (jsonl)": "jsonl"}
+"""Each size's export, made untimed, imported into a new SQLite database."""
 RUN = (
     "import sys\n"
     "from pathlib import Path\n"
@@ -190,6 +193,21 @@ def measure(command: list[str], db: str) -> tuple[float, float]:
     return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
+def line(name: str, first: tuple[float, float], second: tuple[float, float]) -> float:
+    """Print a command's two sizes' times, growth exponent and peak memory; its time ratio."""
+    (t1, m1), (t2, m2) = first, second
+    exponent = math.log(t2 / t1) / math.log(3)
+    print(f"{name:24} {t1:10.2f} s  {t2:10.2f} s  {exponent:8.2f}  {m1:5.0f} -> {m2:5.0f}")
+    return t2 / t1
+
+
+def exported(db: str, form: str, path: Path) -> Path:
+    """The database's export in this format, at `path`."""
+    export = [sys.executable, "-m", "accelbench", "export", "--format", form, "--out", str(path)]
+    subprocess.run([*export, "--db", db], check=True, stdout=subprocess.DEVNULL)
+    return path
+
+
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--records", type=int, default=10_000)
@@ -225,10 +243,17 @@ def main() -> None:
         ratios = {}
         for name, command in COMMANDS.items():
             command = [shape.workloads[0] if c == "WORKLOAD" else c for c in command]
-            (t1, m1), (t2, m2) = (measure(command, db) for db in dbs)
-            ratios[name] = t2 / t1
-            exponent = math.log(t2 / t1) / math.log(3)
-            print(f"{name:24} {t1:10.2f} s  {t2:10.2f} s  {exponent:8.2f}  {m1:5.0f} -> {m2:5.0f}")
+            ratios[name] = line(name, *(measure(command, db) for db in dbs))
+        with tempfile.TemporaryDirectory() as folder:
+            for name, form in IMPORTS.items():
+                files = [
+                    exported(db, form, Path(folder, f"{n}.{form}"))
+                    for db, n in zip(dbs, sizes, strict=True)
+                ]
+                line(
+                    name,
+                    *(measure(["import", str(f)], str(f.with_suffix(".sqlite"))) for f in files),
+                )
     print("(exponent 1.0 is linear, 2.0 quadratic; each time includes the process's start)")
     print(f"ratio jsonl export time 3N/N: {ratios['export --format jsonl']:.3f}")
 
