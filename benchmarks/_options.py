@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import torch
 
-from accelbench.records.environment import resolve_device
+from accelbench.cell.environment import resolve_device
 
 
 def parser(

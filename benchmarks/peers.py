@@ -23,7 +23,7 @@ import torch.utils.benchmark as benchmark
 from _options import parse, parser  # benchmarks/, beside this script
 
 from accelbench import workloads
-from accelbench.records.precision import torch_settings
+from accelbench.execution.precision import torch_settings
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.train import measure as train
 

@@ -4,6 +4,8 @@ itself back at import time, and none is long."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -158,6 +160,19 @@ def test_the_layers_place_modules_as_documented() -> None:
     assert layer("accelbench.scenarios.serve.measure") == 4  # its measurement
     assert layer("accelbench.scenarios") == 1  # the registry
     assert layer("accelbench.cli.run") == len(LAYERS) - 2  # below only the integrations
+
+
+def test_the_records_are_data() -> None:
+    """Reading a result needs no torch and no meter: what measures is in execution and cell."""
+    loads = (
+        "import importlib, pkgutil, sys, accelbench.records as r\n"
+        "for m in pkgutil.iter_modules(r.__path__): importlib.import_module(f'{r.__name__}.{m.name}')\n"
+        "print(' '.join(n for n in ('torch', 'psutil', 'pynvml', 'amdsmi') if n in sys.modules))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", loads], capture_output=True, text=True, check=True
+    ).stdout
+    assert loaded.split() == []
 
 
 def test_no_module_is_long() -> None:

@@ -13,8 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from accelbench import secrets
+from accelbench.cell import environment as capturing
 from accelbench.cli import app
-from accelbench.records import environment
 from accelbench.storage import connect
 from accelbench.storage.store import ResultStore
 
@@ -57,7 +57,7 @@ def test_variables_named_or_holding_secrets_are_never_captured(
     monkeypatch.setenv("OMP_STORE", "postgresql://u:pl4nted@h/d")
     monkeypatch.setenv("OMP_SERVE_KEYRING", "kept-out-by-name")
     monkeypatch.setenv("OMP_HIDDEN", "named by the serve spec")
-    found = environment.capture("cpu", hidden=("OMP_HIDDEN",)).env_vars
+    found = capturing.capture("cpu", hidden=("OMP_HIDDEN",)).env_vars
     assert found.get("NCCL_SOCKET_IFNAME") == "eth0"
     assert not {"TORCH_API_KEY", "OMP_STORE", "OMP_HIDDEN"} & set(found)
 
@@ -112,7 +112,7 @@ def test_a_migration_takes_secrets_out_of_stored_rows_and_their_backup(tmp_path:
     from accelbench.records.result import Result
     from tests.conftest import tiny
 
-    env = environment.capture("cpu")
+    env = capturing.capture("cpu")
     db = tmp_path / "old.sqlite"
     with ResultStore(db) as store:
         store.put(Result.new(tiny(), env, "error", reason="r"))
@@ -155,7 +155,7 @@ def test_the_unsaved_result_file_is_its_owners_only(
     from tests.conftest import tiny
 
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
-    env = environment.capture("cpu")
+    env = capturing.capture("cpu")
     result = Result.new(tiny(), env, "error", reason="r").model_copy(
         update={"argv": ["accelbench", "--db", "postgresql://u:Hunter2pw@h/r"]}
     )

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import launch
-from accelbench.records.environment import capture
 from accelbench.scenarios.train import measure as train
 from accelbench.workload import Tokens
 

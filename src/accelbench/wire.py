@@ -9,10 +9,7 @@ import asyncio
 import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    pass
+from typing import Any
 
 
 class Garbage(Exception):

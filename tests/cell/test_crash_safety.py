@@ -15,8 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from accelbench.cell.environment import capture
 from accelbench.cell.server import NAME
-from accelbench.records.environment import capture
 from accelbench.records.result import Result
 from accelbench.storage.store import ResultStore
 

@@ -16,10 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from accelbench.cell.environment import capture
 from accelbench.cli import app
+from accelbench.execution.meters import host as meters_host
 from accelbench.orchestration import launch
-from accelbench.records import contention
-from accelbench.records.environment import Environment, capture
+from accelbench.records.environment import Environment
 from accelbench.records.result import Result
 from accelbench.storage.store import ResultStore
 
@@ -126,7 +127,7 @@ def test_any_value_is_accepted_or_refused_in_one_line(
     # No child process: the probe and the pre-flight (which slurm runs alone) are tested apart.
     monkeypatch.setattr(launch, "probe_environment", lambda device, inputs, timeout_s: ENV[0])
     monkeypatch.setattr(launch, "preflight_in_child", lambda inputs, timeout_s: None)
-    monkeypatch.setattr(contention.BusySince, "others", lambda self: (0.0, 2, 0.0))
+    monkeypatch.setattr(meters_host.BusySince, "others", lambda self: (0.0, 2, 0.0))
     positional = len(COMMANDS[name]) > 1 and not COMMANDS[name][1].startswith("--")
     targets = _options(name) + (["<argument>"] if positional else [])
     if not targets:

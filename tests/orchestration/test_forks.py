@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from accelbench.cell.environment import capture
 from accelbench.cli import app
 from accelbench.orchestration import forks, launch
-from accelbench.records.environment import capture
 from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny

@@ -9,9 +9,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import exits, launch
-from accelbench.records.environment import Environment, capture
+from accelbench.records.environment import Environment
 
 from ..conftest import ctrl_c_reaches, tiny
 
@@ -113,7 +114,7 @@ def test_interrupting_the_launcher_kills_the_cell(tmp_path: Path) -> None:
     spec_file = tmp_path / "spec.json"
     spec_file.write_text(spec.model_dump_json())
     code = (
-        "import pathlib; from accelbench.orchestration import launch; from accelbench.records.environment import capture;"
+        "import pathlib; from accelbench.orchestration import launch; from accelbench.cell.environment import capture;"
         "launch._GRACE_S = 2.0;"  # the cell is past it: a kill, not its polite stop, ends it
         "from accelbench.records.spec import RunSpec;"
         f"spec = RunSpec.model_validate_json(pathlib.Path({str(spec_file)!r}).read_text());"

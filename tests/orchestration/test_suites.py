@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from accelbench import suites
 from accelbench.analysis import references
+from accelbench.cell.environment import capture
 from accelbench.cli import app
-from accelbench.records.environment import capture
 
 runner = CliRunner()
 

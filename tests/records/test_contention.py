@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.analysis import validity
+from accelbench.execution.meters import host as meters_host
 from accelbench.records import contention
 from accelbench.records.contention import HostActivity
 from accelbench.storage.store import ResultStore
@@ -157,7 +158,7 @@ def test_a_monitor_never_started_reads_nothing() -> None:
     # a run stopped during epoch 1 never reaches the steady state the monitor watches
     import torch
 
-    assert contention.HostMonitor(tiny(), torch.device("cpu")).stop() is None
+    assert meters_host.HostMonitor(tiny(), torch.device("cpu")).stop() is None
 
 
 def test_an_idle_host_is_not_contended_for_a_hundredth_of_a_cpu() -> None:
@@ -202,8 +203,8 @@ def test_the_subject_processes_cpu_time_counts_as_the_cells_own_and_once() -> No
         assert server.pid not in {c.pid for c in psutil.Process().children(recursive=True)}
         while sum(server.cpu_times()[:2]) < 0.5:
             time.sleep(0.05)
-        alone = contention._own_cpu_s()
-        with_server = contention._own_cpu_s([server.pid])
+        alone = meters_host._own_cpu_s()
+        with_server = meters_host._own_cpu_s([server.pid])
         assert with_server - alone >= 0.5
     finally:
         server.kill()
@@ -213,7 +214,7 @@ def test_the_subject_processes_cpu_time_counts_as_the_cells_own_and_once() -> No
     try:
         while sum(psutil.Process(child.pid).cpu_times()[:2]) < 0.5:
             time.sleep(0.05)
-        twice = contention._own_cpu_s([child.pid]) - contention._own_cpu_s()
+        twice = meters_host._own_cpu_s([child.pid]) - meters_host._own_cpu_s()
         assert twice < 0.5
     finally:
         child.kill()

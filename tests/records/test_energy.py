@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from accelbench.records.energy import EnergyMeter, EnergyMetrics, combine
+from accelbench.execution.meters.energy import EnergyMeter
+from accelbench.records.energy import EnergyMetrics, combine
 
 from ..conftest import needs_cuda
 

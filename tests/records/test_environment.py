@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from accelbench.records.environment import capture, resolve_device
+from accelbench.cell.environment import capture, resolve_device
 
 
 def test_capture_on_cpu() -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from accelbench.errors import AccelbenchError
+from accelbench.execution.meters import power_series as meters_series
 from accelbench.records import power_series
 
 
@@ -57,7 +58,7 @@ def test_the_meter_sums_the_devices_or_says_the_series_misses_the_window(tmp_pat
     devices = zip("ab", (50, 70), strict=True)
     rows = [f"{now + t},{device},{watts}" for device, watts in devices for t in (-10, 10, 20)]
     path.write_text("time_s,device,watts\n" + "\n".join(rows) + "\n")
-    meter = power_series.meter(str(path))
+    meter = meters_series.meter(str(path))
     meter.start()
     drawn = meter.stop()
     assert drawn.method == "power series" and "2 device(s)" in drawn.scope
@@ -102,14 +103,14 @@ def test_a_prometheus_servers_range_query_is_a_series(tmp_path: Path) -> None:
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}"
     try:
-        meter = power_series.meter(url)
-        assert meter.name.endswith(power_series.DCGM_POWER)
+        meter = meters_series.meter(url)
+        assert meter.name.endswith(meters_series.DCGM_POWER)
         meter.start()
         drawn = meter.stop()
         assert drawn.method == "power series" and drawn.avg_power_w == pytest.approx(150.0)
-        assert power_series.meter(f"{url}/?query=sum(watts)").name.endswith(" sum(watts)")
+        assert meters_series.meter(f"{url}/?query=sum(watts)").name.endswith(" sum(watts)")
         with pytest.raises(AccelbenchError, match="give the server's URL"):
-            power_series.check(f"{url}/elsewhere")
+            meters_series.check(f"{url}/elsewhere")
     finally:
         server.shutdown()
         server.server_close()
@@ -165,13 +166,13 @@ def test_a_hostile_prometheus_gives_a_trial_no_energy_with_the_reason(
     mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("httpx")
-    monkeypatch.setattr(power_series, "SCRAPE_DEADLINE_S", 1.0)
+    monkeypatch.setattr(meters_series, "SCRAPE_DEADLINE_S", 1.0)
     handler = type("Handler", (_HostilePrometheus,), {"mode": mode})
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        meter = power_series.meter(
+        meter = meters_series.meter(
             f"http://user:Hunter2secret@127.0.0.1:{server.server_address[1]}"
         )
         assert "Hunter2secret" not in meter.name
@@ -189,4 +190,4 @@ def test_a_hostile_prometheus_gives_a_trial_no_energy_with_the_reason(
 @pytest.mark.parametrize("source", ["http://[::1", "http://host:port/"])
 def test_a_malformed_prometheus_url_is_one_line(source: str) -> None:
     with pytest.raises(AccelbenchError, match="is not a URL"):
-        power_series.meter(source)
+        meters_series.meter(source)

@@ -89,7 +89,7 @@ def test_int8_dynamic_quantises_linear_layers_for_inference_only() -> None:
 
 
 def test_torch_settings_are_the_one_place_a_precision_is_applied() -> None:
-    from accelbench.records.precision import torch_settings
+    from accelbench.execution.precision import torch_settings
 
     amp = torch_settings("amp-fp16")
     assert (amp.param_dtype, amp.autocast_dtype, amp.grad_scaler) == (
@@ -113,7 +113,7 @@ def test_torch_settings_are_the_one_place_a_precision_is_applied() -> None:
 
 
 def test_fp8_swaps_the_linear_layers_for_torchaos_float8_ones_but_not_the_head() -> None:
-    from accelbench.records.precision import to_float8
+    from accelbench.execution.precision import to_float8
 
     model = get("llama3_tiny").build_model()
     to_float8(model)

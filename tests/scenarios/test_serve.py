@@ -27,6 +27,8 @@ from typer.testing import CliRunner
 
 from accelbench.analysis import advice, validity
 from accelbench.cli import app
+from accelbench.execution.meters.energy import CounterMeter, server_meter
+from accelbench.execution.meters.host import HostMonitor, server_pids
 from accelbench.records.energy import EnergyMetrics
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
@@ -524,15 +526,14 @@ def test_the_goodput_headline_has_an_interval_over_its_requests() -> None:
 def test_a_server_under_test_on_this_host_is_the_cells_own_work(
     stub: tuple[str, type[_Stub]],
 ) -> None:
-    from accelbench.records import contention
 
     url, _ = stub  # served by this very process
-    assert os.getpid() in contention.server_pids(url)
-    assert os.getpid() in contention.server_pids(url.replace("127.0.0.1", "localhost"))
-    assert contention.server_pids("http://192.0.2.1:8000") == []  # another host's: not ours
+    assert os.getpid() in server_pids(url)
+    assert os.getpid() in server_pids(url.replace("127.0.0.1", "localhost"))
+    assert server_pids("http://192.0.2.1:8000") == []  # another host's: not ours
     spec = served_spec(endpoint=url)
-    monitor = contention.HostMonitor(spec, torch.device("cpu"))
-    assert monitor.subject == contention.server_pids(url)
+    monitor = HostMonitor(spec, torch.device("cpu"))
+    assert monitor.subject == server_pids(url)
 
 
 class _Steady(BaseHTTPRequestHandler):
@@ -823,10 +824,9 @@ def test_a_trace_and_a_ramp_run_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_a_servers_energy_is_the_sum_of_its_counters_over_the_trial() -> None:
-    from accelbench.records import energy
 
     readings = {"gpu0": iter([100.0, 160.0]), "gpu1": iter([7.0, 12.0]), "rapl": iter([18.0, 3.0])}
-    meter = energy.CounterMeter(
+    meter = CounterMeter(
         "nvml-energy-counter",
         "GPU 0, 1 board(s) the server runs on",
         [
@@ -838,7 +838,7 @@ def test_a_servers_energy_is_the_sum_of_its_counters_over_the_trial() -> None:
     meter.start()
     drawn = meter.stop()
     assert drawn.joules == pytest.approx(60.0 + 5.0 + 5.0) and drawn.method == "nvml-energy-counter"
-    nothing = energy.CounterMeter("not available", "the server is not on this host").stop()
+    nothing = CounterMeter("not available", "the server is not on this host").stop()
     assert nothing.joules is None and nothing.scope == "the server is not on this host"
 
 
@@ -858,17 +858,16 @@ def test_energy_per_token_and_request_count_the_requests_that_succeeded() -> Non
 def test_a_server_meter_reads_rapl_for_a_cpu_server_and_says_why_when_it_cannot(
     tmp_path: Path,
 ) -> None:
-    from accelbench.records import energy
 
-    away = energy.server_meter([])
+    away = server_meter([])
     assert away.method == "not available" and "not on this host" in away.scope
-    unreadable = energy.server_meter([os.getpid()], powercap=tmp_path)
+    unreadable = server_meter([os.getpid()], powercap=tmp_path)
     assert unreadable.method == "not available" and "needs read access" in unreadable.scope
     package = tmp_path / "intel-rapl:0"
     package.mkdir()
     (package / "energy_uj").write_text("5000000\n")
     (package / "max_energy_range_uj").write_text("262143328850\n")
-    rapl = energy.server_meter([os.getpid()], powercap=tmp_path)
+    rapl = server_meter([os.getpid()], powercap=tmp_path)
     assert rapl.method == "rapl" and "the server's and all else's" in rapl.scope
     rapl.start()
     (package / "energy_uj").write_text("9000000\n")
@@ -928,8 +927,6 @@ def test_the_gpus_a_local_server_runs_on_are_counted_and_metered(
 ) -> None:
     from types import SimpleNamespace
 
-    from accelbench.records import energy
-
     # A server in this process: the NVML below sees it on GPUs 0 and 2 of 3.
     joules = itertools.count(1000, 50)  # mJ, growing at each read
     fake = SimpleNamespace(
@@ -942,7 +939,7 @@ def test_the_gpus_a_local_server_runs_on_are_counted_and_metered(
         nvmlDeviceGetTotalEnergyConsumption=lambda h: next(joules),
     )
     monkeypatch.setitem(sys.modules, "pynvml", fake)
-    meter = energy.server_meter([os.getpid()])
+    meter = server_meter([os.getpid()])
     assert (meter.method, meter.boards) == ("nvml-energy-counter", 2)
     assert "GPU 0, 2 board(s)" in meter.scope
     with stub_server(_Steady) as url:

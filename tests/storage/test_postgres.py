@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from accelbench.cell.environment import capture
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
-from accelbench.records.environment import capture
 from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.storage import exchange, schema

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from accelbench.cell.environment import capture
 from accelbench.cell.runner import run
 from accelbench.errors import AccelbenchError
-from accelbench.records.environment import Environment, capture
+from accelbench.records.environment import Environment
 from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.scenarios.time_to_train import TimeToTrain

@@ -19,7 +19,7 @@ from accelbench.records.spec import RunSpec
 def child_main(argv: list[str]) -> int:
     """What the child does; its exit code (2: a problem the user can fix, said on stderr)."""
     from accelbench.cell import runner
-    from accelbench.records import environment
+    from accelbench.cell.environment import capture
 
     what, arg, out, *inputs = argv
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
@@ -29,7 +29,7 @@ def child_main(argv: list[str]) -> int:
     failed = False
     try:
         if what in ("env", "check"):
-            text = environment.capture(arg).model_dump_json() if what == "env" else "{}"
+            text = capture(arg).model_dump_json() if what == "env" else "{}"
             todo = json.loads(Path(inputs[0]).read_text()) if inputs else []
             preflight.check([preflight.Inputs.model_validate(i) for i in todo])
         else:

@@ -8,12 +8,14 @@ import traceback
 from collections.abc import Callable
 
 from accelbench import scenarios, workloads
+from accelbench.cell.environment import capture, resolve_device
 from accelbench.errors import AccelbenchError, is_oom, missing_extra, one_line
 from accelbench.execution import distributed, interruption, progress
-from accelbench.records import contention, environment
+from accelbench.execution.precision import global_settings, set_cudnn_benchmark
+from accelbench.records import contention
 from accelbench.records.environment import Environment
 from accelbench.records.metrics import Metrics
-from accelbench.records.precision import check_supported, global_settings, set_cudnn_benchmark
+from accelbench.records.precision import check_supported
 from accelbench.records.result import Result, Status
 from accelbench.records.spec import RunSpec
 
@@ -27,14 +29,14 @@ def run(spec: RunSpec) -> Result:
     scenario = scenarios.get(spec.scenario)
     cpus = os.cpu_count() or 1
     free = int(os.environ.get(contention.FREE_CPUS_ENV) or cpus)  # as the sweep found them
-    device = environment.resolve_device(spec.device)
+    device = resolve_device(spec.device)
     client = isinstance(scenario, scenarios.ClientScenario)
     threads = None if client else contention.auto_threads(spec, device, free, cpus)
     if threads is not None:
         import torch
 
         torch.set_num_threads(threads)  # before capture, which records it
-    env = environment.capture(spec.device, hidden=(spec.knob("api_key_env") or "",))
+    env = capture(spec.device, hidden=(spec.knob("api_key_env") or "",))
     spec = spec.model_copy(update={"device": env.device_type})
     if isinstance(
         scenario, scenarios.ClientScenario

@@ -100,7 +100,7 @@ app = typer.Typer(
 def _print_version(asked: bool) -> None:
     if asked:
         from accelbench import __version__
-        from accelbench.records.environment import accelbench_commit
+        from accelbench.cell.environment import accelbench_commit
 
         commit = accelbench_commit()
         typer.echo(f"accelbench {__version__}" + (f" (commit {commit})" if commit else ""))

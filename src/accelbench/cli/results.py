@@ -15,6 +15,7 @@ import typer
 
 from accelbench import workloads
 from accelbench.analysis import comparison, references
+from accelbench.cell.environment import capture
 from accelbench.cli.app import (
     DbOption,
     DbsOption,
@@ -34,7 +35,6 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.options import spec_help
 from accelbench.errors import AccelbenchError
-from accelbench.records import environment
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
@@ -91,7 +91,7 @@ def env(
         raise AccelbenchError(
             f"unknown device {device!r}; use one of: {', '.join(get_args(DeviceType))}"
         )
-    captured = environment.capture(device)
+    captured = capture(device)
     if fmt is Format.table:
         for field, value in captured.model_dump().items():
             console.print(f"{field:<18} {value}")

@@ -26,6 +26,7 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.options import OPTION_NAMES, PanelledCommand, panel, spec_help, with_fields
 from accelbench.errors import AccelbenchError
+from accelbench.execution.meters.host import BusySince
 from accelbench.orchestration import forks, launch
 from accelbench.orchestration.sweep import (
     DEFAULT_TIMEOUT_S,
@@ -214,7 +215,7 @@ def run(
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
     tags: dict[str, str] = key_values(tag or [], "--tag", typed=False)
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
-    busy = contention.BusySince()  # sampled while the plan is made, not in a sleep of its own
+    busy = BusySince()  # sampled while the plan is made, not in a sleep of its own
     with forks.serving():  # imports torch once, while the cells are planned
         cells = plan(cells_of(ctx, envs), timeout_s, envs)  # before the database: no trace if bad
         if dry_run:
@@ -341,7 +342,7 @@ def _slo(text: str | None) -> dict[str, float]:
     return targets
 
 
-def _fit_to_host(cells: list[Cell], busy: contention.BusySince) -> int:
+def _fit_to_host(cells: list[Cell], busy: BusySince) -> int:
     """The CPUs other work leaves free, for the cells' --threads auto (contention.auto_threads),
     saying what they will run with; and a warning before the first cell when other work still
     keeps the CPUs a cell needs busy, naming the --threads that fits."""

@@ -17,7 +17,7 @@ import torch
 from accelbench.errors import AccelbenchError
 from accelbench.execution import distributed, lora, sharding
 from accelbench.execution.optim import make_optimizer, make_schedule, to_device
-from accelbench.records.precision import to_float8, torch_settings
+from accelbench.execution.precision import to_float8, torch_settings
 from accelbench.records.spec import RunSpec
 from accelbench.workload import Batch, Workload
 

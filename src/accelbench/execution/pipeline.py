@@ -16,7 +16,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution import distributed, sharding
 from accelbench.execution.efficiency import flop_counter
 from accelbench.execution.optim import make_optimizer, make_schedule, to_device
-from accelbench.records.precision import torch_settings
+from accelbench.execution.precision import torch_settings
 from accelbench.records.spec import RunSpec
 from accelbench.workload import Batch, Workload
 

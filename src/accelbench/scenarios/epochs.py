@@ -20,8 +20,10 @@ from accelbench import scenarios
 from accelbench.errors import one_line
 from accelbench.execution import device as dev
 from accelbench.execution import distributed, efficiency, interruption, progress, sharding
+from accelbench.execution.meters.energy import EnergyMeter
+from accelbench.execution.meters.host import HostMonitor
 from accelbench.records import contention, throughput
-from accelbench.records.energy import EnergyMeter, EnergyMetrics
+from accelbench.records.energy import EnergyMetrics
 from accelbench.records.energy import combine as combine_energy
 from accelbench.records.metrics import NO_CPU_PEAK, EpochMetrics, Flops, Metrics, RankMetrics
 from accelbench.records.spec import RunSpec
@@ -37,7 +39,7 @@ def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[i
     Times each into raw.epoch_s (the caller's last act in it must wait for the device), and
     meters energy and the host's activity over the steady epochs (all of a one-epoch run) into
     raw.energy and raw.host."""
-    meter, monitor = EnergyMeter(device), contention.HostMonitor(spec, device)
+    meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()

@@ -21,7 +21,7 @@ import torch
 
 from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
-from accelbench.records.precision import torch_settings
+from accelbench.execution.precision import torch_settings
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize

@@ -19,7 +19,7 @@ import torch
 from accelbench.execution import device as dev
 from accelbench.execution.data import make_loader
 from accelbench.execution.optim import to_device
-from accelbench.records.precision import torch_settings
+from accelbench.execution.precision import torch_settings
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops, measured_epochs

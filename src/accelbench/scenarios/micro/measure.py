@@ -12,8 +12,8 @@ from accelbench.analysis import references
 from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
 from accelbench.execution import efficiency
+from accelbench.execution.precision import torch_settings
 from accelbench.records.metrics import Metrics
-from accelbench.records.precision import torch_settings
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
 from accelbench.scenarios.micro import MicroMetrics

@@ -151,7 +151,7 @@ class ServeTrial(Frozen):
     arrival rate when the server fell behind; None below two answers, and in older records."""
 
     energy: EnergyMetrics | None = None
-    """What the server's devices drew over the trial (records.energy.server_meter): its method
+    """What the server's devices drew over the trial (execution.meters.energy.server_meter): its method
     and scope say which counter, or why none; None for the closed loop and older records."""
 
     @property
@@ -243,7 +243,7 @@ def _check(specs: Sequence[RunSpec]) -> None:
     """Each cell's lengths and trace files read, its power series tried, and its server asked
     once for two tokens of its model: a server that is down, not OpenAI-compatible or not
     serving it stops the run here."""
-    from accelbench.records import power_series
+    from accelbench.execution.meters import power_series
     from accelbench.scenarios.serve import endpoint
 
     own = [ServeSettings.of(s) for s in specs]

@@ -16,7 +16,7 @@ between chunks), E2EL. A request is within the SLO when it succeeded with TTFT a
 their targets; goodput is such requests per second; a rate meets the SLO when SLO_SHARE of its
 requests are within it and it was answered about as fast as it came (validity.OVERLOAD_FRAC).
 The host's other work is read over the arrival trials, where the headline is measured; a server
-on this host is the measurement's own work (contention.server_pids).
+on this host is the measurement's own work (server_pids).
 """
 
 from __future__ import annotations
@@ -34,7 +34,9 @@ import torch
 
 from accelbench.errors import AccelbenchError
 from accelbench.execution import interruption, progress
-from accelbench.records import contention, energy, power_series
+from accelbench.execution.meters import power_series
+from accelbench.execution.meters.energy import CounterMeter, WindowMeter, server_meter
+from accelbench.execution.meters.host import HostMonitor, server_pids
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
@@ -109,11 +111,11 @@ async def _measure(spec: RunSpec) -> Metrics:
         capacity = metrics.items_per_s
         trials = [loop]
         # The headline is an arrival trial's: what else the host did is read over the trials.
-        monitor = contention.HostMonitor(spec, torch.device("cpu"))
-        meter: energy.WindowMeter = (
+        monitor = HostMonitor(spec, torch.device("cpu"))
+        meter: WindowMeter = (
             power_series.meter(own.power_series)
             if own.power_series
-            else energy.server_meter(contention.server_pids(url))
+            else server_meter(server_pids(url))
         )
         monitor.start()
         if own.trace is not None:
@@ -155,7 +157,7 @@ async def _measure(spec: RunSpec) -> Metrics:
         trials=trials,
         reported=reported,
         search=search,
-        server_devices=meter.boards if isinstance(meter, energy.CounterMeter) else None,
+        server_devices=meter.boards if isinstance(meter, CounterMeter) else None,
     )
     return metrics.model_copy(update={"record": serve, "host": host})
 
@@ -229,7 +231,7 @@ def arrival_times(
 
 
 async def arrivals(
-    spec: RunSpec, send: Send, rate: float, meter: energy.WindowMeter | None = None
+    spec: RunSpec, send: Send, rate: float, meter: WindowMeter | None = None
 ) -> ServeTrial:
     """spec.num_queries requests arriving at `rate` (arrival_times: spec.burstiness, and a ramp
     to spec.ramp_to_per_s), each sent at its time whatever is in flight; none is sent after
@@ -247,7 +249,7 @@ async def replay(
     spec: RunSpec,
     send: Send,
     trace: list[tuple[float, int, int]],
-    meter: energy.WindowMeter | None = None,
+    meter: WindowMeter | None = None,
 ) -> ServeTrial:
     """The trace's requests, each sent at its time with its lengths (endpoint.read_trace)."""
     rate = _rate([t for t, _, _ in trace])
@@ -259,7 +261,7 @@ async def _send_at(
     send: Send,
     plan: list[tuple[float, tuple[int, int] | None]],
     rate: float | None,
-    meter: energy.WindowMeter | None,
+    meter: WindowMeter | None,
 ) -> ServeTrial:
     """Each request of `plan` sent at its time (seconds from now) whatever is in flight; none
     after spec.max_measure_s; the server's energy metered over it all."""

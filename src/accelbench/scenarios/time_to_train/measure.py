@@ -26,8 +26,8 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
 from accelbench.execution.data import split_loaders
 from accelbench.execution.engine import TorchEngine
-from accelbench.records import contention
-from accelbench.records.energy import EnergyMeter
+from accelbench.execution.meters.energy import EnergyMeter
+from accelbench.execution.meters.host import HostMonitor
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.targets import parse_target
@@ -55,7 +55,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     batches = _endless(train_loader)
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
     eval_s = 0.0
-    meter, monitor = EnergyMeter(device), contention.HostMonitor(spec, device)
+    meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
     dev.reset_peak_memory(device)
     dev.synchronize(device)
     measure_start = time.perf_counter()
