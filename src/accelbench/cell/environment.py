@@ -15,7 +15,6 @@ from accelbench.records.environment import DeviceInfo, Environment
 
 _GIB = 2**30
 
-
 _VERSIONS_OF = (
     *("torch", "torchvision", "triton", "torchao", "timm", "transformers", "accelerate"),
     *("numpy", "accelbench"),

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from accelbench.errors import AccelbenchError
+from accelbench.records.precision import PRECISIONS, Precision
 
 if TYPE_CHECKING:
     import torch
-from accelbench.records.precision import PRECISIONS, Precision
 
 
 @dataclass(frozen=True)

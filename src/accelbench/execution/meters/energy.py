@@ -20,16 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from accelbench.records.energy import THROTTLE_REASONS, EnergyMethod, EnergyMetrics
+
 if TYPE_CHECKING:
     import torch
-from accelbench.records.energy import THROTTLE_REASONS, EnergyMethod, EnergyMetrics
 
 log = logging.getLogger(__name__)
 
-
 POWERCAP = Path("/sys/class/powercap")
-
-
 SAMPLE_S = 0.1
 
 

@@ -15,11 +15,12 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from accelbench.records.contention import HostActivity, cell_cpus
+
 if TYPE_CHECKING:
     import torch
 
     from accelbench.records.spec import RunSpec
-from accelbench.records.contention import HostActivity, cell_cpus
 
 log = logging.getLogger(__name__)
 
