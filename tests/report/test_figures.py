@@ -132,9 +132,32 @@ def test_throughput_points_carry_their_interval(two_platforms: list[Result]) -> 
     ]
     plot = by_name(results)["batch-tiny-mlp-train"]
     (ax,) = plot.figure.axes
-    bars = [c for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+    from matplotlib.container import ErrorbarContainer
+
+    series = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    bars = [segment for c in series for segment in c.lines[2][0].get_segments()]
     with_interval = [r for r in results if r.spec.scenario == "train" and r.items_per_s_ci]
     assert with_interval and len(bars) == len(with_interval)
+    assert len(series) < len(bars)  # a series' bars are one artist, not one a point
+
+
+def test_a_crowd_of_flag_labels_becomes_one_line_under_the_axis() -> None:
+    from accelbench.report import drawing
+
+    def flagged(count: int) -> list[str]:
+        _, (ax,) = drawing.new_figure()
+        for i in range(count):
+            ax.annotate("too-short", (i, 1.0), gid=drawing.FLAG_LABEL)
+        drawing.finish(ax, "micro batch", "items/s")
+        return [t.get_text() for t in ax.texts] + [ax.get_xlabel()]
+
+    few = flagged(drawing.MOST_FLAG_LABELS)
+    assert few.count("too-short") == drawing.MOST_FLAG_LABELS and few[-1] == "micro batch"
+    many = flagged(drawing.MOST_FLAG_LABELS + 1)
+    assert "too-short" not in many
+    assert many == [
+        f"micro batch\n{drawing.MOST_FLAG_LABELS + 1} flagged points (hollow): their flags are in the verdicts"
+    ]
 
 
 def test_a_target_never_reached_is_drawn_at_the_top_not_at_zero(

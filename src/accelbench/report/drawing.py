@@ -49,7 +49,8 @@ class Plot:
         with style():
             # No creation date in the file: the same results draw the same bytes.
             metadata = {"Date": None} if fmt in ("svg", "pdf") else {}
-            self.figure.savefig(buffer, format=fmt, dpi=120, bbox_inches="tight", metadata=metadata)
+            # Constrained layout fits the figure already: "tight" would draw it twice.
+            self.figure.savefig(buffer, format=fmt, dpi=120, metadata=metadata)
         return buffer.getvalue()
 
 
@@ -112,15 +113,32 @@ def points(
     intervals: bool = False,
 ) -> None:
     """A line through the points, each marked by its verdict; with `intervals`, the points are
-    headline throughputs, drawn with their 95% intervals."""
+    headline throughputs, drawn with their 95% intervals. A series is a few artists whatever its
+    length (a line, its error bars, its filled and its hollow markers), and a flag's label one
+    more per flagged point: a site's figure of hundreds of points draws in a second."""
     ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
-    for x, y, r in zip(xs, ys, results, strict=True):
-        if intervals and (ci := r.items_per_s_ci) is not None:
-            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=color, capsize=3, lw=1)
-        flags = validity.verdict_text(r)
-        valid = flags == "valid"
-        ax.plot([x], [y], "o", color=color, markerfacecolor=color if valid else "white", ms=6)
-        if not valid:
+    verdicts = [validity.verdict_text(r) for r in results]
+    if intervals:
+        bars = [
+            (x, y, ci)
+            for x, y, r in zip(xs, ys, results, strict=True)
+            if (ci := r.items_per_s_ci) is not None
+        ]
+        if bars:
+            bx, by, cis = zip(*bars, strict=True)
+            low = [y - ci[0] for y, ci in zip(by, cis, strict=True)]
+            high = [ci[1] - y for y, ci in zip(by, cis, strict=True)]
+            ax.errorbar(bx, by, yerr=[low, high], fmt="none", color=color, capsize=3, lw=1)
+    for valid in (True, False):
+        marked = [
+            (x, y) for x, y, v in zip(xs, ys, verdicts, strict=True) if (v == "valid") == valid
+        ]
+        if marked:
+            mx, my = zip(*marked, strict=True)
+            face = color if valid else "white"
+            ax.plot(mx, my, "o", linestyle="none", color=color, markerfacecolor=face, ms=6)
+    for x, y, flags in zip(xs, ys, verdicts, strict=True):
+        if flags != "valid":
             ax.annotate(
                 flags,
                 (x, y),
@@ -128,7 +146,16 @@ def points(
                 textcoords="offset points",
                 fontsize=7,
                 color="dimgray",
+                gid=FLAG_LABEL,
             )
+
+
+FLAG_LABEL = "flag"
+"""The gid of a flag's label beside its hollow point (points)."""
+MOST_FLAG_LABELS = 40
+"""The most flag labels an axes keeps: past them they cover each other and the lines, and the
+verdicts table says each point's flags (finish replaces them with a line under the axis that
+says so)."""
 
 
 def palette() -> Iterator[Any]:
@@ -162,6 +189,12 @@ def finish(ax: Axes, xlabel: str, ylabel: str, *, log_x: bool = False) -> None:
         ax.xaxis.set_minor_locator(NullLocator())
     ax.set_ylim(bottom=0)
     ax.yaxis.set_major_formatter(StrMethodFormatter("{x:,.6g}"))  # 800,000, not 800000
+    labels = [t for t in ax.texts if t.get_gid() == FLAG_LABEL]
+    if len(labels) > MOST_FLAG_LABELS:
+        for label in labels:
+            label.remove()
+        note = f"{len(labels)} flagged points (hollow): their flags are in the verdicts"
+        ax.set_xlabel(f"{xlabel}\n{note}")
     if ax.get_legend_handles_labels()[0]:
         place_legend(ax)
 
