@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
-from accelbench.report import document, figures, plotted
+from accelbench.report import document, figures, listing, plotted
 
 from ..conftest import BUSY_HOST, SIM_PLATFORM, on_platform, tiny, with_rate
 from .test_figures import _quiet, _trained
@@ -67,7 +67,8 @@ def drawn(
 
 def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Result]) -> None:
     by_key = {r.key: r for r in site}
-    each = {name: [by_key[k] for k in keys] for name, keys in plotted.chosen(site).items()}
+    points = [plotted.point(r) for r in site]
+    each = {name: [by_key[k] for k in keys] for name, keys in plotted.chosen(points).items()}
     assert len({r.key for rs in each.values() for r in rs}) < len(site)
     assert drawn([], each) == drawn(site)  # byte for byte: every line, point, flag and caption
     assert set(drawn(site)) >= {"batch-tiny-mlp-train", "scaling-tiny-mlp", "first-vs-steady"}
@@ -75,6 +76,11 @@ def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Resul
     assert drawn(site)["efficiency-tiny-mlp"][0].endswith(
         "joules per item and MFU (%) against batch size"
     )
+
+
+def test_a_listing_keeps_what_the_figures_choose_by(site: list[Result]) -> None:
+    stored = [listing.Listing.loads(listing.of(r).dumps()) for r in site]
+    assert [s.plot_point if s else None for s in stored] == [plotted.point(r) for r in site]
 
 
 def test_a_line_keeps_its_median_repeat_and_the_flagged_ones_it_passed_over(
@@ -91,7 +97,7 @@ def test_a_line_keeps_its_median_repeat_and_the_flagged_ones_it_passed_over(
         for i, v in enumerate(rates)
     ]
     other = keyed(_quiet(with_rate(r, 400.0)), batch_size=r.spec.batch_size * 2)
-    chosen = plotted.chosen([*repeats, other])
+    chosen = plotted.chosen(plotted.point(r) for r in [*repeats, other])
     assert chosen["batch"] == [repeats[2].key, repeats[3].key, other.key]  # median, flagged
     assert chosen["scaling"] == chosen["batch"]  # other is another line: bs= is on it
 

@@ -33,10 +33,11 @@ from accelbench.report.cells import (
     shown_invalid,
     wait_text,
 )
+from accelbench.report.roles import Kind, Point, Role, roles
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
-VERSION = 6
+VERSION = 7
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -101,6 +102,9 @@ class Listing:
     """Its cell without the platform: the group the fleet judges nodes in (analysis.fleet)."""
     fleet_counted: bool
     """Whether the fleet counts its rate (analysis.fleet.point's rule)."""
+    roles: Sequence[Sequence[Any]]
+    """The parts it may take in the report's figures (report.roles), each as [figure, group,
+    kind's name, x, config]: the figures choose what they draw from these."""
 
     @property
     def fleet_point(self) -> fleet.Point:
@@ -113,6 +117,18 @@ class Listing:
             self.items_per_s or 0.0,
             self.key,
         )
+
+    @property
+    def plot_point(self) -> Point | None:
+        """What the figures' choice needs of the result (report.plotted); None if none draws it."""
+        if not self.roles:
+            return None
+        verdict = (", ".join(self.flags) or "valid") if self.status in MEASURED else self.status
+        found = tuple(
+            Role(figure, tuple(group) if isinstance(group, list) else group, Kind[kind], x, config)
+            for figure, group, kind, x, config in self.roles
+        )
+        return Point(self.key, self.platform, self.items_per_s, verdict, self.knobs, found)
 
     def dumps(self) -> str:
         """A JSON array of the fields in their order (a third quicker to read than an object)."""
@@ -225,6 +241,7 @@ def of(result: Result) -> Listing:
         hostname=result.env.hostname,
         fleet_cell=_hashed(cell_key(result, platform=False)),
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
+        roles=[[r.figure, r.group, r.kind.name, r.x, r.config] for r in roles(result)],
     )
 
 

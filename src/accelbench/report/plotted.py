@@ -1,6 +1,6 @@
-"""Which results the report's figures draw, chosen as the records stream past, each kept only as
-a Point of a few fields: a site database's figures then read every record once and hold the
-records they draw, not every record.
+"""Which results the report's figures draw, chosen from their listings, each a Point of a few
+fields (report.roles, kept with the listing): a site database's figures then read only the
+records they draw.
 
 Most figures draw one result per line and x: the median repeat (drawing.median_by_x). The lines
 are named as figures name them (the platform, the configuration less the axis, and the knobs
@@ -21,89 +21,15 @@ import itertools
 import sys
 from collections import ChainMap, defaultdict, deque
 from collections.abc import Iterable
-from dataclasses import dataclass
-from enum import Enum
-from typing import Any, NamedTuple
 
-from accelbench import scenarios
 from accelbench.analysis import validity
 from accelbench.records.result import MEASURED, Result
-from accelbench.report.cells import configuration, differing_values, knobs_text
+from accelbench.report.cells import differing_values, knobs_text
 from accelbench.report.drawing import median_pick
-from accelbench.report.figures import MAX_EPOCH_BARS, PANELS
+from accelbench.report.figures import MAX_EPOCH_BARS
 from accelbench.report.listing import defaults, knobs_of
+from accelbench.report.roles import Kind, Point, Role, roles
 from accelbench.report.sections import Source
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.generate import GenerateMetrics
-from accelbench.scenarios.serve import ServeMetrics
-from accelbench.scenarios.server import ServerMetrics
-from accelbench.scenarios.time_to_train import TimeToTrain
-
-
-class Kind(Enum):
-    MEDIAN = "the median repeat of each line and x"
-    WHOLE = "every such result (its line's name still counts its knobs)"
-    ONE = "one result of each x (a marker, not a line)"
-    LAST = "the latest MAX_EPOCH_BARS"
-
-
-class Role(NamedTuple):
-    """A part a result may take in a figure: which figure and group of results (the figure's
-    lines are named over the group), its x, and its configuration() with the axes that the
-    figure's line names leave out."""
-
-    figure: str
-    group: object
-    kind: Kind
-    x: float = 0
-    config: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    key: str
-    platform: str
-    items_per_s: float | None
-    verdict: str
-    knobs: dict[str, Any]
-    roles: tuple[Role, ...]
-
-
-def roles(r: Result) -> list[Role]:
-    """The parts `r` may take in the figures (report.figures: each drawer's own rules)."""
-    spec, workload = r.spec, r.spec.workload
-    views = scenarios.get(spec.scenario).views
-    out = []
-    if "batch" in views and r.status == "oom":
-        out.append(Role("batch", (workload, spec.scenario), Kind.ONE, spec.batch_size))
-    if record_of(r, TimeToTrain):
-        out.append(Role("time-to-train", workload, Kind.WHOLE))
-    if r.status not in MEASURED or not r.metrics:
-        return out
-    line = sys.intern(configuration(spec, batch=False))  # drawing.series_name's axes
-
-    def median(figure: str, group: object, x: float, config: str = line) -> None:
-        out.append(Role(figure, group, Kind.MEDIAN, x, config))
-
-    if "batch" in views:
-        median("batch", (workload, spec.scenario), spec.batch_size)
-    if "scaling" in views:
-        median("scaling", workload, r.num_devices, sys.intern(configuration(spec, replicas=False)))
-    if "first-epoch" in views and len(r.metrics.epochs) > 1:
-        out.append(Role("first-epoch", None, Kind.LAST))
-    if "latency" in views and scenarios.get(spec.scenario).batch_latency:
-        median("latency", workload, spec.batch_size)
-    if "latency" in views and record_of(r, ServerMetrics):
-        out.append(Role("latency", workload, Kind.WHOLE, 0, line))
-    if "tokens" in views and record_of(r, GenerateMetrics):
-        median("generation", workload, spec.batch_size)
-    if "serving" in views and record_of(r, ServeMetrics):
-        out.append(Role("serving", workload, Kind.WHOLE, 0, line))
-    if "efficiency" in views:
-        for name, value in PANELS:
-            if value(r) is not None:
-                median(f"efficiency/{name}", workload, spec.batch_size)
-    return out
 
 
 def point(r: Result) -> Point | None:
@@ -115,10 +41,11 @@ def point(r: Result) -> Point | None:
     return Point(r.key, r.platform, r.items_per_s, sys.intern(verdict), knobs_of(r.spec), (*found,))
 
 
-def chosen(results: Iterable[Result]) -> dict[str, list[str]]:
-    """Per figure (figures.DRAWERS' names, and efficiency/PANEL), the keys of the results of
-    `results` (oldest first) that it draws or counts, oldest first."""
-    points = [p for r in results if (p := point(r))]
+def chosen(drawn: Iterable[Point | None]) -> dict[str, list[str]]:
+    """Per figure (figures.DRAWERS' names, and efficiency/PANEL), the keys of the results whose
+    points are `drawn` (oldest first; point() of each, or its listing's) that it draws or
+    counts, oldest first."""
+    points = [p for p in drawn if p is not None]
     keep: dict[str, set[str]] = defaultdict(set)
     groups: dict[tuple[str, object], list[tuple[Point, Role]]] = defaultdict(list)
     ones: dict[tuple[str, object, float], str] = {}
@@ -140,12 +67,9 @@ def chosen(results: Iterable[Result]) -> dict[str, list[str]]:
     return {figure: [p.key for p in points if p.key in kept] for figure, kept in keep.items()}
 
 
-def read(source: Source, results: Iterable[Result]) -> dict[str, list[Result]]:
-    """Each figure's own records (chosen() from `results`, the source's results streamed), read
-    from the source once; a result stored since its listings were read waits for the next
-    report."""
-    listed = {row.key for row in source.rows.rows}
-    each = {name: [k for k in keys if k in listed] for name, keys in chosen(results).items()}
+def read(source: Source) -> dict[str, list[Result]]:
+    """Each figure's own records, chosen from the source's listings and read from it once."""
+    each = chosen(row.plot_point for row in source.rows.rows)
     found = {r.key: r for r in source.records(list(dict.fromkeys(itertools.chain(*each.values()))))}
     return {name: [found[k] for k in keys] for name, keys in each.items()}
 
