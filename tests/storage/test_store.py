@@ -385,7 +385,7 @@ def test_a_listing_made_by_other_code_is_made_again_from_its_record(
             db.execute("UPDATE results SET listing = ?", (json.dumps(stale),))
         assert store.listings() == [fresh]
         monkeypatch.setattr(listing, "VERSION", listing.VERSION - 1)  # as the older code reads it
-        assert store.listings()[0].flags == ["an old rule's flag"]
+        assert store.listings()[0].flags == ("an old rule's flag",)
         monkeypatch.undo()
         for other in ('{"key": "an object, not the array"}', "[1, 2]", "not JSON"):
             with sqlite3.connect(db_path) as db:
