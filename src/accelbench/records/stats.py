@@ -3,6 +3,7 @@ interval, and where a series' warm-up ends."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -142,6 +143,7 @@ def binomial_cdf(k: int, n: int, p: float) -> float:
     )
 
 
+@functools.cache  # a few distinct arguments, asked for by every inference result's verdict
 def early_stopping_samples(overs: int, percentile: float = 0.99, confidence: float = 0.99) -> int:
     """MLPerf LoadGen's early stopping (loadgen/early_stopping.cc in mlcommons/inference): the
     fewest samples, `overs` of them beyond a bound, for "the `percentile` is within the bound"
