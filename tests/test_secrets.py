@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from accelbench import secrets
 from accelbench.cell import environment as capturing
 from accelbench.cli import app
-from accelbench.storage import connect
+from accelbench.storage import connect, schema
 from accelbench.storage.store import ResultStore
 
 
@@ -121,16 +121,17 @@ def test_a_migration_takes_secrets_out_of_stored_rows_and_their_backup(tmp_path:
     (text,) = con.execute("SELECT record FROM results").fetchone()
     old = json.loads(text) | {"argv": ["accelbench", "--db", "postgresql://u:Hunter2pw@h/r"]}
     old["env"]["env_vars"] = {"TORCH_API_KEY": "sk-PLANTEDKEY"}
-    version = con.execute("PRAGMA user_version").fetchone()[0]
+    # The schema before the rewrite that took secrets out (the last REWRITE).
+    before = max(i for i, m in enumerate(schema.MIGRATIONS) if m is schema.REWRITE)
     con.execute("UPDATE results SET record = ?", (json.dumps(old),))
-    con.execute(f"PRAGMA user_version = {version - 1}")
+    con.execute(f"PRAGMA user_version = {before}")
     con.commit()
     con.close()
     with ResultStore(db) as store:
         (migrated,) = store.query()
     assert migrated.argv == ["accelbench", "--db", "postgresql://u:***@h/r"]
     assert migrated.env.env_vars == {"TORCH_API_KEY": "***"}
-    backup = db.with_name(f"old.sqlite.schema{version - 1}.bak")
+    backup = db.with_name(f"old.sqlite.schema{before}.bak")
     assert backup.exists() and not _leaks(backup.read_bytes()) and not _leaks(db.read_bytes())
 
 

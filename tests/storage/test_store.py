@@ -146,6 +146,37 @@ def test_an_older_database_is_migrated_in_place_with_a_backup(
     assert str(backup) in caplog.text
 
 
+def test_a_new_listing_version_lists_an_upgraded_database_once(
+    db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert schema.LISTING_VERSION == listing.VERSION  # a new VERSION comes with a RELIST
+    assert MIGRATIONS[-1] is schema.RELIST
+    with ResultStore(db_path) as store:
+        store.put(measured)
+    names = [f.name for f in dataclasses.fields(listing.Listing)]
+    with sqlite3.connect(db_path) as db:  # as the accelbench before wrote it
+        (text,) = db.execute("SELECT listing FROM results").fetchone()
+        older = json.loads(text)
+        older[names.index("version")] = listing.VERSION - 1
+        db.execute("UPDATE results SET listing = ?", (json.dumps(older),))
+        db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
+    read: list[str] = []
+    record = ResultStore._record
+
+    def counted(store: ResultStore, key: str) -> Result:
+        read.append(key)
+        return record(store, key)
+
+    monkeypatch.setattr(ResultStore, "_record", counted)
+    with ResultStore(db_path, writable=False) as store:  # reads as it is: made from the record
+        assert store.listings() == [listing.of(measured)] and read == [measured.key]
+    with ResultStore(db_path) as store:  # the first writable open lists it again
+        assert store.listings() == [listing.of(measured)] and read == [measured.key]
+    with ResultStore(db_path, writable=False) as store:
+        assert store.listings() == [listing.of(measured)] and read == [measured.key]
+    assert not list(db_path.parent.glob("*.bak"))  # no record changed: no copy kept
+
+
 def test_a_failing_migration_changes_nothing(
     db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
 
 REWRITE = "rewrite"
+RELIST = "relist"
 
 
 MIGRATIONS = [
@@ -64,9 +65,17 @@ MIGRATIONS = [
     # Every record written again without secrets (secrets.clean_record): earlier versions
     # stored the command line as typed, a database password in its --db URL included.
     REWRITE,
+    # Listing version 7: each keeps the parts its result takes in the report's figures.
+    RELIST,
 ]
-"""The schema's history, in order: SQL, where {names} are the back end's words (Dialect), or
-REWRITE, which stores every record again as this accelbench reads it."""
+"""The schema's history, in order: SQL, where {names} are the back end's words (Dialect);
+REWRITE, which stores every record again as this accelbench reads it; or RELIST, which makes
+every row's listing again (its records untouched, so no copy is kept): appended whenever
+report.listing.VERSION changes, so that an upgraded database is listed once, at its first
+writable open, not made again from its records at every read (LISTING_VERSION)."""
+
+LISTING_VERSION = 7
+"""The listing version the last migration lists with: report.listing.VERSION (a test)."""
 
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -97,8 +106,9 @@ POSTGRES = Dialect(
 
 
 def statements(migration: int, dialect: Dialect) -> list[str]:
-    """The SQL statements of one migration, in the back end's words (none for REWRITE)."""
-    if MIGRATIONS[migration] is REWRITE:
+    """The SQL statements of one migration, in the back end's words (none for REWRITE and
+    RELIST)."""
+    if MIGRATIONS[migration] in (REWRITE, RELIST):
         return []
     sql = MIGRATIONS[migration].format(real=dialect.real, time_to_target_s=dialect.time_to_target_s)
     return [s for s in sql.split(";") if s.strip()]
@@ -152,8 +162,13 @@ def row(result: Result) -> tuple[object, ...]:
         b.hostname,
         b.created_at,
         stored_json(result),
-        secrets.scrub(listing.of(result).dumps()),
+        listing_text(result),
     )
+
+
+def listing_text(result: Result) -> str:
+    """The result's listing as stored (report.listing), without any secret."""
+    return secrets.scrub(listing.of(result).dumps())
 
 
 def stored_json(result: Result, indent: int | None = None) -> str:

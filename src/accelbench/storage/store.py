@@ -315,7 +315,9 @@ class ResultStore:
             )
         if version == schema.SCHEMA_VERSION:
             return
-        if version > 0 and self.path is not None:  # results in it: keep the file as it was
+        pending = range(version, schema.SCHEMA_VERSION)
+        relists = all(schema.MIGRATIONS[m] is schema.RELIST for m in pending)
+        if version > 0 and self.path is not None and not relists:  # keep the file as it was
             connect.keep_copy(self._db, self.path, version, schema.SCHEMA_VERSION)
         with self._migration_lock(), self._transaction():
             version = self._version()  # another process may have migrated it meanwhile
@@ -340,6 +342,8 @@ class ResultStore:
             # accelbench reads it, whichever migrations asked for one.
             if any(schema.MIGRATIONS[m] is schema.REWRITE for m in pending):
                 self._rewrite()
+            elif any(schema.MIGRATIONS[m] is schema.RELIST for m in pending):
+                self._relist()
             if self.dialect is schema.SQLITE:
                 self._execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION}")
             else:
@@ -368,6 +372,18 @@ class ResultStore:
                 self._execute("UPDATE results SET record = ? WHERE key = ?", (cleaned, key))
                 continue
             self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
+
+    def _relist(self) -> None:
+        """Every row's listing made again from its record; a record this accelbench cannot
+        read keeps none (listings() makes it from the record when it can)."""
+        keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
+        log.warning("%s: listing %d results again for this accelbench", self.where, len(keys))
+        for key, text in self._texts(keys):
+            try:
+                made = schema.listing_text(schema.record(text))
+            except AccelbenchError:
+                made = None
+            self._execute("UPDATE results SET listing = ? WHERE key = ?", (made, key))
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
