@@ -150,11 +150,8 @@ class Listing:
             return None
         if not isinstance(data, list) or len(data) != _FIELDS or data[1] != VERSION:
             return None
-        values = list(map(_shared, data))  # its sequences as lists
-        roles = tuple(
-            tuple(tuple(v) if isinstance(v, list) else v for v in r) for r in data[_ROLES]
-        )
-        values[_ROLES] = _ALL_ROLES.setdefault(roles, roles)
+        values = list(map(_shared, data))
+        values[_ROLES] = _ALL_ROLES.setdefault(values[_ROLES], values[_ROLES])
         return cls(*values)
 
 

@@ -323,7 +323,7 @@ class ResultStore:
             version = self._version()  # another process may have migrated it meanwhile
             if version == schema.SCHEMA_VERSION:
                 return
-            if version > 0 and self.dialect is schema.POSTGRES:
+            if version > 0 and self.dialect is schema.POSTGRES and not relists:
                 self._execute(f"CREATE TABLE results_schema{version}_backup AS TABLE results")
                 self._clean_backup(f"results_schema{version}_backup")
                 log.warning(
