@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from accelbench.analysis import validity
 from accelbench.cli import app
-from accelbench.records.result import Result, result_key
+from accelbench.records.result import MEASURED, Result, result_key
 from accelbench.report import document, figures, listing, plotted
+from accelbench.report.roles import Point, roles
 
 from ..conftest import BUSY_HOST, SIM_PLATFORM, on_platform, tiny, with_rate
 from .test_figures import _quiet, _trained
@@ -59,6 +61,16 @@ def site(two_platforms: list[Result]) -> list[Result]:
     return out
 
 
+def point(r: Result) -> Point | None:
+    """What the figures choose by, worked out from the whole result: what a listing keeps must
+    equal it."""
+    found = roles(r)
+    if not found:
+        return None
+    verdict = validity.verdict_text(r) if r.status in MEASURED else r.status
+    return Point(r.key, r.platform, r.items_per_s, verdict, listing.knobs_of(r.spec), (*found,))
+
+
 def drawn(
     results: list[Result], each: dict[str, list[Result]] | None = None
 ) -> dict[str, tuple[str, str, bytes]]:
@@ -67,7 +79,7 @@ def drawn(
 
 def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Result]) -> None:
     by_key = {r.key: r for r in site}
-    points = [plotted.point(r) for r in site]
+    points = [point(r) for r in site]
     each = {name: [by_key[k] for k in keys] for name, keys in plotted.chosen(points).items()}
     assert len({r.key for rs in each.values() for r in rs}) < len(site)
     assert drawn([], each) == drawn(site)  # byte for byte: every line, point, flag and caption
@@ -80,7 +92,7 @@ def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Resul
 
 def test_a_listing_keeps_what_the_figures_choose_by(site: list[Result]) -> None:
     stored = [listing.Listing.loads(listing.of(r).dumps()) for r in site]
-    assert [s.plot_point if s else None for s in stored] == [plotted.point(r) for r in site]
+    assert [s.plot_point if s else None for s in stored] == [point(r) for r in site]
 
 
 def test_a_line_keeps_its_median_repeat_and_the_flagged_ones_it_passed_over(
@@ -97,7 +109,7 @@ def test_a_line_keeps_its_median_repeat_and_the_flagged_ones_it_passed_over(
         for i, v in enumerate(rates)
     ]
     other = keyed(_quiet(with_rate(r, 400.0)), batch_size=r.spec.batch_size * 2)
-    chosen = plotted.chosen(plotted.point(r) for r in [*repeats, other])
+    chosen = plotted.chosen(point(r) for r in [*repeats, other])
     assert chosen["batch"] == [repeats[2].key, repeats[3].key, other.key]  # median, flagged
     assert chosen["scaling"] == chosen["batch"]  # other is another line: bs= is on it
 

@@ -18,32 +18,21 @@ figures draw them whole: server and serving runs (a line of trials each), time-t
 from __future__ import annotations
 
 import itertools
-import sys
 from collections import ChainMap, defaultdict, deque
 from collections.abc import Iterable
 
-from accelbench.analysis import validity
-from accelbench.records.result import MEASURED, Result
+from accelbench.records.result import Result
 from accelbench.report.cells import differing_values, knobs_text
 from accelbench.report.drawing import median_pick
 from accelbench.report.figures import MAX_EPOCH_BARS
-from accelbench.report.listing import defaults, knobs_of
-from accelbench.report.roles import Kind, Point, Role, roles
+from accelbench.report.listing import defaults
+from accelbench.report.roles import Kind, Point, Role
 from accelbench.report.sections import Source
-
-
-def point(r: Result) -> Point | None:
-    """What choosing needs of `r`; None if no figure draws it."""
-    found = roles(r)
-    if not found:
-        return None
-    verdict = validity.verdict_text(r) if r.status in MEASURED else r.status
-    return Point(r.key, r.platform, r.items_per_s, sys.intern(verdict), knobs_of(r.spec), (*found,))
 
 
 def chosen(drawn: Iterable[Point | None]) -> dict[str, list[str]]:
     """Per figure (figures.DRAWERS' names, and efficiency/PANEL), the keys of the results whose
-    points are `drawn` (oldest first; point() of each, or its listing's) that it draws or
+    points are `drawn` (oldest first; each listing's plot_point) that it draws or
     counts, oldest first."""
     points = [p for p in drawn if p is not None]
     keep: dict[str, set[str]] = defaultdict(set)
