@@ -15,7 +15,7 @@ from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.records.stats import Summary
-from accelbench.scenarios.server import ServerMetrics
+from accelbench.scenarios.base import series
 
 Objective = Literal["throughput", "time-to-train", "latency", "energy", "cost", "goodput"]
 
@@ -99,9 +99,10 @@ def latency(r: Result) -> Summary | None:
     m = r.metrics
     if m is None or r.spec.scenario not in registry.with_objective("latency"):
         return None
-    if (server := m.of(ServerMetrics)) is None:
+    if registry.get(r.spec.scenario).batch_latency:
         return m.step_ms_steady
-    return None if server.reported is None else server.trials[server.reported].latency
+    found = series(r, "latency")
+    return found.summary if found else None
 
 
 def within_latency(r: Result, bound_ms: float) -> bool:

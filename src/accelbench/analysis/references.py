@@ -31,13 +31,12 @@ from typing import Literal
 
 from pydantic import Field, field_validator
 
-from accelbench import workloads
+from accelbench import scenarios, workloads
 from accelbench.analysis import validity
 from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics
+from accelbench.scenarios.base import ClientScenario, series
 
 PUBLISHED_PRECISIONS = {
     "16.16": "fp16",  # Graphcore: fp16 weights and activations, fp16 arithmetic
@@ -225,9 +224,13 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
     served model's workload (workloads.served_as) on the GPUs its server ran on."""
     m, spec = result.metrics, result.spec
     run_family = family(result.device_model)  # a label may name another family's word
-    served = record_of(result, ServeMetrics)
-    workload = workloads.served_as(spec.workload) if served else spec.workload
-    devices = served.server_devices if served else spec.num_processes
+    workload: str | None = spec.workload
+    devices: int | None = spec.num_processes
+    served = isinstance(scenarios.get(spec.scenario), ClientScenario)
+    if served:  # the server's model on its GPUs
+        found = series(result, "devices")
+        workload = workloads.served_as(spec.workload)
+        devices = None if found is None else int(found.value)
     if m is None or run_family is None or workload is None or devices is None:
         return None
     candidates = [
@@ -238,14 +241,15 @@ def match(result: Result, refs: Sequence[Reference] | None = None) -> Match | No
         and r.scenario == spec.scenario
         and r.metric in THROUGHPUT_METRICS
         and family(r.platform) == run_family
-        and (served is None or r.variant == CLOSED_LOOP)
+        and (not served or r.variant == CLOSED_LOOP)
     ]
     if not candidates:
         return None
     best = min(candidates, key=lambda r: _distance(r, spec, devices))
     headline = result.headline
     if served:
-        measured: float | None = served.trials[0].output_tokens_per_s
+        most = series(result, "offline")
+        measured: float | None = most.value if most else None
     elif headline is not None and headline.unit == best.unit:  # TFLOP/s, GB/s: the device's
         measured = headline.value
     else:

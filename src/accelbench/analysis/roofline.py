@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from accelbench import scenarios
 from accelbench.records.precision import PRECISIONS
 from accelbench.records.result import Result
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.micro import MicroMetrics
+from accelbench.scenarios.base import series
 
 CEILINGS = ("micro/matmul", "micro/triad", "micro/all_reduce")
 """The micro results that bound a model's rate (with the loader scenario's)."""
@@ -120,8 +119,8 @@ def _compute(r: Result, peak: Sequence[Result]) -> Ceiling | None:
     best = max(peak, key=lambda p: p.items_per_s or 0.0)
     achieved = r.items_per_s * flops.per_item / flops.num_devices / 1e12
     tflops = best.items_per_s or 0.0
-    micro = record_of(best, MicroMetrics)
-    shape = micro.shape if micro else ""
+    call = series(best, "call")
+    shape = call.label if call else ""
     return Ceiling(
         "compute",
         achieved / tflops,
@@ -180,14 +179,13 @@ def _communication(r: Result, reduces: Sequence[Result]) -> Ceiling | None:
     message = min(grad_bytes, DDP_BUCKET_BYTES)
 
     def distance(reduce: Result) -> float:
-        micro = record_of(reduce, MicroMetrics)
-        size = micro.algorithm_bytes if micro and micro.algorithm_bytes else 1.0
-        return abs(math.log(size / message))
+        size = series(reduce, "message")
+        return abs(math.log((size.value if size else 1.0) / message))
 
     nearest = min(reduces, key=distance)
-    micro = record_of(nearest, MicroMetrics)
+    size = series(nearest, "message")
     bus_gb_per_s = nearest.items_per_s or 0.0
-    if micro is None or not micro.algorithm_bytes or not bus_gb_per_s:
+    if size is None or not bus_gb_per_s:
         return None
     n = spec.replicas
     comm_ms = 1e3 * grad_bytes * 2 * (n - 1) / n / (bus_gb_per_s * 1e9)
@@ -196,7 +194,7 @@ def _communication(r: Result, reduces: Sequence[Result]) -> Ceiling | None:
         "communication",
         comm_ms / step_ms,
         f"{grad_bytes / 1e6:,.4g} MB of gradients all-reduced over {n} ranks at {bus_gb_per_s:,.4g} "
-        f"GB/s bus bandwidth (micro/all_reduce of {micro.algorithm_bytes / 2**20:,.4g} MiB, "
+        f"GB/s bus bandwidth (micro/all_reduce of {size.value / 2**20:,.4g} MiB, "
         f"nearest DDP's bucket): {comm_ms:.3g} of {step_ms:.3g} ms a step, if nothing "
         "overlapped it",
     )

@@ -13,7 +13,7 @@ from accelbench import scenarios
 from accelbench.analysis import validity
 from accelbench.analysis.objectives import Constraints, within_latency
 from accelbench.records.result import ANY_BATCH, Result, cell_key
-from accelbench.scenarios.time_to_train import TimeToTrain
+from accelbench.scenarios.base import series
 
 
 class Out(StrEnum):
@@ -45,13 +45,13 @@ class Run:
     @classmethod
     def of(cls, r: Result) -> Run:
         m = r.metrics
-        trained = m.of(TimeToTrain) if m else None
+        trained = series(r, "time_to_target")
         return cls(
             r.key,
             r.status,
             r.items_per_s,
             r.items_per_s_ci,
-            trained.time_to_target_s if trained else None,
+            trained.value if trained else None,
             m.joules_per_item if m else None,
         )
 

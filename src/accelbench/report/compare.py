@@ -7,12 +7,12 @@ from collections.abc import Sequence
 
 from rich.table import Table
 
+from accelbench import scenarios
 from accelbench.analysis import comparison, references
 from accelbench.analysis.references import Reference
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics
+from accelbench.scenarios.base import ClientScenario
 
 
 def ratio_grid(ratios: Sequence[comparison.Ratio], by: str) -> tables.Grid:
@@ -147,7 +147,9 @@ def reference_table(matches: Sequence[references.Match], tolerance_pct: float) -
                 r.platform,
                 str(m.devices),
                 str(r.spec.batch_size),
-                "server's" if record_of(r, ServeMetrics) else r.spec.precision,
+                "server's"
+                if isinstance(scenarios.get(r.spec.scenario), ClientScenario)
+                else r.spec.precision,
                 rate_text(m.measured) + unit,
                 rate_text(m.published) + unit,
                 f"{m.ratio:.2f}",

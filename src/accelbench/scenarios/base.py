@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from accelbench.records.metrics import Metrics
     from accelbench.records.result import Result, Status
     from accelbench.records.spec import RunSpec
+    from accelbench.records.stats import Summary
     from accelbench.workload import Workload
 
     ModelMeasure = Callable[[RunSpec, Workload, torch.device], Metrics]
@@ -65,9 +66,37 @@ class Settings(Frozen):
         return found
 
 
+@dataclass(frozen=True)
+class Series:
+    """One named measure of a record, as the core reads it (Record.series)."""
+
+    value: float
+    unit: str
+    interval: tuple[float, float] | None = None
+    """Its 95% interval, where it has one."""
+    summary: Summary | None = None
+    """The samples behind it (a latency's median, p99 and count), where it has them."""
+    label: str = ""
+    """What it is of, in words ("8192x8192x8192 bfloat16")."""
+
+
+SERIES = {
+    "time_to_target": "s: the training clock's time to reach the target (recommend's "
+    "time-to-train, the results table's column)",
+    "latency": "ms, with its summary: the latency an objective reads where the steps' is not it",
+    "devices": "devices: the devices it measured, where not the spec's (a server's GPUs)",
+    "offline": "tokens/s: a server's most, every request at once (MLPerf's Offline rows)",
+    "call": "FLOP or B, labelled with its shape: the work of one call of a device kernel",
+    "message": "B, labelled with its shape: a collective's whole array (nccl-tests' S)",
+}
+"""The names of series the core reads, and what it reads them for: a record gives those it has
+(a scenario's own views read its record's fields directly)."""
+
+
 class Record(Frozen):
     """A scenario's own part of the metrics (Metrics.record), stored with its scenario's name
-    in `kind`, which picks the class that reads it back (scenarios.record_type)."""
+    in `kind`, which picks the class that reads it back (scenarios.record_type). The core never
+    asks which class a record is: it reads its status and its series."""
 
     kind: str
 
@@ -76,14 +105,25 @@ class Record(Frozen):
         ok."""
         return None
 
+    def series(self) -> Mapping[str, Series]:
+        """Its measures by name (SERIES), those it has."""
+        return {}
+
 
 R = TypeVar("R", bound=Record)
 
 
 def record_of(result: Result, kind: type[R]) -> R | None:
-    """The result's scenario record if it is of this class, else None."""
+    """The result's scenario record if it is of this class, else None: for a scenario's own
+    code (the core reads series)."""
     record = result.metrics.record if result.metrics else None
     return record if isinstance(record, kind) else None
+
+
+def series(result: Result, name: str) -> Series | None:
+    """The result's series of this name (SERIES), if its record has one."""
+    record = result.metrics.record if result.metrics else None
+    return None if record is None else record.series().get(name)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,7 @@ from accelbench.records.result import Result
 from accelbench.records.spec import STORED
 from accelbench.report import listing
 from accelbench.report.sections import brief
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.time_to_train import TimeToTrain
+from accelbench.scenarios.base import series
 
 REWRITE = "rewrite"
 RELIST = "relist"
@@ -158,7 +157,7 @@ def row(result: Result) -> tuple[object, ...]:
         b.status,
         result.items_per_s,
         metrics.epochs[-1].time_s if metrics else None,
-        ttt.time_to_target_s if (ttt := record_of(result, TimeToTrain)) else None,
+        ttt.value if (ttt := series(result, "time_to_target")) else None,
         b.hostname,
         b.created_at,
         stored_json(result),

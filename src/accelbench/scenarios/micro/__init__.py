@@ -31,6 +31,7 @@ from accelbench.scenarios.base import (
     Headline,
     Namer,
     Record,
+    Series,
     record_of,
     steady_rate,
 )
@@ -69,6 +70,13 @@ class MicroMetrics(Record):
         if self.flops_per_call:
             return self.flops_per_call / 1e12, "TFLOP/s"
         return (self.bytes_per_call or 0.0) / 1e9, "GB/s"
+
+    def series(self) -> Mapping[str, Series]:
+        work = (self.flops_per_call, "FLOP") if self.flops_per_call else (self.bytes_per_call, "B")
+        found = {"call": Series(work[0], work[1], label=self.shape)} if work[0] else {}
+        if self.algorithm_bytes:
+            found["message"] = Series(self.algorithm_bytes, "B", label=self.shape)
+        return found
 
 
 def headline(result: Result) -> Headline | None:

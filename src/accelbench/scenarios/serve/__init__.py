@@ -16,7 +16,7 @@ from accelbench.records.energy import EnergyMetrics
 from accelbench.records.frozen import Frozen
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
-from accelbench.scenarios.base import ClientScenario, Headline, Record, record_of
+from accelbench.scenarios.base import ClientScenario, Headline, Record, Series, record_of
 from accelbench.scenarios.settings import Arrivals, Prompts
 
 if TYPE_CHECKING:
@@ -197,6 +197,16 @@ class ServeMetrics(Record):
     def goodput_per_s(self) -> float | None:
         """Requests per second within the SLO at the reported trial; None where none met it."""
         return None if self.reported is None else self.trials[self.reported].goodput_per_s
+
+    def series(self) -> Mapping[str, Series]:
+        """The closed loop's output tokens/s and the server's GPUs: what its rates are set
+        beside published ones by."""
+        found = {}
+        if self.trials:
+            found["offline"] = Series(self.trials[0].output_tokens_per_s, "tokens/s")
+        if self.server_devices is not None:
+            found["devices"] = Series(self.server_devices, "devices")
+        return found
 
     @property
     def goodput_ci(self) -> tuple[float, float] | None:

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from accelbench.records.frozen import Frozen
 from accelbench.records.stats import Summary
-from accelbench.scenarios.base import Headline, Record, Scenario, record_of
+from accelbench.scenarios.base import Headline, Record, Scenario, Series, record_of
 from accelbench.scenarios.settings import Arrivals
 
 if TYPE_CHECKING:
@@ -55,6 +55,13 @@ class ServerMetrics(Record):
     def sustained_per_s(self) -> float | None:
         """Queries answered per second at the reported rate; None where no rate was sustained."""
         return None if self.reported is None else self.trials[self.reported].achieved_per_s
+
+    def series(self) -> Mapping[str, Series]:
+        """The reported trial's latency, what the latency objective reads."""
+        if self.reported is None:
+            return {}
+        latency = self.trials[self.reported].latency
+        return {"latency": Series(latency.p99, "ms", summary=latency)}
 
 
 def _rules(spec: RunSpec) -> None:

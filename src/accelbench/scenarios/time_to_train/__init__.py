@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from accelbench.records.frozen import Frozen
 from accelbench.records.targets import parse_target
-from accelbench.scenarios.base import Record, Scenario, Settings, record_of
+from accelbench.scenarios.base import Record, Scenario, Series, Settings, record_of
 
 if TYPE_CHECKING:
     from accelbench.records.result import Result, Status
@@ -86,6 +86,10 @@ class TimeToTrain(Record):
 
     def status(self) -> tuple[Status, str] | None:
         return None if self.outcome == "reached" else (self.outcome, self.reason)
+
+    def series(self) -> Mapping[str, Series]:
+        found = self.time_to_target_s
+        return {} if found is None else {"time_to_target": Series(found, "s")}
 
 
 def _rules(spec: RunSpec) -> None:
