@@ -19,7 +19,7 @@ LAYERS = (
         *("accelbench.workload", "accelbench.workloads"),
     ),
     ("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
-    ("accelbench.analysis", "accelbench.scenarios.*.verdicts"),
+    ("accelbench.analysis", "accelbench.scenarios.*.verdicts", "accelbench.scenarios.*.seeds"),
     ("accelbench.execution",),
     (
         "accelbench.scenarios.epochs",
@@ -35,7 +35,7 @@ LAYERS = (
 )
 """From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
 their records and settings, torch-free); analysis of results as data, and each scenario's own
-verdicts; how a step executes; how each scenario measures; the cell's process; the words,
+verdicts and analysis; how a step executes; how each scenario measures; the cell's process; the words,
 tables and figures, and each scenario's own; the database and its files; where and in what
 order cells run; the commands. A module imports from its own layer or below."""
 

@@ -103,14 +103,16 @@ def test_one_new_token_has_no_time_per_output_token() -> None:
 def test_the_report_draws_tokens_per_user_against_tokens_per_device() -> None:
     from accelbench.cell.runner import run
     from accelbench.report import figures
+    from accelbench.scenarios.generate import report
 
     quick = {"prompt_tokens": 8, "new_tokens": 4, "epochs": 2, "steps_per_epoch": 3}
     results = [
         run(tiny(workload="llama3_tiny", scenario="generate", batch_size=b, **quick))
         for b in (1, 4)
     ]
-    (plot,) = list(figures.generation(results))
+    (plot,) = [p for p in figures.plots(results) if p.name.startswith("generation")]
     assert plot.name == "generation-llama3-tiny"
+    assert [p.name for p in report.figure(results)] == [plot.name]
     trade, first = plot.figure.axes
     line = trade.get_lines()[0]
     per_user = [1e3 / g.tpot_ms.median for r in results if (g := record_of(r, GenerateMetrics))]

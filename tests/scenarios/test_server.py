@@ -8,6 +8,7 @@ import torch
 
 from accelbench.analysis import validity
 from accelbench.cell.runner import run
+from accelbench.report import figures
 from accelbench.scenarios.server import ServerMetrics
 from accelbench.scenarios.server import measure as server
 from accelbench.scenarios.server import report as server_text
@@ -41,6 +42,11 @@ def test_the_rate_search_keeps_p99_within_the_bound_on_the_raw_latencies() -> No
     assert result.metrics and result.metrics.of(ServerMetrics)
     found = result.metrics.of(ServerMetrics)
     assert len(found.trials) == server.SEARCH_TRIALS
+    (plot,) = [p for p in figures.plots([result]) if p.name.startswith("server-latency")]
+    trials, bound = plot.figure.axes[0].get_lines()
+    assert list(trials.get_xdata()) == [t.achieved_per_s for t in found.trials]
+    assert list(trials.get_ydata()) == [t.latency.p99 for t in found.trials]
+    assert list(bound.get_ydata()) == [bound_ms, bound_ms]
     if found.reported is None:  # a host too loaded for even that: every trial must show it
         assert not any(server.kept_within(t, bound_ms) for t in found.trials)
         return

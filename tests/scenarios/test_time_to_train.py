@@ -175,8 +175,8 @@ def test_results_say_whether_the_fastest_batch_is_the_quickest(sweep: dict[int, 
         assert "it reached the target in 0 of 1 seeds" in line
     else:
         assert "global batch 16" in line and "is also the quickest to train" in line
-    table = ttt_text.time_to_train_table([reached, missed])
-    assert table is not None and table.row_count == 2
+    table = ttt_text.time_to_train_grid([reached, missed])
+    assert table is not None and len(table.rows) == 2
 
 
 def test_the_training_clock_leaves_evaluation_out(sweep: dict[int, Result]) -> None:

@@ -18,14 +18,13 @@ from pydantic import ValidationError
 from rich.console import Console
 from typer.core import TyperGroup
 
-from accelbench import workloads
+from accelbench import scenarios, workloads
 from accelbench.cli.options import OPTION_NAMES
 from accelbench.errors import AccelbenchError, missing_extra
 from accelbench.orchestration import launch
 from accelbench.records.result import Result, Status
 from accelbench.report import inert, tables
 from accelbench.report.results import Records, Rows, grid, listed, row_notes
-from accelbench.scenarios.time_to_train.report import time_to_train_table
 from accelbench.secrets import scrub, scrubbing_filter
 from accelbench.storage.several import query_all
 
@@ -340,9 +339,8 @@ def show(results: list[Result], latency_bound_ms: float | None = None) -> None:
 def show_rows(rows: Rows, records: Records, latency_bound_ms: float | None = None) -> None:
     """The results table and its notes; long ones as plain text."""
     show_grid(grid(rows))
-    time_to_train = time_to_train_table(records([r.key for r in rows.rows if r.whole]))
-    if time_to_train is not None:
-        console.print(time_to_train)
+    for own in scenarios.tables(records([r.key for r in rows.rows if r.whole])):
+        console.print(tables.rich(own))
     lines = row_notes(rows, records, latency_bound_ms)
     if len(rows.rows) > PLAIN_ABOVE:  # a line through rich takes half a millisecond
         sys.stdout.writelines(inert.plain(line) + "\n" for line in lines)

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from importlib.metadata import version
 
+from accelbench import scenarios
 from accelbench.analysis import roofline
 from accelbench.records.result import Result
 from accelbench.report import acceptance as acceptance_text
@@ -20,7 +21,6 @@ from accelbench.report import figures, inert, tables
 from accelbench.report import fleet as fleet_text
 from accelbench.report import results as results_text
 from accelbench.report.sections import Source
-from accelbench.scenarios.time_to_train.report import time_to_train_grid
 
 CSS = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222;
@@ -38,14 +38,15 @@ CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
 def grids(source: Source) -> list[tables.Grid]:
-    """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3, time
-    to train, and the ceilings that bind (roofline) where the results have what they need."""
+    """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3, the
+    scenarios' own (time to train's), and the ceilings that bind (roofline) where the results
+    have what they need."""
     results = source.detail
     roofs = [r for r in roofline.roofs(results) if r.ceilings]
     optional = [
         tables.seed_table_1(results),
         tables.seed_table_3(results),
-        time_to_train_grid(results),
+        *scenarios.tables(results),
         acceptance_text.roofline_grid(roofs) if roofs else None,
     ]
     title = "Results (in the layout of PEARC '22, Table 4)"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from accelbench import scenarios
-from accelbench.analysis import convergence, validity
+from accelbench.analysis import validity
 from accelbench.records.result import Result, measured
 from accelbench.report.cells import describer
 from accelbench.report.drawing import (
@@ -32,10 +32,7 @@ from accelbench.report.drawing import (
     slug,
     style,
 )
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.generate import GenerateMetrics
-from accelbench.scenarios.serve import report as serving
-from accelbench.scenarios.server import ServerMetrics
+from accelbench.scenarios.base import resolve
 
 FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"
 MAX_EPOCH_BARS = 24
@@ -52,9 +49,11 @@ def plots(
 
     panels = {name: own(f"efficiency/{name}") for name, _ in PANELS}
     joined = list({r.key: r for rs in panels.values() for r in rs}.values())
+    own_figures = {f.name: f.draw for s in scenarios.all_scenarios() for f in s.figures}
     with style():
         return [
             *(plot for name, draw in DRAWERS.items() for plot in draw(own(name))),
+            *(plot for name, d in own_figures.items() for plot in resolve(d)(own(name))),
             *efficiency(results if drawn is None else joined, None if drawn is None else panels),
         ]
 
@@ -181,16 +180,13 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
 
 def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
     """Inference: p50 and p99 batch latency against throughput, points labelled by batch
-    size; server runs: each trial's p99 against the rate answered, with the bound."""
+    size."""
     shown = measured(results, "latency")
     infer = [r for r in shown if scenarios.get(r.spec.scenario).batch_latency]
-    server = [r for r in shown if record_of(r, ServerMetrics)]
-    for workload in dict.fromkeys(r.spec.workload for r in [*infer, *server]):
+    for workload, own in group_by(infer, lambda r: r.spec.workload).items():
         fig, (ax,) = new_figure()
         colors = palette()
-        own = [r for r in infer if r.spec.workload == workload]
-        served = [r for r in server if r.spec.workload == workload]
-        series_of, left_out = namer([*own, *served]), list[Result]()
+        series_of, left_out = namer(own), list[Result]()
         for series, group in sorted(group_by(own, series_of).items()):
             color = next(colors)
             line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
@@ -208,105 +204,10 @@ def latency_vs_throughput(results: Sequence[Result]) -> Iterator[Plot]:
                     fontsize=7,
                     ha="right",
                 )
-        for r in served:
-            found = record_of(r, ServerMetrics)
-            assert found is not None
-            color, trials = next(colors), found.trials
-            ax.plot(
-                [t.achieved_per_s for t in trials],
-                [t.latency.p99 for t in trials],
-                "s--",
-                color=color,
-                label=f"{series_of(r)} server p99 (queries/s)",
-            )
-            if found.latency_bound_ms is not None:
-                ax.axhline(found.latency_bound_ms, color=color, lw=0.8, alpha=0.6)
-        finish(ax, "throughput (items or queries/s)", "latency (ms)")
+        finish(ax, "throughput (items/s)", "latency (ms)")
         title = f"{workload}: latency against throughput"
         ax.set_title(title, fontsize=10)
         yield Plot(slug("latency", workload), title, FLAGGED_NOTE + left_out_note(left_out), fig)
-
-
-def generation(results: Sequence[Result]) -> Iterator[Plot]:
-    """Generation's trade-off, a point per batch size: tokens/s each user sees (1 / TPOT)
-    against output tokens/s per device; and the time to first token against batch size."""
-    made = [r for r in measured(results, "tokens") if record_of(r, GenerateMetrics)]
-    for workload, own in group_by(made, lambda r: r.spec.workload).items():
-        fig, (trade, first) = new_figure(ncols=2)
-        colors, left_out = palette(), list[Result]()
-        for series, group in sorted(group_by(own, namer(own)).items()):
-            color = next(colors)
-            line = median_by_x(group, lambda r: r.spec.batch_size, left_out)
-            gens = [g for r in line if (g := record_of(r, GenerateMetrics))]
-            per_device = [(r.metrics.tokens_per_s or 0) / r.num_devices for r in line if r.metrics]
-            per_user = [1e3 / g.tpot_ms.median for g in gens]
-            points(trade, per_device, per_user, line, color, series)
-            for x, y, r in zip(per_device, per_user, line, strict=True):
-                trade.annotate(f"bs={r.spec.batch_size}", (x, y), fontsize=7)
-            batches = [r.spec.batch_size for r in line]
-            points(first, batches, [g.ttft_ms.median for g in gens], line, color, series)
-        finish(trade, "output tokens/s per device", "tokens/s per user (1 / TPOT p50)")
-        finish(first, "batch size (sequences)", "time to first token p50 (ms)", log_x=True)
-        title = f"{workload}: generation, per user against per device"
-        trade.set_title(title, fontsize=10)
-        note = FLAGGED_NOTE + left_out_note(left_out)
-        yield Plot(slug("generation", workload), title, note, fig)
-
-
-def time_to_train(results: Sequence[Result]) -> Iterator[Plot]:
-    """Median time to target against global batch over seeds, the bar spanning the fastest
-    and slowest seed; cells where no seed reached the target are crosses on the x axis."""
-    summaries = convergence.by_seed(results)
-    for workload, group in group_by(summaries, lambda s: s.runs[0].spec.workload).items():
-        fig, (ax,) = new_figure()
-        series_of = namer([r for s in group for r in s.runs])
-        by_series = group_by(group, lambda s: series_of(s.runs[0]))  # noqa: B023 (used at once)
-        for series, members, color in colored(by_series):
-            members.sort(key=lambda s: s.runs[0].spec.global_batch)
-            reached = [s for s in members if s.median_s is not None]
-            xs = [s.runs[0].spec.global_batch for s in reached]
-            ys = [s.median_s or 0 for s in reached]
-            low = [y - s.time_to_target_s[0] for y, s in zip(ys, reached, strict=True)]
-            high = [s.time_to_target_s[-1] - y for y, s in zip(ys, reached, strict=True)]
-            ax.errorbar(
-                xs,
-                ys,
-                yerr=[low, high],
-                fmt="o-",
-                color=color,
-                capsize=3,
-                label=f"{series} (reached/seeds beside)",
-            )
-            for x, y, s in zip(xs, ys, reached, strict=True):
-                ax.annotate(
-                    f"{s.num_reached}/{len(s.runs)}",
-                    (x, y),
-                    xytext=(4, 4),
-                    textcoords="offset points",
-                    fontsize=7,
-                )
-            missed = [s.runs[0].spec.global_batch for s in members if s.median_s is None]
-            if missed:  # at the top (x in data, y in axes units): never reached is no time at all
-                ax.plot(
-                    missed,
-                    [1.0] * len(missed),
-                    "x",
-                    color=color,
-                    ms=9,
-                    mew=2,
-                    clip_on=False,
-                    transform=ax.get_xaxis_transform(),
-                    label=f"{series}: target not reached (top)",
-                )
-        finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
-        title = f"{workload}: time to train against batch size"
-        ax.set_title(title, fontsize=10)
-        yield Plot(
-            slug("time-to-train", workload),
-            title,
-            "Median over seeds; bars span the fastest and slowest seed.",
-            fig,
-        )
 
 
 def _plausible_mfu_pct(r: Result) -> float | None:
@@ -366,8 +267,6 @@ DRAWERS: dict[str, Callable[[Sequence[Result]], Iterator[Plot]]] = {
     "scaling": scaling,
     "first-epoch": first_vs_steady,
     "latency": latency_vs_throughput,
-    "generation": generation,
-    "serving": serving.curves,
-    "time-to-train": time_to_train,
 }
-"""Each figure but efficiency (drawn per panel) by the name report.plotted chooses for it."""
+"""The figures every scenario may appear in but efficiency (drawn per panel), by the name
+report.plotted chooses for them; the scenarios' own follow (Scenario.figures)."""

@@ -34,10 +34,8 @@ from accelbench.report.cells import (
     wait_text,
 )
 from accelbench.report.roles import Kind, Point, Role, roles
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.time_to_train import TimeToTrain
 
-VERSION = 7
+VERSION = 8
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -88,8 +86,8 @@ class Listing:
     steady_ms: float | None
     peak_source: str | None
     whole: bool
-    """Whether lines about several results need its whole record (time to train): those few are
-    read for a listing."""
+    """Whether its scenario's table or findings over several results need its whole record
+    (Scenario.read_whole: time to train's): those few are read for a listing."""
     latency: Sequence[float] | None
     """A batch-latency result's steady batches: median and p99 latency (ms) and how many there
     were, for the sweep's latency headlines (report.inference.headlines); None for others."""
@@ -199,6 +197,7 @@ def knobs_of(spec: RunSpec) -> dict[str, Any]:
 
 def of(result: Result) -> Listing:
     spec, m = result.spec, result.metrics
+    scenario = scenarios.get(spec.scenario)
     measured = result.status in MEASURED
     own = validity.verdict(result) if measured else []
     found = result.headline
@@ -238,7 +237,7 @@ def of(result: Result) -> Listing:
         lines=[  # lists, as a stored listing reads back
             [tokens_line(result, named)] if tokens else [],
             [rank_line(result, named)] if m and m.ranks else [],
-            scenarios.get(spec.scenario).lines(result, named) if m else [],
+            scenario.lines(result, named) if m else [],
         ],
         cell=_hashed(cell_key(result)),
         alone=scaled.alone,
@@ -249,12 +248,9 @@ def of(result: Result) -> Listing:
         first_step_ms=m.first_step_ms if m else None,
         steady_ms=m.step_ms_steady.median if m else None,
         peak_source=m.flops.peak_source if m and m.flops else None,
-        whole=record_of(result, TimeToTrain) is not None,
+        whole=scenario.read_whole and m is not None and m.record is not None,
         latency=[s.median, s.p99, s.n]
-        if m
-        and result.status == "ok"
-        and scenarios.get(spec.scenario).batch_latency
-        and (s := m.step_ms_steady)
+        if m and result.status == "ok" and scenario.batch_latency and (s := m.step_ms_steady)
         else None,
         unit=m.item_unit if m else "items",
         batchless=_hashed(cell_key(result, ignore=("batch_size",))),

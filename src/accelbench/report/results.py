@@ -30,7 +30,6 @@ from accelbench.report.cells import (
     wait_text,
 )
 from accelbench.report.listing import NAME, Listing
-from accelbench.scenarios.time_to_train.report import time_to_train_headlines
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
 
@@ -216,7 +215,7 @@ def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = Non
     def name(spec: RunSpec) -> str:
         return describe(spec, knobs)
 
-    lines += time_to_train_headlines(whole, name=name)
+    lines += scenarios.findings(whole, name)
     lines += scaling_lines(rows)
     peaks = {r.peak_source for r in rows.rows if r.peak_source}
     lines += [f"MFU peak: {source}" for source in sorted(peaks)]

@@ -13,11 +13,6 @@ from accelbench import scenarios
 from accelbench.records.result import MEASURED, Result
 from accelbench.report.cells import configuration
 from accelbench.report.figures import PANELS
-from accelbench.scenarios.base import record_of
-from accelbench.scenarios.generate import GenerateMetrics
-from accelbench.scenarios.serve import ServeMetrics
-from accelbench.scenarios.server import ServerMetrics
-from accelbench.scenarios.time_to_train import TimeToTrain
 
 
 class Kind(Enum):
@@ -52,12 +47,13 @@ class Point:
 def roles(r: Result) -> list[Role]:
     """The parts `r` may take in the figures (report.figures: each drawer's own rules)."""
     spec, workload = r.spec, r.spec.workload
-    views = scenarios.get(spec.scenario).views
+    scenario = scenarios.get(spec.scenario)
+    views = scenario.views
+    own = scenario.figures if r.metrics and r.metrics.record is not None else ()
     out = []
     if "batch" in views and r.status == "oom":
         out.append(Role("batch", (workload, spec.scenario), Kind.ONE, spec.batch_size))
-    if record_of(r, TimeToTrain):
-        out.append(Role("time-to-train", workload, Kind.WHOLE))
+    out += [Role(f.name, workload, Kind.WHOLE) for f in own if f.any_status]
     if r.status not in MEASURED or not r.metrics:
         return out
     line = sys.intern(configuration(spec, batch=False))  # drawing.series_name's axes
@@ -71,14 +67,13 @@ def roles(r: Result) -> list[Role]:
         median("scaling", workload, r.num_devices, sys.intern(configuration(spec, replicas=False)))
     if "first-epoch" in views and len(r.metrics.epochs) > 1:
         out.append(Role("first-epoch", None, Kind.LAST))
-    if "latency" in views and scenarios.get(spec.scenario).batch_latency:
+    if "latency" in views and scenario.batch_latency:
         median("latency", workload, spec.batch_size)
-    if "latency" in views and record_of(r, ServerMetrics):
-        out.append(Role("latency", workload, Kind.WHOLE, 0, line))
-    if "tokens" in views and record_of(r, GenerateMetrics):
-        median("generation", workload, spec.batch_size)
-    if "serving" in views and record_of(r, ServeMetrics):
-        out.append(Role("serving", workload, Kind.WHOLE, 0, line))
+    for figure in own:
+        if figure.per_batch:
+            median(figure.name, workload, spec.batch_size)
+        elif not figure.any_status:
+            out.append(Role(figure.name, workload, Kind.WHOLE, 0, line))
     if "efficiency" in views:
         for name, value in PANELS:
             if value(r) is not None:

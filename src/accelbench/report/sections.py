@@ -21,7 +21,6 @@ from accelbench.analysis.fleet import FleetCell
 from accelbench.analysis.roofline import CEILINGS
 from accelbench.records.result import MEASURED, Result
 from accelbench.report.results import Records, Rows, listed
-from accelbench.scenarios.time_to_train import TimeToTrain
 
 
 class Brief(NamedTuple):
@@ -118,8 +117,8 @@ def wanted(briefs: Sequence[Brief]) -> list[str]:
     ):
         shown = scenarios.in_view(view)
         chosen |= _spanning([b for b in measured if b.scenario in shown], group, spans)
-    trains = {s.name for s in scenarios.all_scenarios() if s.record is TimeToTrain}
-    chosen |= {b.key for b in measured if b.scenario in trains}
+    whole = {s.name for s in scenarios.all_scenarios() if s.read_whole}
+    chosen |= {b.key for b in measured if b.scenario in whole}
     chosen |= set(for_roofline(briefs))
     return [b.key for b in briefs if b.key in chosen]
 

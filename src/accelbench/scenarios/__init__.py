@@ -16,26 +16,37 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.scenarios.base import (
     VIEWS,
     ClientScenario,
     DeviceScenario,
+    Figure,
     Headline,
+    Namer,
     Record,
     Scenario,
+    Series,
     Settings,
+    resolve,
 )
+
+if TYPE_CHECKING:
+    from accelbench.records.result import Result
 
 __all__ = [
     "ClientScenario",
     "DeviceScenario",
+    "Figure",
     "Headline",
     "Record",
     "Scenario",
+    "Series",
     "Settings",
     "get",
     "names",
@@ -103,6 +114,27 @@ def in_view(view: str) -> tuple[str, ...]:
     """The scenarios whose results appear in a table or figure of the report."""
     assert view in VIEWS, view
     return tuple(s.name for s in all_scenarios() if view in s.views)
+
+
+def tables(results: Sequence[Result]) -> list[Any]:
+    """Each scenario's own table over its results (Scenario.table), those with rows."""
+    found = (resolve(s.table)(own) for s, own in _each(results) if s.table)
+    return [grid for grid in found if grid is not None]
+
+
+def findings(results: Sequence[Result], name: Namer) -> list[str]:
+    """Each scenario's lines over its results (Scenario.findings)."""
+    return [
+        line for s, own in _each(results) if s.findings for line in resolve(s.findings)(own, name)
+    ]
+
+
+def _each(results: Sequence[Result]) -> Iterator[tuple[Scenario, list[Result]]]:
+    """Each scenario of the results, with its results, in the order the registry has them."""
+    by_name: dict[str, list[Result]] = {}
+    for r in results:
+        by_name.setdefault(r.spec.scenario, []).append(r)
+    return ((s, by_name[s.name]) for s in all_scenarios() if s.name in by_name)
 
 
 def record_type(kind: str) -> type[Record]:

@@ -34,17 +34,15 @@ VIEWS = frozenset(
         "first-epoch",
         "efficiency",
         "latency",
-        "tokens",
-        "serving",
         "table-1",
         "table-3",
         "projection",
     }
 )
-"""The report's tables, figures and projections a scenario's results can appear in: throughput
-against batch, scaling with devices, first against steady epoch, energy and MFU, latency against
-throughput, generation's tokens, serving's curves, PEARC '22 Tables 1 and 3, and projected
-training time."""
+"""The report's tables, figures and projections that several scenarios' results can appear in:
+throughput against batch, scaling with devices, first against steady epoch, energy and MFU,
+batch latency against throughput, PEARC '22 Tables 1 and 3, and projected training time. A
+scenario's own figures and tables are its own (Scenario.figures, .table)."""
 
 Namer = Callable[["RunSpec"], str]
 """Names a cell in a line of text (report.cells.describe, or a describer)."""
@@ -146,6 +144,23 @@ def steady_rate(result: Result) -> Headline | None:
     return Headline(m.items_per_s, f"{m.item_unit}/s", interval)
 
 
+@dataclass(frozen=True)
+class Figure:
+    """A figure of the report that only its scenario's results appear in, drawn by the
+    scenario's own code (Scenario.figures)."""
+
+    name: str
+    """Unique among the report's figures: what report.plotted chooses its results by."""
+    draw: str | Callable[..., Any]
+    """(results) -> Iterator[report.drawing.Plot], or "module:function" naming it: given every
+    result the figure may draw, it draws those of its scenario."""
+    per_batch: bool = False
+    """It draws the median repeat of each line and batch size; False: each result whole (a
+    line of trials, seeds pooled)."""
+    any_status: bool = False
+    """It draws results whatever their status (runs that never reached their target)."""
+
+
 def no_rules(spec: RunSpec) -> None:
     """A scenario without rules of its own."""
 
@@ -216,6 +231,15 @@ class Scenario:
     """Its own columns of the CSV export: names unique to it, values plain."""
     words: Callable[[RunSpec], list[str]] = field(default=lambda spec: [])
     """Its own settings in a cell's description (prompt and new tokens, a rate)."""
+    figures: tuple[Figure, ...] = ()
+    """The report's figures only its results appear in (Figure), drawn after the shared ones."""
+    table: str | Callable[[Sequence[Result]], Any] | None = None
+    """(results) -> report.tables.Grid | None, or "module:function" naming it: its own table
+    over all its results at once (over seeds, say), after the results table; None without rows.
+    Its results are then read whole for it."""
+    findings: str | Callable[[Sequence[Result], Namer], list[str]] | None = None
+    """Its lines over all its results at once, after each result's own (Scenario.notes), or
+    "module:function" naming the function; its results are then read whole for it."""
 
     def measure_fn(self) -> ModelMeasure:
         found: ModelMeasure = resolve(self.measure)
@@ -233,6 +257,11 @@ class Scenario:
             resolve(self.verdict_rules)(result) if self.verdict_rules else []
         )
         return found
+
+    @property
+    def read_whole(self) -> bool:
+        """Whether its table or findings read its results whole (not from their listings)."""
+        return self.table is not None or self.findings is not None
 
     @property
     def rated_by_steps(self) -> bool:

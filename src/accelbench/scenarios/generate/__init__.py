@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary
-from accelbench.scenarios.base import Record, Scenario, record_of
+from accelbench.scenarios.base import Figure, Record, Scenario, record_of
 from accelbench.scenarios.settings import Prompts
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ SCENARIO = Scenario(
     measure="accelbench.scenarios.generate.measure:measure",
     generates=True,
     record=GenerateMetrics,
-    views=frozenset({"tokens"}),
+    figures=(Figure("generation", "accelbench.scenarios.generate.report:figure", per_batch=True),),
     notes="accelbench.scenarios.generate.report:lines",
     columns=_columns,
     words=_words,

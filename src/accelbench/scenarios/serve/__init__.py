@@ -16,7 +16,7 @@ from accelbench.records.energy import EnergyMetrics
 from accelbench.records.frozen import Frozen
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
-from accelbench.scenarios.base import ClientScenario, Headline, Record, Series, record_of
+from accelbench.scenarios.base import ClientScenario, Figure, Headline, Record, Series, record_of
 from accelbench.scenarios.settings import Arrivals, Prompts
 
 if TYPE_CHECKING:
@@ -333,7 +333,7 @@ SCENARIO = ClientScenario(
     record=ServeMetrics,
     headline=_headline,
     objectives=("goodput",),
-    views=frozenset({"serving"}),
+    figures=(Figure("serving", "accelbench.scenarios.serve.report:curves"),),
     verdict_rules="accelbench.scenarios.serve.verdicts:serve_flags",
     notes="accelbench.scenarios.serve.report:lines",
     cell_text="accelbench.scenarios.serve.report:cell_text",

@@ -109,7 +109,7 @@ def curves(results: Sequence[Result]) -> Iterator[Plot]:
     per trial in the order of the rates sent (the closed loop last), so a line follows the load
     up; and tokens/s per user (1 / TPOT p50) against the server's output tokens/s. Trials of a
     flagged result are hollow."""
-    served = [r for r in measured(results, "serving") if record_of(r, ServeMetrics)]
+    served = [r for r in measured(results) if record_of(r, ServeMetrics)]
     for workload, own in group_by(served, lambda r: r.spec.workload).items():
         fig, (ttft, tpot, trade) = new_figure(ncols=3)
         colors = palette()

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from accelbench.records.frozen import Frozen
 from accelbench.records.stats import Summary
-from accelbench.scenarios.base import Headline, Record, Scenario, Series, record_of
+from accelbench.scenarios.base import Figure, Headline, Record, Scenario, Series, record_of
 from accelbench.scenarios.settings import Arrivals
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ SCENARIO = Scenario(
     record=ServerMetrics,
     headline=_headline,
     objectives=("latency",),
-    views=frozenset({"latency"}),
+    figures=(Figure("server-latency", "accelbench.scenarios.server.report:figure"),),
     verdict_rules="accelbench.scenarios.server.verdicts:server_flags",
     notes="accelbench.scenarios.server.report:lines",
     columns=_columns,

@@ -1,31 +1,25 @@
-"""Time to train: throughput and time to target side by side, over seeds."""
+"""Time to train in words, a table and a figure: each run's outcome (Scenario.notes), and
+throughput and time to target side by side over seeds (Scenario.table, .findings, .figures)."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
-from rich.table import Table
-
-from accelbench.analysis import convergence
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
+from accelbench.report.drawing import Plot, colored, finish, group_by, namer, new_figure, slug
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.time_to_train import TimeToTrain
-
-
-def time_to_train_table(results: Sequence[Result]) -> Table | None:
-    grid = time_to_train_grid(results)
-    return None if grid is None else tables.rich(grid)
+from accelbench.scenarios.time_to_train import TimeToTrain, seeds
 
 
 def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
     """Throughput and time to target side by side, one row per cell over its seeds; None
     without time-to-train results."""
-    summaries = convergence.by_seed(results)
+    summaries = seeds.by_seed(results)
     if not summaries:
         return None
     rows = []
@@ -116,7 +110,7 @@ def time_to_train_headlines(
     """Per workload and target: the seeds' spread of each cell, and whether the batch with the
     highest throughput is also the quickest to the target."""
     lines = []
-    for s in convergence.by_seed(results):
+    for s in seeds.by_seed(results):
         if len(s.runs) > 1:
             spread = (
                 f", median {s.median_s:.2f} s, range {s.time_to_target_s[0]:.2f}-"
@@ -128,7 +122,7 @@ def time_to_train_headlines(
                 f"{name(s.runs[0].spec)}: {len(s.runs)} seeds, {s.num_reached} reached "
                 f"{s.runs[0].spec.knob('target')}{spread}"
             )
-    for fastest, quickest in convergence.batch_choices(results):
+    for fastest, quickest in seeds.batch_choices(results):
         f = fastest.runs[0]
         unit = f.metrics.item_unit if f.metrics else "items"
         head = (
@@ -153,3 +147,59 @@ def time_to_train_headlines(
                 )
             )
     return lines
+
+
+def figure(results: Sequence[Result]) -> Iterator[Plot]:
+    """Median time to target against global batch over seeds, the bar spanning the fastest
+    and slowest seed; cells where no seed reached the target are crosses on the x axis."""
+    summaries = seeds.by_seed(results)
+    for workload, group in group_by(summaries, lambda s: s.runs[0].spec.workload).items():
+        fig, (ax,) = new_figure()
+        series_of = namer([r for s in group for r in s.runs])
+        by_series = group_by(group, lambda s: series_of(s.runs[0]))  # noqa: B023 (used at once)
+        for series, members, color in colored(by_series):
+            members.sort(key=lambda s: s.runs[0].spec.global_batch)
+            reached = [s for s in members if s.median_s is not None]
+            xs = [s.runs[0].spec.global_batch for s in reached]
+            ys = [s.median_s or 0 for s in reached]
+            low = [y - s.time_to_target_s[0] for y, s in zip(ys, reached, strict=True)]
+            high = [s.time_to_target_s[-1] - y for y, s in zip(ys, reached, strict=True)]
+            ax.errorbar(
+                xs,
+                ys,
+                yerr=[low, high],
+                fmt="o-",
+                color=color,
+                capsize=3,
+                label=f"{series} (reached/seeds beside)",
+            )
+            for x, y, s in zip(xs, ys, reached, strict=True):
+                ax.annotate(
+                    f"{s.num_reached}/{len(s.runs)}",
+                    (x, y),
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                    fontsize=7,
+                )
+            missed = [s.runs[0].spec.global_batch for s in members if s.median_s is None]
+            if missed:  # at the top (x in data, y in axes units): never reached is no time at all
+                ax.plot(
+                    missed,
+                    [1.0] * len(missed),
+                    "x",
+                    color=color,
+                    ms=9,
+                    mew=2,
+                    clip_on=False,
+                    transform=ax.get_xaxis_transform(),
+                    label=f"{series}: target not reached (top)",
+                )
+        finish(ax, "global batch", "time to target (s, training clock)", log_x=True)
+        title = f"{workload}: time to train against batch size"
+        ax.set_title(title, fontsize=10)
+        yield Plot(
+            slug("time-to-train", workload),
+            title,
+            "Median over seeds; bars span the fastest and slowest seed.",
+            fig,
+        )
