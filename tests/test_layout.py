@@ -28,7 +28,7 @@ LAYERS = (
     ),
     ("accelbench.cell",),
     ("accelbench.report", "accelbench.scenarios.*.report"),
-    ("accelbench.storage",),
+    ("accelbench.storage", "accelbench.scenarios.*.exports"),
     ("accelbench.orchestration",),
     ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
     ("accelbench.integrations",),
@@ -36,8 +36,8 @@ LAYERS = (
 """From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
 their records and settings, torch-free); analysis of results as data, and each scenario's own
 verdicts and analysis; how a step executes; how each scenario measures; the cell's process; the words,
-tables and figures, and each scenario's own; the database and its files; where and in what
-order cells run; the commands. A module imports from its own layer or below."""
+tables and figures, and each scenario's own; the database and its files, and each scenario's
+own formats of the field; where and in what order cells run; the commands. A module imports from its own layer or below."""
 
 
 def layer(module: str) -> int:
@@ -160,6 +160,34 @@ def test_the_layers_place_modules_as_documented() -> None:
     assert layer("accelbench.scenarios.serve.measure") == 4  # its measurement
     assert layer("accelbench.scenarios") == 1  # the registry
     assert layer("accelbench.cli.run") == len(LAYERS) - 2  # below only the integrations
+
+
+def test_only_a_scenario_knows_a_scenario() -> None:
+    """Nothing outside scenarios/ imports a scenario's folder (any import, typing-only or inside
+    a function) or asks a result for a scenario's record class: the core reads the plug-ins
+    through base.py's hooks (series, figures, tables, exports); the shared modules beside the
+    folders (base, settings, epochs) are the contract."""
+    named = []
+    for path in PACKAGE.rglob("*.py"):
+        if _name(path).startswith("accelbench.scenarios"):
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            modules = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{a.name}" for a in node.names]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            for module in modules:
+                parts = module.split(".")
+                folder = PACKAGE / "scenarios" / parts[2] if len(parts) > 2 else None
+                if parts[:2] == ["accelbench", "scenarios"] and folder and folder.is_dir():
+                    named.append(f"{_name(path)} -> {module}")
+            if isinstance(node, ast.Name) and node.id == "record_of":
+                named.append(f"{_name(path)} calls record_of")
+    assert named == []
 
 
 def test_the_records_are_data() -> None:

@@ -36,7 +36,7 @@ from accelbench.analysis import validity
 from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.base import ClientScenario, series
+from accelbench.scenarios.base import ClientScenario, DeviceScenario, series
 
 PUBLISHED_PRECISIONS = {
     "16.16": "fp16",  # Graphcore: fp16 weights and activations, fp16 arithmetic
@@ -292,7 +292,8 @@ def _differences(ref: Reference, spec: RunSpec, devices: int) -> list[str]:
     out = []
     if ref.num_devices != devices:
         out.append(f"{devices} device(s) against {ref.num_devices} published: compared per device")
-    if ref.scenario == "serve":  # the server's settings are its own, not the client's spec
+    kind = scenarios.get(ref.scenario)
+    if isinstance(kind, ClientScenario):  # the server's settings are its own, not the client's
         return [
             *out,
             f"published with {ref.precision_published or 'unnamed'} weights on "
@@ -309,7 +310,7 @@ def _differences(ref: Reference, spec: RunSpec, devices: int) -> list[str]:
             "torch.compile " + ("published, not run" if ref.compiled else "run, not published")
         )
     published, run, name = _published_batch(ref, spec)
-    if ref.scenario == "micro":  # its batch is calls per step, no condition of the figure
+    if isinstance(kind, DeviceScenario):  # its batch is calls per step, no condition of it
         return out
     if published is None:
         out.append("the published batch is not given")

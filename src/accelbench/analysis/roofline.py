@@ -74,13 +74,13 @@ def roofs(results: Sequence[Result]) -> list[Roof]:
     """Each measured model result with the ceilings measured on its platform and host."""
     micro: dict[tuple[object, ...], list[Result]] = defaultdict(list)
     loaders: dict[tuple[object, ...], list[Result]] = defaultdict(list)
-    models = []
+    models, inputs = [], scenarios.in_view("input-ceiling")
     for r in results:
         if r.status != "ok" or r.headline is None:
             continue
         if r.spec.workload in CEILINGS:
             micro[_key(r, r.spec.workload, r.spec.precision)].append(r)
-        elif r.spec.scenario == "loader":
+        elif r.spec.scenario in inputs:
             loaders[(r.platform, r.env.hostname, *_feed(r))].append(r)
         elif (
             not isinstance(scenario := scenarios.get(r.spec.scenario), scenarios.DeviceScenario)

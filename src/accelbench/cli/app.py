@@ -127,13 +127,6 @@ class Format(StrEnum):
     csv = "csv"
 
 
-class ExportFormat(StrEnum):
-    json = "json"
-    jsonl = "jsonl"
-    mllog = "mllog"
-    br02 = "br0.2"
-
-
 def validation_message(exc: ValidationError) -> str:
     error = exc.errors()[0]
     if not error["loc"]:  # a rule over several settings, which names them itself

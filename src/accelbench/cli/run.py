@@ -69,7 +69,6 @@ OWN = (
 """Spec fields with an option of their own form (--repeats N, --seeds N, --model-arg K=V, --ci 2%,
 --latency-bound-ms also naming inference headlines, --slo ttft_ms=X,tpot_ms=Y), or none
 (code_digest, which the sweep sets)."""
-SLO_KEYS = {"ttft_ms": "slo_ttft_ms", "tpot_ms": "slo_tpot_ms"}
 KNOBS = tuple(name for name in knobs() if name not in (*AXES, *OWN))
 """Every other spec field: an option derived from the spec (cli.options.field_options)."""
 
@@ -322,24 +321,12 @@ def cells_of(
     return [spec for base in bases for spec in _override(base, axes, fixed, given).specs()]
 
 
-def _slo(text: str | None) -> dict[str, float]:
-    """The spec fields of --slo ttft_ms=X,tpot_ms=Y, or of a preset's name (SLO_PRESETS)."""
-    from accelbench.scenarios.serve import SLO_PRESETS
-
-    if text in SLO_PRESETS:
-        ttft_ms, tpot_ms = SLO_PRESETS[text]
-        return {"slo_ttft_ms": ttft_ms, "slo_tpot_ms": tpot_ms}
-    if text and text.startswith("mlperf-"):
-        raise AccelbenchError(f"--slo {text}: no such preset; give one of {', '.join(SLO_PRESETS)}")
-    targets: dict[str, float] = {}
-    for key, value in key_values(split(text) if text else [], "--slo").items():
-        if key not in SLO_KEYS or isinstance(value, bool) or not isinstance(value, int | float):
-            raise AccelbenchError(
-                f"--slo {key}={value}: give ttft_ms=MS and/or tpot_ms=MS, e.g. "
-                "--slo ttft_ms=2000,tpot_ms=200"
-            )
-        targets[SLO_KEYS[key]] = value
-    return targets
+def _slo(text: str | None) -> dict[str, Any]:
+    """The spec fields of --slo, read by the settings of the scenario that holds the SLO."""
+    if not text:
+        return {}
+    (owner,) = owners("slo_ttft_ms")
+    return owner.settings.option_fields("slo", text)
 
 
 def _fit_to_host(cells: list[Cell], busy: BusySince) -> int:

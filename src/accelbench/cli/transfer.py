@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 
+from accelbench import scenarios
 from accelbench.cli.app import (
     DbOption,
     DbsOption,
-    ExportFormat,
     PlatformFilter,
     StatusFilter,
     WorkloadFilter,
@@ -23,15 +24,13 @@ from accelbench.cli.app import (
     console,
     write_stream,
 )
-from accelbench.storage import exchange, llmd, mllog
+from accelbench.scenarios.base import resolve
+from accelbench.storage import exchange
 from accelbench.storage.several import stream_all
 from accelbench.storage.store import ResultStore
 
-FIELD_FORMATS = {
-    ExportFormat.mllog: (mllog.write, "training runs", "training run(s) as MLPerf logs"),
-    ExportFormat.br02: (llmd.write, "serve results", "serving trial(s) as llm-d reports"),
-}
-"""The field's formats: the writer, the kind of result it takes, what it wrote."""
+FIELD_FORMATS = scenarios.exports()
+"""The field's formats, each written by the scenarios whose results it describes."""
 
 
 @app.command()
@@ -41,14 +40,15 @@ def export(
     status: StatusFilter = None,
     out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
     format: Annotated[
-        ExportFormat,
+        str,
         typer.Option(
+            click_type=click.Choice(["json", "jsonl", *FIELD_FORMATS]),
             help="json: one document; jsonl: a header line, then one result a line, written "
-            "and imported a result at a time (for large sets); mllog: each training run as "
-            "MLPerf's :::MLLOG lines; br0.2: each serving trial as an llm-d benchmark report, "
-            "a JSON object a line (neither is for import)."
+            "and imported a result at a time (for large sets); "
+            + "; ".join(f"{name}: {e.help}" for name, e in FIELD_FORMATS.items())
+            + " (the field's formats are not for import).",
         ),
-    ] = ExportFormat.json,
+    ] = "json",
     db: DbsOption = None,
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine; or training runs as
@@ -57,19 +57,19 @@ def export(
         check_out(out)
     check_filters(workload, platform, status)
     each = stream_all(db, workload=workload, platform=platform, status=status)
-    if format in FIELD_FORMATS:  # a result at a time, the results of other kinds left out
-        writer, kind, what = FIELD_FORMATS[format]
+    if field := FIELD_FORMATS.get(format):  # a result at a time, other kinds left out
+        writer = resolve(field.write)
         written, left_out = (
             writer(each, sys.stdout)
             if out is None
             else write_stream(out, lambda f: writer(each, f))
         )
         if left_out:
-            typer.echo(f"{left_out} result(s) are not {kind}: left out", err=True)
+            typer.echo(f"{left_out} result(s) are not {field.takes}: left out", err=True)
         if out is not None:
-            console.print(f"wrote {written} {what} to {out}")
+            console.print(f"wrote {written} {field.writes} to {out}")
         return
-    write = exchange.write_document if format == ExportFormat.json else exchange.write_lines
+    write = exchange.write_document if format == "json" else exchange.write_lines
     if out is None:  # either format a result at a time: memory holds one
         write(each, sys.stdout)
         return

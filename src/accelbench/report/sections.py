@@ -127,7 +127,10 @@ def for_roofline(briefs: Sequence[Brief]) -> list[str]:
     """The keys of the results measured where a ceiling was (a matmul or a loader on the same
     platform and host): the only ones with a ceiling to reach (analysis.roofline)."""
     ok = [b for b in briefs if b.status == "ok"]
-    roofed = {(b.platform, b.hostname) for b in ok if _ceiling(b)}
+    inputs = scenarios.in_view("input-ceiling")
+    roofed = {
+        (b.platform, b.hostname) for b in ok if b.workload in CEILINGS or b.scenario in inputs
+    }
     return [b.key for b in ok if (b.platform, b.hostname) in roofed]
 
 
@@ -162,8 +165,3 @@ def _devices(b: Brief) -> object:
 
 def _batches(b: Brief) -> object:
     return b.micro_batch
-
-
-def _ceiling(b: Brief) -> bool:
-    """A result that measures a ceiling for the roofline (analysis.roofline)."""
-    return b.workload in CEILINGS or b.scenario == "loader"

@@ -26,6 +26,7 @@ from accelbench.scenarios.base import (
     VIEWS,
     ClientScenario,
     DeviceScenario,
+    Export,
     Figure,
     Headline,
     Namer,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ClientScenario",
     "DeviceScenario",
+    "Export",
     "Figure",
     "Headline",
     "Record",
@@ -135,6 +137,17 @@ def _each(results: Sequence[Result]) -> Iterator[tuple[Scenario, list[Result]]]:
     for r in results:
         by_name.setdefault(r.spec.scenario, []).append(r)
     return ((s, by_name[s.name]) for s in all_scenarios() if s.name in by_name)
+
+
+def exports() -> dict[str, Export]:
+    """The field's formats the scenarios' results are exported in, by name (Scenario.exports;
+    the registry's loadable ones, as the command line lists them)."""
+    found: dict[str, Export] = {}
+    for s in loadable():
+        for export in s.exports:
+            if found.setdefault(export.format, export) != export:
+                raise ValueError(f"{s.name}: another scenario exports {export.format!r}")
+    return found
 
 
 def record_type(kind: str) -> type[Record]:

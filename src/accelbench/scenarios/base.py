@@ -34,6 +34,7 @@ VIEWS = frozenset(
         "first-epoch",
         "efficiency",
         "latency",
+        "input-ceiling",
         "table-1",
         "table-3",
         "projection",
@@ -41,7 +42,8 @@ VIEWS = frozenset(
 )
 """The report's tables, figures and projections that several scenarios' results can appear in:
 throughput against batch, scaling with devices, first against steady epoch, energy and MFU,
-batch latency against throughput, PEARC '22 Tables 1 and 3, and projected training time. A
+batch latency against throughput, the input pipeline's ceiling in the roofline (the loader
+alone), PEARC '22 Tables 1 and 3, and projected training time. A
 scenario's own figures and tables are its own (Scenario.figures, .table)."""
 
 Namer = Callable[["RunSpec"], str]
@@ -54,6 +56,13 @@ class Settings(Frozen):
     defaults, documentation (the options' --help) and checks of one field's value. A spec
     reads and writes them flat, beside the knobs every cell shares, so stored records and
     keys do not show the nesting. A scenario without knobs of its own keeps this empty one."""
+
+    @classmethod
+    def option_fields(cls, option: str, text: str) -> dict[str, Any]:
+        """The fields an option of a form of its own gives (serve's --slo ttft_ms=X,tpot_ms=Y
+        or a preset's name), for the command line, which declares the option; AccelbenchError
+        naming the fix for text it cannot read."""
+        raise NotImplementedError(f"{cls.__name__} has no option --{option}")
 
     @classmethod
     def of(cls, spec: RunSpec) -> Self:
@@ -161,6 +170,23 @@ class Figure:
     """It draws results whatever their status (runs that never reached their target)."""
 
 
+@dataclass(frozen=True)
+class Export:
+    """A format of the field that its scenario's results are exported in (`accelbench export
+    --format NAME`), written by the scenario's own code (Scenario.exports)."""
+
+    format: str
+    write: str | Callable[..., Any]
+    """(results: Iterable[Result], out: TextIO) -> (written, left out): writes those of the
+    results it describes, a result at a time; or "module:function" naming it."""
+    takes: str
+    """The results it describes, in words ("serve results")."""
+    writes: str
+    """What it writes, after a count ("serving trial(s) as llm-d reports")."""
+    help: str
+    """What it is, in a sentence of export's --help."""
+
+
 def no_rules(spec: RunSpec) -> None:
     """A scenario without rules of its own."""
 
@@ -237,6 +263,8 @@ class Scenario:
     """(results) -> report.tables.Grid | None, or "module:function" naming it: its own table
     over all its results at once (over seeds, say), after the results table; None without rows.
     Its results are then read whole for it."""
+    exports: tuple[Export, ...] = ()
+    """The field's formats its results are exported in (Export); two scenarios may share one."""
     findings: str | Callable[[Sequence[Result], Namer], list[str]] | None = None
     """Its lines over all its results at once, after each result's own (Scenario.notes), or
     "module:function" naming the function; its results are then read whole for it."""

@@ -25,4 +25,5 @@ SCENARIO = Scenario(
     summary="the input pipeline alone: the workload's DataLoader drawn from, items/s",
     measure="accelbench.scenarios.loader.measure:measure",
     rules=_rules,
+    views=frozenset({"input-ceiling"}),
 )

@@ -4,19 +4,29 @@ fed or checked here, and the platform is the server's, as the user names it."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator
 
 from accelbench import workloads
+from accelbench.errors import AccelbenchError
 from accelbench.records.energy import EnergyMetrics
 from accelbench.records.frozen import Frozen
 from accelbench.records.samples import Samples
 from accelbench.records.stats import Summary, wilson_interval
-from accelbench.scenarios.base import ClientScenario, Figure, Headline, Record, Series, record_of
+from accelbench.scenarios.base import (
+    ClientScenario,
+    Export,
+    Figure,
+    Headline,
+    Record,
+    Series,
+    record_of,
+)
 from accelbench.scenarios.settings import Arrivals, Prompts
 
 if TYPE_CHECKING:
@@ -76,6 +86,30 @@ class ServeSettings(Prompts, Arrivals):
     """serve: the longest a request may take, first byte to last, before it counts as an
     error; a server that stops answering never hangs the cell."""
 
+    @classmethod
+    def option_fields(cls, option: str, text: str) -> dict[str, Any]:
+        """--slo: a preset's name (SLO_PRESETS), or ttft_ms=X,tpot_ms=Y (either or both)."""
+        assert option == "slo", option
+        if text in SLO_PRESETS:
+            ttft_ms, tpot_ms = SLO_PRESETS[text]
+            return {"slo_ttft_ms": ttft_ms, "slo_tpot_ms": tpot_ms}
+        if text.startswith("mlperf-"):
+            raise AccelbenchError(
+                f"--slo {text}: no such preset; give one of {', '.join(SLO_PRESETS)}"
+            )
+        targets: dict[str, Any] = {}
+        for pair in filter(None, (p.strip() for p in text.split(","))):
+            key, sep, value = pair.partition("=")
+            if not sep or not key.strip():
+                raise AccelbenchError(f"--slo {pair!r}: write it as KEY=VALUE")
+            if key.strip() not in ("ttft_ms", "tpot_ms") or not _is_number(value):
+                raise AccelbenchError(
+                    f"--slo {pair}: give ttft_ms=MS and/or tpot_ms=MS, e.g. "
+                    "--slo ttft_ms=2000,tpot_ms=200"
+                )
+            targets[f"slo_{key.strip()}"] = float(value)
+        return targets
+
     @field_validator("endpoint")
     @classmethod
     def _endpoint_form(cls, url: str | None) -> str | None:
@@ -85,6 +119,13 @@ class ServeSettings(Prompts, Arrivals):
         if not re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
             raise ValueError(f"endpoint {url!r} is not a URL: give http://HOST:PORT")
         return url.rstrip("/").removesuffix("/v1").rstrip("/")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 class ServedRequest(Frozen):
@@ -334,6 +375,16 @@ SCENARIO = ClientScenario(
     headline=_headline,
     objectives=("goodput",),
     figures=(Figure("serving", "accelbench.scenarios.serve.report:curves"),),
+    exports=(
+        Export(
+            "br0.2",
+            "accelbench.scenarios.serve.exports:write",
+            takes="serve results",
+            writes="serving trial(s) as llm-d reports",
+            help="each serving trial as an llm-d benchmark report (schema 0.2), a JSON object "
+            "a line",
+        ),
+    ),
     verdict_rules="accelbench.scenarios.serve.verdicts:serve_flags",
     notes="accelbench.scenarios.serve.report:lines",
     cell_text="accelbench.scenarios.serve.report:cell_text",

@@ -11,6 +11,7 @@ from pydantic import Field, field_validator
 from accelbench.records.frozen import Frozen
 from accelbench.records.targets import parse_target
 from accelbench.scenarios.base import Figure, Record, Scenario, Series, Settings, record_of
+from accelbench.scenarios.train import MLLOG
 
 if TYPE_CHECKING:
     from accelbench.records.result import Result, Status
@@ -138,6 +139,7 @@ SCENARIO = Scenario(
     record=TimeToTrain,
     objectives=("time-to-train",),
     notes="accelbench.scenarios.time_to_train.report:lines",
+    exports=(MLLOG,),
     table="accelbench.scenarios.time_to_train.report:time_to_train_grid",
     findings="accelbench.scenarios.time_to_train.report:time_to_train_headlines",
     figures=(

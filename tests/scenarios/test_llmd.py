@@ -15,11 +15,11 @@ from accelbench.cli import app
 from accelbench.records.result import Result
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import ServeMetrics
-from accelbench.storage import llmd
+from accelbench.scenarios.serve import exports as llmd
 from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
-from ..scenarios.test_serve import served_once
+from .test_serve import served_once
 
 
 @pytest.fixture(scope="module")

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result
-from accelbench.storage import mllog
+from accelbench.scenarios.train import exports as mllog
 from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
-from ..scenarios.test_time_to_train import ttt
+from .test_time_to_train import ttt
 
 
 @pytest.fixture(scope="module")
