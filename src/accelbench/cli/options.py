@@ -36,7 +36,7 @@ a centre labels its clusters once, in the environment its jobs start in."""
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _choice(name: str, values: list[str]) -> Any:
+def choice(name: str, values: list[str]) -> Any:
     """A type the command line offers as a choice of these values."""
     return StrEnum(name, {v: v for v in values})
 
@@ -49,7 +49,7 @@ def _option_type(name: str, annotation: Any) -> Any:
     inner = args[0] if optional else annotation
     kind: Any = inner
     if get_origin(inner) is Literal:
-        kind = _choice(name, [str(v) for v in get_args(inner)])
+        kind = choice(name, [str(v) for v in get_args(inner)])
     elif get_origin(inner) in (Union, types.UnionType):  # a count or "auto": the spec reads it
         kind = str
     return kind | None if optional else kind

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 
 from accelbench import scenarios
@@ -24,6 +23,7 @@ from accelbench.cli.app import (
     console,
     write_stream,
 )
+from accelbench.cli.options import choice
 from accelbench.scenarios.base import resolve
 from accelbench.storage import exchange
 from accelbench.storage.several import stream_all
@@ -31,6 +31,8 @@ from accelbench.storage.store import ResultStore
 
 FIELD_FORMATS = scenarios.exports()
 """The field's formats, each written by the scenarios whose results it describes."""
+ExportFormat = choice("ExportFormat", ["json", "jsonl", *FIELD_FORMATS])
+JSON = ExportFormat("json")
 
 
 @app.command()
@@ -40,15 +42,14 @@ def export(
     status: StatusFilter = None,
     out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
     format: Annotated[
-        str,
+        ExportFormat,  # type: ignore[valid-type]  # the registry's formats
         typer.Option(
-            click_type=click.Choice(["json", "jsonl", *FIELD_FORMATS]),
             help="json: one document; jsonl: a header line, then one result a line, written "
             "and imported a result at a time (for large sets); "
             + "; ".join(f"{name}: {e.help}" for name, e in FIELD_FORMATS.items())
             + " (the field's formats are not for import).",
         ),
-    ] = "json",
+    ] = JSON,
     db: DbsOption = None,
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine; or training runs as
