@@ -39,7 +39,7 @@ from accelbench.cell.runner import run
 from accelbench.records.metrics import Metrics
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 from accelbench.workloads import WORKLOADS
 
 COMMANDS = {

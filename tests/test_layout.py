@@ -19,6 +19,7 @@ LAYERS = (
         *("accelbench.workload", "accelbench.workloads"),
     ),
     ("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
+    ("accelbench.storage", "accelbench.scenarios.*.exports"),
     ("accelbench.analysis", "accelbench.scenarios.*.verdicts", "accelbench.scenarios.*.seeds"),
     ("accelbench.execution",),
     (
@@ -28,16 +29,16 @@ LAYERS = (
     ),
     ("accelbench.cell",),
     ("accelbench.report", "accelbench.scenarios.*.report"),
-    ("accelbench.storage", "accelbench.scenarios.*.exports"),
     ("accelbench.orchestration",),
     ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
     ("accelbench.integrations",),
 )
 """From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
-their records and settings, torch-free); analysis of results as data, and each scenario's own
-verdicts and analysis; how a step executes; how each scenario measures; the cell's process; the words,
-tables and figures, and each scenario's own; the database and its files, and each scenario's
-own formats of the field; where and in what order cells run; the commands. A module imports from its own layer or below."""
+their records and settings, torch-free); the database and its files, which keep what they are
+handed, and each scenario's own formats of the field; analysis of results as data, and each
+scenario's own verdicts and analysis; how a step executes; how each scenario measures; the
+cell's process; the words, tables and figures, each scenario's own, and the database as the
+commands read it (with listings); where and in what order cells run; the commands. A module imports from its own layer or below."""
 
 
 def layer(module: str) -> int:
@@ -157,7 +158,8 @@ def test_every_import_goes_down_the_layers() -> None:
 
 def test_the_layers_place_modules_as_documented() -> None:
     assert layer("accelbench.scenarios.serve") == 1  # a plug-in: its record, torch-free
-    assert layer("accelbench.scenarios.serve.measure") == 4  # its measurement
+    assert layer("accelbench.scenarios.serve.measure") == 5  # its measurement
+    assert layer("accelbench.storage.store") < layer("accelbench.analysis.validity")  # keeps data
     assert layer("accelbench.scenarios") == 1  # the registry
     assert layer("accelbench.cli.run") == len(LAYERS) - 2  # below only the integrations
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 from accelbench import secrets
 from accelbench.cell import environment as capturing
 from accelbench.cli import app
+from accelbench.report.database import ResultStore
 from accelbench.storage import connect, schema
-from accelbench.storage.store import ResultStore
 
 
 @pytest.mark.parametrize(

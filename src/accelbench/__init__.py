@@ -14,7 +14,7 @@ from accelbench.cell.runner import run
 from accelbench.orchestration.sweep import grid, run_sweep
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 from accelbench.workload import Arrays, Images, Tokens, Workload, reading
 
 try:

@@ -14,7 +14,7 @@ from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import tiny
 from .test_fleet import QUIET, on_node

@@ -15,8 +15,8 @@ from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result, result_key
 from accelbench.records.stats import summarize
 from accelbench.report import advice as advice_text
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
-from accelbench.storage.store import ResultStore
 
 from ..conftest import BUSY_HOST, on_platform, with_rate
 from ..report.test_figures import _trained

@@ -11,7 +11,7 @@ from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report import compare as compare_text
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import BUSY_HOST, SIM_PLATFORM, on_platform, with_rate
 

@@ -12,7 +12,7 @@ from accelbench.analysis import fleet
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import tiny, with_rate
 

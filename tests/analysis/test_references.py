@@ -19,7 +19,7 @@ from accelbench.records.environment import DeviceInfo
 from accelbench.records.precision import Precision
 from accelbench.records.result import Result
 from accelbench.report import compare as compare_text
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import tiny, with_rate
 

@@ -13,8 +13,8 @@ from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.micro import MicroMetrics
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny, with_rate
 

@@ -12,7 +12,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.orchestration import searches
 from accelbench.records.result import Result
 from accelbench.report import advice as advice_text
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from .test_advice import at
 

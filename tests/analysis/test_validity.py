@@ -11,7 +11,7 @@ from accelbench.records.energy import EnergyMetrics
 from accelbench.records.metrics import Flops
 from accelbench.records.result import Result
 from accelbench.report import results as results_text
-from accelbench.storage import tabular
+from accelbench.report import tabular
 
 from ..conftest import rate, tiny
 

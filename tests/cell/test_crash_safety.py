@@ -18,7 +18,7 @@ import pytest
 from accelbench.cell.environment import capture
 from accelbench.cell.server import NAME
 from accelbench.records.result import Result
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import ctrl_c_reaches, tiny
 

@@ -18,7 +18,7 @@ from accelbench import workloads
 from accelbench.cli import app
 from accelbench.cli.options import OPTION_NAMES, with_fields
 from accelbench.records.spec import RunSpec, knobs
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import make_image_folder, make_shards
 

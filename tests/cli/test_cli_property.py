@@ -22,7 +22,7 @@ from accelbench.execution.meters import host as meters_host
 from accelbench.orchestration import launch
 from accelbench.records.environment import Environment
 from accelbench.records.result import Result
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 COMMANDS: dict[str, list[str]] = {
     "run": ["run", "tiny_mlp"],

@@ -19,9 +19,9 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution import sharding
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
+from accelbench.report.database import ResultStore
 from accelbench.report.listing import tokens_line
 from accelbench.report.results import notes, token_projection_lines
-from accelbench.storage.store import ResultStore
 from accelbench.workloads.experts import expert_load
 
 from ..conftest import _with_peak, on_platform

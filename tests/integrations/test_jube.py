@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from accelbench.analysis import validity
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 BENCHMARK = Path(__file__).parents[2] / "examples" / "jube" / "accelbench.yaml"
 

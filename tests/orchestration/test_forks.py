@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from accelbench.cell.environment import capture
 from accelbench.cli import app
 from accelbench.orchestration import forks, launch
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import tiny
 

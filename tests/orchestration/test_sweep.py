@@ -10,7 +10,7 @@ from accelbench.orchestration import launch
 from accelbench.orchestration.sweep import grid, load_sweep, run_sweep
 from accelbench.records.environment import Environment
 from accelbench.records.result import Result, cell_key
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import tiny
 

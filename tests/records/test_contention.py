@@ -18,7 +18,7 @@ from accelbench.analysis import validity
 from accelbench.execution.meters import host as meters_host
 from accelbench.records import contention
 from accelbench.records.contention import HostActivity
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..cli.test_cli import invoke
 from ..conftest import tiny

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from accelbench.cli import app
 from accelbench.records.result import Result
 from accelbench.report import document, figures, tables
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import SIM_PLATFORM
 

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from accelbench.cli import app
 from accelbench.records.result import Result
 from accelbench.report import inert
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import on_platform
 

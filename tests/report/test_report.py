@@ -10,10 +10,9 @@ from rich.console import Console
 from accelbench.cell.runner import run
 from accelbench.records.result import Result
 from accelbench.records.stats import summarize
-from accelbench.report import cells, tables
+from accelbench.report import cells, tables, tabular
 from accelbench.report import results as results_text
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
-from accelbench.storage import tabular
 
 from ..conftest import tiny, with_rate
 

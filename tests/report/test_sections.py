@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
 from accelbench.report import document, listing
+from accelbench.report.database import ResultStore
 from accelbench.report.sections import Brief, first_of_each, wanted
-from accelbench.storage.store import ResultStore
 
 from ..conftest import SIM_PLATFORM
 

@@ -9,7 +9,7 @@ from accelbench.cli.app import PLAIN_ABOVE
 from accelbench.records.result import Result, result_key
 from accelbench.report import tables
 from accelbench.report.cells import LAST_EPOCH
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 from ..conftest import SIM_PLATFORM, on_platform
 

@@ -15,12 +15,12 @@ from typer.testing import CliRunner
 from accelbench import workloads
 from accelbench.cli import app
 from accelbench.records.energy import EnergyMetrics
+from accelbench.report.database import ResultStore
 from accelbench.report.results import notes
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.generate import measure as generate
 from accelbench.scenarios.generate.report import lines as generate_lines
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
 

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import ServeMetrics
 from accelbench.scenarios.serve import exports as llmd
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
 from .test_serve import served_once

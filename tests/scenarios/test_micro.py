@@ -17,8 +17,8 @@ from accelbench.execution import efficiency
 from accelbench.records.environment import DeviceInfo
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.micro import MicroMetrics
-from accelbench.storage.store import ResultStore
 
 from ..conftest import needs_cuda, with_rate
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.train import exports as mllog
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
 from .test_time_to_train import ttt

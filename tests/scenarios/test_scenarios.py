@@ -17,12 +17,12 @@ from typer.testing import CliRunner
 
 from accelbench import scenarios
 from accelbench.cli import app
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.base import Record, Scenario, record_of, resolve
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.serve import ServeMetrics
 from accelbench.scenarios.server import ServerMetrics
 from accelbench.scenarios.time_to_train import TimeToTrain
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
 

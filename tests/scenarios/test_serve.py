@@ -33,6 +33,7 @@ from accelbench.records.energy import EnergyMetrics
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import cells
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import (
     ServedRequest,
@@ -43,7 +44,6 @@ from accelbench.scenarios.serve import (
 )
 from accelbench.scenarios.serve import measure as serve
 from accelbench.scenarios.serve import report as serving
-from accelbench.storage.store import ResultStore
 
 runner = CliRunner()
 NEW_TOKENS = 6

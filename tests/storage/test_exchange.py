@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
+from accelbench.report.database import ResultStore
 from accelbench.storage import exchange
-from accelbench.storage.store import ResultStore
 
 from ..conftest import SIM_PLATFORM, tiny
 from .test_store import _schema_1_database

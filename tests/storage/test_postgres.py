@@ -13,9 +13,9 @@ from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report import listing
+from accelbench.report.database import ResultStore
 from accelbench.storage import exchange, schema
 from accelbench.storage.schema import SCHEMA_VERSION
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
 
@@ -57,7 +57,7 @@ def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
 ) -> None:
     import psycopg
 
-    row = dict(zip(schema.COLUMNS, schema.row(measured), strict=True))
+    row = dict(zip(schema.COLUMNS, schema.row(measured, None), strict=True))
     del row["time_to_target_s"], row["listing"]
     with psycopg.connect(fresh_postgres, autocommit=True) as db:
         for statement in schema.statements(0, schema.POSTGRES):

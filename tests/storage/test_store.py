@@ -3,6 +3,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,12 @@ from accelbench.errors import AccelbenchError
 from accelbench.records.environment import Environment
 from accelbench.records.result import Result
 from accelbench.report import listing
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.time_to_train import TimeToTrain
 from accelbench.storage import connect, schema
 from accelbench.storage import store as store_module
 from accelbench.storage.connect import default_path
 from accelbench.storage.schema import MIGRATIONS, SCHEMA_VERSION
-from accelbench.storage.store import ResultStore
 
 from ..conftest import tiny
 
@@ -94,7 +95,7 @@ def test_newer_schema_is_refused_and_left_alone(db_path: Path, measured: Result)
 def _schema_1_database(path: Path, record: Result) -> None:
     """A database as accelbench 0.1.0 wrote it: schema 1, one result."""
     old_columns = [c for c in schema.COLUMNS if c not in ("time_to_target_s", "listing")]
-    row = dict(zip(schema.COLUMNS, schema.row(record), strict=True))
+    row = dict(zip(schema.COLUMNS, schema.row(record, None), strict=True))
     with sqlite3.connect(path) as db:
         for statement in schema.statements(0, schema.SQLITE):
             db.execute(statement)
@@ -161,13 +162,13 @@ def test_a_new_listing_version_lists_an_upgraded_database_once(
         db.execute("UPDATE results SET listing = ?", (json.dumps(older),))
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
     read: list[str] = []
-    record = ResultStore._record
+    records = ResultStore.records
 
-    def counted(store: ResultStore, key: str) -> Result:
-        read.append(key)
-        return record(store, key)
+    def counted(store: ResultStore, keys: Sequence[str]) -> list[Result]:
+        read.extend(keys)
+        return records(store, keys)
 
-    monkeypatch.setattr(ResultStore, "_record", counted)
+    monkeypatch.setattr(ResultStore, "records", counted)
     with ResultStore(db_path, writable=False) as store:  # reads as it is: made from the record
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
     with ResultStore(db_path) as store:  # the first writable open lists it again
@@ -240,7 +241,7 @@ def test_schema_2_rows_are_rewritten_with_the_delivered_rate_and_every_device(
     del old["metrics"]["delivered"], old["metrics"]["host"]
     old["metrics"]["flops"] |= {"peak_per_s": 3e10, "peak_source": "measured: best 1024x1024"}
     old["spec"] |= {"pipeline_stages": 2, "grad_accum": 2}
-    columns = dict(zip(schema.COLUMNS, schema.row(measured), strict=True))
+    columns = dict(zip(schema.COLUMNS, schema.row(measured, None), strict=True))
     columns |= {"num_devices": 1, "items_per_s": measured.metrics.window_items_per_s.median}
     columns |= {"record": json.dumps(old)}
     del columns["listing"]  # schema 5's

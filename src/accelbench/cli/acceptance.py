@@ -24,7 +24,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import fleet as fleet_text
 from accelbench.report import sections
-from accelbench.storage.several import chosen_all, source_all
+from accelbench.report.database import chosen_all, source_all
 
 
 @app.command()

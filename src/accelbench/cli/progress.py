@@ -16,8 +16,8 @@ from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import inert
 from accelbench.report.cells import describe
+from accelbench.report.database import ResultStore
 from accelbench.report.results import cell_line
-from accelbench.storage.store import ResultStore
 
 
 def sweep(

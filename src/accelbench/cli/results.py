@@ -37,10 +37,11 @@ from accelbench.cli.options import spec_help
 from accelbench.errors import AccelbenchError
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
+from accelbench.report import tabular
+from accelbench.report.database import ResultStore, source_all
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
-from accelbench.storage import exchange, tabular
-from accelbench.storage.several import source_all, stream_all
-from accelbench.storage.store import ResultStore
+from accelbench.storage import exchange
+from accelbench.storage.several import stream_all
 
 TokensOption = Annotated[
     float | None,

@@ -40,7 +40,7 @@ from accelbench.records import contention, environment
 from accelbench.records.result import MEASURED
 from accelbench.records.spec import MAX_REPEATS, RunSpec, knobs, owners
 from accelbench.report.cells import describe
-from accelbench.storage.store import ResultStore
+from accelbench.report.database import ResultStore
 
 AXES = (
     "batch_size",

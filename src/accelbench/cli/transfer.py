@@ -24,10 +24,10 @@ from accelbench.cli.app import (
     write_stream,
 )
 from accelbench.cli.options import choice
+from accelbench.report.database import ResultStore
 from accelbench.scenarios.base import resolve
 from accelbench.storage import exchange
 from accelbench.storage.several import stream_all
-from accelbench.storage.store import ResultStore
 
 FIELD_FORMATS = scenarios.exports()
 """The field's formats, each written by the scenarios whose results it describes."""

@@ -15,8 +15,8 @@ from accelbench.orchestration.sweep import check_timeout
 from accelbench.records.result import Result
 from accelbench.records.spec import MAX_REPEATS, RunSpec
 from accelbench.report.advice import fewest_lines, tune_lines
+from accelbench.report.database import ResultStore
 from accelbench.report.results import cell_line
-from accelbench.storage.store import ResultStore
 
 TUNE_KNOBS = (
     "platform",

@@ -16,8 +16,8 @@ from accelbench.orchestration.sweep import run_sweep
 from accelbench.records.environment import Environment
 from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import RunSpec
+from accelbench.report.database import ResultStore
 from accelbench.scenarios import get as scenario
-from accelbench.storage.store import ResultStore
 
 OnResult = Callable[[Result, bool], None]
 """Called with each trial's result as it is stored (and whether it was stored before)."""

@@ -35,8 +35,8 @@ from accelbench.records.frozen import Frozen
 from accelbench.records.precision import check_supported
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import RunSpec, knobs
+from accelbench.report.database import ResultStore
 from accelbench.storage import exchange
-from accelbench.storage.store import ResultStore
 
 log = logging.getLogger(__name__)
 

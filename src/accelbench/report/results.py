@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from accelbench import scenarios
-from accelbench.analysis import convergence, scaling, validity
+from accelbench.analysis import projection, scaling, validity
 from accelbench.analysis.scaling import Pair, pair_up
 from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import RunSpec
@@ -273,7 +273,7 @@ def token_projection_lines(results: Iterable[Result], tokens: float) -> list[str
         m = r.metrics
         if r.spec.scenario not in scenarios.in_view("projection") or not (m and m.tokens_per_item):
             continue
-        p = convergence.project(r, 1, math.ceil(tokens / m.tokens_per_item))
+        p = projection.project(r, 1, math.ceil(tokens / m.tokens_per_item))
         if p is None:
             continue
         interval = (
@@ -297,7 +297,7 @@ def projection_lines(results: Sequence[Result], epochs: float, epoch_items: int)
     for r in results:
         if r.spec.scenario not in scenarios.in_view("projection"):
             continue
-        if (p := convergence.project(r, epochs, epoch_items)) is None:
+        if (p := projection.project(r, epochs, epoch_items)) is None:
             continue
         interval = (
             f" (95% interval {p.low_hours:.3g}-{p.high_hours:.3g} h)"

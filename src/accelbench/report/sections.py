@@ -9,11 +9,9 @@ applies its own rules to what it is given), never less."""
 
 from __future__ import annotations
 
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
 
 from accelbench import scenarios
 from accelbench.analysis import fleet
@@ -21,45 +19,7 @@ from accelbench.analysis.fleet import FleetCell
 from accelbench.analysis.roofline import CEILINGS
 from accelbench.records.result import MEASURED, Result
 from accelbench.report.results import Records, Rows, listed
-
-
-class Brief(NamedTuple):
-    """A stored result's indexed columns (storage.schema.COLUMNS), read without its record."""
-
-    key: str
-    workload: str
-    scenario: str
-    platform: str
-    num_devices: int
-    micro_batch: int
-    precision: str
-    status: str
-    hostname: str
-    created_at: str
-
-    @classmethod
-    def read(cls, row: Sequence[Any]) -> Brief:
-        """A row as read from the database, its names held once (a site has few of them)."""
-        key, workload, scenario, platform, devices, batch, precision, status, host, made = row
-        i = sys.intern
-        names = i(workload), i(scenario), i(platform)
-        return cls(key, *names, devices, batch, i(precision), i(status), i(host), made)
-
-
-def brief(result: Result) -> Brief:
-    spec = result.spec
-    return Brief(
-        result.key,
-        spec.workload,
-        spec.scenario,
-        result.platform,
-        result.num_devices,
-        spec.batch_size,
-        spec.precision,
-        result.status,
-        result.env.hostname,
-        result.created_at.isoformat(),
-    )
+from accelbench.storage.schema import Brief, brief
 
 
 @dataclass(frozen=True)

@@ -231,7 +231,7 @@ def _from_sqlite(path: Path) -> list[Result]:
     """The results of another database, read from a consistent copy (SQLite's backup, safe
     while another process writes to it) opened read-only: the file itself is never written,
     an older schema is read as it is, and a database with no results is refused."""
-    from accelbench.storage.store import ResultStore
+    from accelbench.storage.store import Store
 
     with tempfile.TemporaryDirectory(prefix="accelbench-import-") as tmp:
         copy = Path(tmp) / "copy.sqlite"
@@ -246,7 +246,7 @@ def _from_sqlite(path: Path) -> list[Result]:
         except sqlite3.DatabaseError as exc:
             raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
         try:
-            with ResultStore(copy, writable=False) as store:  # no results table: refused
+            with Store(copy, writable=False) as store:  # no results table: refused
                 return store.query()
         except AccelbenchError as exc:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None

@@ -4,8 +4,10 @@ is read back, and the migrations that brought older databases here, in each back
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from pydantic import ValidationError
 
@@ -13,8 +15,6 @@ from accelbench import secrets
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.records.spec import STORED
-from accelbench.report import listing
-from accelbench.report.sections import brief
 from accelbench.scenarios.base import series
 
 REWRITE = "rewrite"
@@ -142,9 +142,50 @@ INSERT = (
 )
 
 
-def row(result: Result) -> tuple[object, ...]:
-    """The row's columns, in COLUMNS' order; those a Brief holds as report.sections.brief
-    reads them from the result, so that a stored brief and one made in memory agree."""
+class Brief(NamedTuple):
+    """A stored result's indexed columns (COLUMNS), read without its record: what reports
+    choose the records they read by (report.sections)."""
+
+    key: str
+    workload: str
+    scenario: str
+    platform: str
+    num_devices: int
+    micro_batch: int
+    precision: str
+    status: str
+    hostname: str
+    created_at: str
+
+    @classmethod
+    def read(cls, row: Sequence[Any]) -> Brief:
+        """A row as read from the database, its names held once (a site has few of them)."""
+        key, workload, scenario, platform, devices, batch, precision, status, host, made = row
+        i = sys.intern
+        names = i(workload), i(scenario), i(platform)
+        return cls(key, *names, devices, batch, i(precision), i(status), i(host), made)
+
+
+def brief(result: Result) -> Brief:
+    spec = result.spec
+    return Brief(
+        result.key,
+        spec.workload,
+        spec.scenario,
+        result.platform,
+        result.num_devices,
+        spec.batch_size,
+        spec.precision,
+        result.status,
+        result.env.hostname,
+        result.created_at.isoformat(),
+    )
+
+
+def row(result: Result, listing: str | None) -> tuple[object, ...]:
+    """The row's columns, in COLUMNS' order, with the listing its store's lister made (None:
+    none, made when read); those a Brief holds as brief() reads them from the result, so
+    that a stored brief and one made in memory agree."""
     b, metrics = brief(result), result.metrics
     return (
         b.key,
@@ -163,26 +204,14 @@ def row(result: Result) -> tuple[object, ...]:
         b.hostname,
         b.created_at,
         stored_json(result),
-        listing_text(result),
+        listing,
     )
-
-
-def listing_text(result: Result) -> str:
-    """The result's listing as stored (report.listing), without any secret."""
-    return secrets.scrub(listing.of(result).dumps())
 
 
 def stored_json(result: Result, indent: int | None = None) -> str:
     """The result's JSON as it may be stored or exported: without any secret (secrets)."""
     by_name = secrets.named(result.argv, result.env.env_vars, result.tags)
     return secrets.clean_json(result.model_dump_json(indent=indent), indent, by_name=by_name)
-
-
-def listed(key: str, text: str | None, read: Callable[[str], Result]) -> listing.Listing:
-    """A stored listing; one that older code made, or none, is made again from the record
-    `read` gives for the key."""
-    found = None if text is None else listing.Listing.loads(text)
-    return found if found is not None else listing.of(read(key))
 
 
 def record(text: str) -> Result:

@@ -1,5 +1,7 @@
 """The results database: storing and querying results (schema.py holds the table's columns
-and migrations, connect.py finds and opens the database; no other module knows SQL).
+and migrations, connect.py finds and opens the database; no other module knows SQL). The store
+keeps what it is handed: each result's record, its indexed columns, and the text its opener's
+lister makes of it (the results table's listing, report.database), which it never reads.
 
 One wide table: indexed query columns for filtering, plus the full JSON record. Rows are keyed by
 the result key (spec + platform), so storing a cell again replaces it instead of duplicating it.
@@ -14,7 +16,6 @@ kept.
 
 from __future__ import annotations
 
-import gc
 import itertools
 import logging
 import sqlite3
@@ -22,13 +23,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.records.result import Result
-from accelbench.report.listing import Listing
-from accelbench.report.sections import Brief
 from accelbench.storage import connect, schema
+from accelbench.storage.schema import Brief
 
 log = logging.getLogger(__name__)
 _CURSORS = itertools.count()
@@ -42,13 +42,25 @@ SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
 _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
 
 
-class ResultStore:
+Lister = Callable[[Result], str]
+"""The text a row keeps beside its record, for what lists results without reading records."""
+
+
+class Store:
     """Stored results, in an SQLite file or a PostgreSQL database."""
 
-    def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
+    def __init__(
+        self,
+        where: Path | str | None = None,
+        *,
+        writable: bool = True,
+        lister: Lister | None = None,
+    ) -> None:
         """Open the database; `writable=False` never writes to it: no schema, no migration,
-        no journal mode, no backup (an older schema is read as it is)."""
+        no journal mode, no backup (an older schema is read as it is). `lister` makes the text
+        each row written keeps (its listing); None: none, a reader makes it from the record."""
         where = where if where is not None else connect.default_path()
+        self._lister = lister
         self.path: Path | None = None
         self._url: str | None = None
         if connect.is_url(where):
@@ -113,7 +125,7 @@ class ResultStore:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> ResultStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -125,7 +137,7 @@ class ResultStore:
 
         def write() -> None:
             with self._transaction():
-                self._execute(schema.INSERT + f"DO UPDATE SET {updates}", schema.row(result))
+                self._execute(schema.INSERT + f"DO UPDATE SET {updates}", self._row(result))
 
         self._retrying(write)
 
@@ -135,7 +147,7 @@ class ResultStore:
 
         def write() -> int:
             with self._transaction():
-                rows = (schema.row(r) for r in results)
+                rows = (self._row(r) for r in results)
                 return sum(
                     self._execute(schema.INSERT + "DO NOTHING", row).rowcount for row in rows
                 )
@@ -150,8 +162,11 @@ class ResultStore:
         with self._transaction():
             for result in results:
                 read += 1
-                new += self._execute(schema.INSERT + "DO NOTHING", schema.row(result)).rowcount
+                new += self._execute(schema.INSERT + "DO NOTHING", self._row(result)).rowcount
         return new, read
+
+    def _row(self, result: Result) -> tuple[object, ...]:
+        return schema.row(result, self._lister(result) if self._lister else None)
 
     def get(self, key: str) -> Result | None:
         sql = "SELECT record FROM results WHERE key = ?"
@@ -204,44 +219,33 @@ class ResultStore:
         rows = self._retrying(lambda: self._execute(sql, args).fetchall())
         return [schema.record(r[0]) for r in reversed(rows)]
 
-    def listings(
+    def listing_texts(
         self,
         *,
         workload: str | None = None,
         platform: str | None = None,
         status: str | None = None,
         limit: int | None = None,
-    ) -> list[Listing]:
-        """query()'s results as the results table shows them (report.listing), without
-        reading their records (but for a listing older code made)."""
+    ) -> Iterator[tuple[str, str | None]]:
+        """query()'s results as (key, the text its lister made, None where none did), oldest
+        first, read a batch at a time (the text of a batch held, not of the table)."""
         where, args = self._filters(workload, platform, status)
         listing = "listing" if self._version() >= schema.LISTED else "NULL"
         sql = f"SELECT key, {listing}, created_at FROM results{where}"
         if limit is not None:  # the newest `limit`, oldest first
             sql = f"SELECT * FROM ({sql} ORDER BY created_at DESC, key LIMIT {int(limit)}) AS n"
         cursor = self._retrying(lambda: self._execute(sql + " ORDER BY created_at, key DESC", args))
-        found = []
-        collecting = gc.isenabled()
-        gc.disable()  # 100,000 listings hold no cycle: the collector's passes cost a second
-        try:
-            while rows := cursor.fetchmany(1000):  # the text of a batch held, not of the table
-                found += [schema.listed(k, t, self._record) for k, t, _ in rows]
-        finally:
-            if collecting:
-                gc.enable()
-        return found
+        while rows := cursor.fetchmany(1000):
+            yield from ((key, text) for key, text, _ in rows)
 
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
     ) -> list[Brief]:
-        """query()'s results as their indexed columns (report.sections.Brief): no record read."""
+        """query()'s results as their indexed columns (schema.Brief): no record read."""
         where, args = self._filters(workload, platform, status)
         sql = f"SELECT {', '.join(Brief._fields)} FROM results{where} ORDER BY created_at, key DESC"
         rows = self._retrying(lambda: self._execute(sql, args).fetchall())
         return [Brief.read(row) for row in rows]
-
-    def _record(self, key: str) -> Result:
-        return self.records([key])[0]
 
     def records(self, keys: Sequence[str]) -> list[Result]:
         """The results of these keys, in their order."""
@@ -365,7 +369,7 @@ class ResultStore:
         keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
         for key, text in self._texts(keys):  # a batch at a time: memory holds no table
             try:
-                row = schema.row(schema.record(text))
+                row = self._row(schema.record(text))
             except AccelbenchError:  # another version's form: left as stored, less secrets
                 log.warning("%s: result %s is unreadable: left as stored", self.where, key)
                 cleaned = connect.clean_stored(text)
@@ -374,13 +378,13 @@ class ResultStore:
             self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
 
     def _relist(self) -> None:
-        """Every row's listing made again from its record; a record this accelbench cannot
-        read keeps none (listings() makes it from the record when it can)."""
+        """Every row's listing made again from its record by the lister (none without one); a
+        record this accelbench cannot read keeps none (a reader makes it when it can)."""
         keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
         log.warning("%s: listing %d results again for this accelbench", self.where, len(keys))
         for key, text in self._texts(keys):
             try:
-                made = schema.listing_text(schema.record(text))
+                made = self._lister(schema.record(text)) if self._lister else None
             except AccelbenchError:
                 made = None
             self._execute("UPDATE results SET listing = ? WHERE key = ?", (made, key))

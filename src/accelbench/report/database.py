@@ -1,0 +1,123 @@
+"""The results database as accelbench's commands open it: the store (storage.store) with each
+result's listing (report.listing) made as it is stored and read back for the results table, so
+that listing a site's results reads no record; and several databases read as a report reads
+them (report.sections.Source: listings, and only the records its later tables need)."""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from accelbench import secrets
+from accelbench.records.result import Result
+from accelbench.report import listing
+from accelbench.report.listing import Listing
+from accelbench.report.results import Records, Rows
+from accelbench.report.sections import Source
+from accelbench.storage.schema import Brief
+from accelbench.storage.several import open_all
+from accelbench.storage.store import Store
+
+
+def stored_text(result: Result) -> str:
+    """The result's listing as stored, without any secret."""
+    return secrets.scrub(listing.of(result).dumps())
+
+
+class ResultStore(Store):
+    """Stored results, in an SQLite file or a PostgreSQL database, each with its listing."""
+
+    def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
+        super().__init__(where, writable=writable, lister=stored_text)
+
+    def listings(
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> list[Listing]:
+        """query()'s results as the results table shows them, without reading their records
+        (but for a row whose listing older code made, or none: made again from its record)."""
+        texts = self.listing_texts(workload=workload, platform=platform, status=status, limit=limit)
+        found = []
+        collecting = gc.isenabled()
+        gc.disable()  # 100,000 listings hold no cycle: the collector's passes cost a second
+        try:
+            for key, text in texts:
+                made = None if text is None else Listing.loads(text)
+                found.append(made if made is not None else listing.of(self.records([key])[0]))
+        finally:
+            if collecting:
+                gc.enable()
+        return found
+
+
+@contextmanager
+def source_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> Iterator[tuple[Source, list[str]]]:
+    """Several databases' results as a report reads them (report.sections.Source: listings,
+    and only the records its later tables need), merged by time, each key once; and where
+    they came from. The databases stay open inside the block, for the records a note reads."""
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, ResultStore)
+        found, records = _briefed(stores, (workload, platform, status), listed=True)
+        rows = Rows([row for _, row in found if row is not None])
+        yield Source.stored(rows, [b for b, _ in found], records), [s.where for s in stores]
+
+
+def chosen_all(
+    wheres: Sequence[Path | str] | None,
+    choose: Callable[[Sequence[Brief]], Sequence[str]],
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+) -> tuple[list[Result], int]:
+    """The results that `choose` picks (report.sections) from several databases' indexed
+    columns, oldest first, each key once, with no other record read; and how many matched."""
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, ResultStore)
+        found, records = _briefed(stores, (workload, platform, None), listed=False)
+        briefs = [b for b, _ in found]
+        return list(records(choose(briefs))), len(briefs)
+
+
+def _briefed(
+    stores: Sequence[ResultStore], filters: tuple[str | None, str | None, str | None], listed: bool
+) -> tuple[list[tuple[Brief, Listing | None]], Records]:
+    """The stores' briefs (with their listings if `listed`) merged by time, each key once; and
+    a reader of the records of keys among them."""
+    owner: dict[str, ResultStore] = {}
+    found: list[tuple[Brief, Listing | None]] = []
+    workload, platform, status = filters
+    for store in stores:
+        briefs = store.briefs(workload=workload, platform=platform, status=status)
+        pairs: list[tuple[Brief, Listing | None]] = [(b, None) for b in briefs]
+        if listed:
+            rows = {
+                row.key: row
+                for row in store.listings(workload=workload, platform=platform, status=status)
+            }
+            pairs = [(b, rows[b.key]) for b in briefs if b.key in rows]
+        for b, row in pairs:
+            if b.key not in owner:
+                owner[b.key] = store
+                found.append((b, row))
+    found.sort(key=lambda pair: pair[0].created_at)  # stable: each database's order kept
+
+    def records(keys: Sequence[str]) -> list[Result]:
+        by_key = {}
+        for store in stores:
+            mine = [k for k in keys if owner[k] is store]
+            by_key.update({r.key: r for r in store.records(mine)} if mine else {})
+        return [by_key[k] for k in keys]
+
+    return found, records
