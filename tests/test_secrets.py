@@ -127,6 +127,10 @@ def test_a_migration_takes_secrets_out_of_stored_rows_and_their_backup(tmp_path:
     con.execute(f"PRAGMA user_version = {before}")
     con.commit()
     con.close()
+    for form in ("json", "jsonl"):  # read as it is (no migration): each record cleaned
+        exported = CliRunner().invoke(app, ["export", "--format", form, "--db", str(db)])
+        assert exported.exit_code == 0, exported.output
+        assert not _leaks(exported.stdout) and "postgresql://u:***@h/r" in exported.stdout
     with ResultStore(db) as store:
         (migrated,) = store.query()
     assert migrated.argv == ["accelbench", "--db", "postgresql://u:***@h/r"]

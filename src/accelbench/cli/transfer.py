@@ -27,7 +27,7 @@ from accelbench.cli.options import choice
 from accelbench.report.database import ResultStore
 from accelbench.scenarios.base import resolve
 from accelbench.storage import exchange
-from accelbench.storage.several import stream_all
+from accelbench.storage.several import stream_all, texts_all
 
 FIELD_FORMATS = scenarios.exports()
 """The field's formats, each written by the scenarios whose results it describes."""
@@ -57,9 +57,9 @@ def export(
     if out is not None:
         check_out(out)
     check_filters(workload, platform, status)
-    each = stream_all(db, workload=workload, platform=platform, status=status)
+    filters = {"workload": workload, "platform": platform, "status": status}
     if field := FIELD_FORMATS.get(format):  # a result at a time, other kinds left out
-        writer = resolve(field.write)
+        writer, each = resolve(field.write), stream_all(db, **filters)
         written, left_out = (
             writer(each, sys.stdout)
             if out is None
@@ -71,10 +71,11 @@ def export(
             console.print(f"wrote {written} {field.writes} to {out}")
         return
     write = exchange.write_document if format == "json" else exchange.write_lines
+    texts = texts_all(db, **filters)  # copied as stored: no record read
     if out is None:  # either format a result at a time: memory holds one
-        write(each, sys.stdout)
+        write(texts, sys.stdout)
         return
-    count = write_stream(out, lambda f: write(each, f))
+    count = write_stream(out, lambda f: write(texts, f))
     console.print(f"wrote {count} results to {out}")
 
 

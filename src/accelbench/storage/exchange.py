@@ -53,22 +53,24 @@ def text_of(write: Callable[[Iterable[Result], TextIO], int], results: Sequence[
     return buffer.getvalue()
 
 
-def _primed(results: Iterable[Result]) -> Iterator[Result]:
-    """The results, the first already read: a database that cannot be read fails before any
-    line of an export is written."""
-    each = iter(results)
+def _primed(results: Iterable[Result | str]) -> Iterator[str]:
+    """The results' JSON as stored (a text is one already: Store.stream_texts), the first
+    already read: a database that cannot be read fails before any line of an export is
+    written."""
+    each = (r if isinstance(r, str) else stored_json(r) for r in results)
     first = next(each, None)
     return each if first is None else itertools.chain([first], each)
 
 
-def write_document(results: Iterable[Result], out: TextIO) -> int:
-    """The export file, standard JSON, written as the results come (memory holds one): NaN and
-    infinity written as strings, as the store writes them. Returns how many."""
-    results = _primed(results)
+def write_document(results: Iterable[Result | str], out: TextIO) -> int:
+    """The export file, standard JSON, written as the results (or their stored JSON) come
+    (memory holds one): NaN and infinity written as strings, as the store writes them. Returns
+    how many."""
+    texts = _primed(results)
     head = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
     before, after = json.dumps(head | {"results": []}, indent=1).rsplit("[]", 1)
     out.write(before)
-    count = _json_array((stored_json(r) for r in results), out, close="\n ]")
+    count = _json_array(texts, out, close="\n ]")
     out.write(after + "\n")
     return count
 
@@ -156,15 +158,16 @@ def _validated(record: object, which: str, name: str) -> Result:
     return result
 
 
-def write_lines(results: Iterable[Result], out: TextIO) -> int:
-    """The export as JSON Lines, written as the results come: a header line, then one result a
-    line, so that neither writing nor importing holds more than one result; returns how many."""
-    results = _primed(results)
+def write_lines(results: Iterable[Result | str], out: TextIO) -> int:
+    """The export as JSON Lines, written as the results (or their stored JSON) come: a header
+    line, then one result a line, so that neither writing nor importing holds more than one
+    result; returns how many."""
+    texts = _primed(results)
     header = {"format": FORMAT, "version": VERSION, "exported_at": datetime.now(UTC).isoformat()}
     out.write(json.dumps(header | {"layout": LINES}) + "\n")
     count = 0
-    for result in results:
-        out.write(stored_json(result) + "\n")
+    for text in texts:
+        out.write(text + "\n")
         count += 1
     return count
 

@@ -4,15 +4,16 @@ merged by time, each result once (report.database reads their listings so)."""
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from accelbench.records.result import Result
 from accelbench.storage.store import Store
 
 S = TypeVar("S", bound=Store)
+T = TypeVar("T")
 
 
 def stream_all(
@@ -27,7 +28,24 @@ def stream_all(
     the streams merged by time, so memory holds a batch of each and the keys seen."""
     with ExitStack() as stack:
         stores = open_all(stack, wheres, Store)
-        yield from _merged(stores, workload, platform, status)
+        yield from _results(stores, workload, platform, status)
+
+
+def texts_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> Iterator[str]:
+    """stream_all's results as their JSON as stored (Store.stream_texts): what an export
+    copies, no record read where a database's schema is this accelbench's."""
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, Store)
+        streams = (
+            s.stream_texts(workload=workload, platform=platform, status=status) for s in stores
+        )
+        yield from (text for _, _, text in _merged(streams, lambda row: row[0], lambda row: row[1]))
 
 
 def open_all(
@@ -42,16 +60,23 @@ def open_all(
     return stores
 
 
-def _merged(
+def _results(
     stores: Sequence[Store], workload: str | None, platform: str | None, status: str | None
 ) -> Iterator[Result]:
     """The stores' results merged by time, each key once."""
-    seen: set[str] = set()
     streams = (s.stream(workload=workload, platform=platform, status=status) for s in stores)
-    for result in heapq.merge(*streams, key=lambda r: r.created_at):
-        if result.key not in seen:
-            seen.add(result.key)
-            yield result
+    return _merged(streams, lambda r: r.created_at, lambda r: r.key)
+
+
+def _merged(
+    streams: Iterable[Iterator[T]], when: Callable[[T], Any], key: Callable[[T], str]
+) -> Iterator[T]:
+    """Streams each in time order, merged by time, each key once (the first database's)."""
+    seen: set[str] = set()
+    for item in heapq.merge(*streams, key=when):
+        if (found := key(item)) not in seen:
+            seen.add(found)
+            yield item
 
 
 def query_all(
@@ -64,4 +89,4 @@ def query_all(
     """stream_all's results in a list, and where they came from."""
     with ExitStack() as stack:
         stores = open_all(stack, wheres, Store)
-        return list(_merged(stores, workload, platform, status)), [s.where for s in stores]
+        return list(_results(stores, workload, platform, status)), [s.where for s in stores]

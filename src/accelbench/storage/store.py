@@ -268,11 +268,36 @@ class Store:
         status: str | None = None,
         batch: int = 256,
     ) -> Iterator[Result]:
-        """query()'s results one at a time, in its order, read `batch` rows at a time from a
+        """query()'s results one at a time, in its order, a batch of rows held (_rows)."""
+        rows = self._rows("record", (workload, platform, status), batch)
+        yield from (schema.record(text) for (text,) in rows)
+
+    def stream_texts(
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        batch: int = 256,
+    ) -> Iterator[tuple[str, str, str]]:
+        """stream()'s results as (created_at, key, their JSON as this accelbench stores it):
+        the stored text itself where the schema is this accelbench's, so that its records
+        were written, or written again, by it (validated, without secrets); else each record
+        read and written again."""
+        rows = self._rows("created_at, key, record", (workload, platform, status), batch)
+        if self._version() == schema.SCHEMA_VERSION:
+            yield from rows
+        else:
+            yield from ((at, key, schema.stored_json(schema.record(t))) for at, key, t in rows)
+
+    def _rows(
+        self, columns: str, filters: tuple[str | None, str | None, str | None], batch: int
+    ) -> Iterator[tuple[Any, ...]]:
+        """The columns of query()'s rows, in its order, read `batch` rows at a time from a
         cursor: memory holds a batch, not the table. On PostgreSQL the cursor is the server's
         (a client's would fetch every row first)."""
-        where, args = self._filters(workload, platform, status)
-        sql = f"SELECT record FROM results{where} ORDER BY created_at, key DESC"
+        where, args = self._filters(*filters)
+        sql = f"SELECT {columns} FROM results{where} ORDER BY created_at, key DESC"
         if self.dialect is schema.SQLITE:
             cursor = self._retrying(lambda: self._execute(sql, args))
         else:  # WITH HOLD: it outlives a transaction, as autocommit has one per statement
@@ -280,7 +305,7 @@ class Store:
             self._retrying(lambda: cursor.execute(sql.replace("?", self.dialect.param), args))
         try:
             while rows := cursor.fetchmany(batch):
-                yield from (schema.record(r[0]) for r in rows)
+                yield from rows
         finally:
             cursor.close()
 
