@@ -24,6 +24,8 @@ _CONTROL = {
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 _HTML_START = re.compile(r"<(?=[A-Za-z/!?])|&(?=[#A-Za-z])")
+_MARKDOWN_ANY = re.compile(r"[\\`*_\[\]|~<&]")
+"""Any character markdown() may change in printable text (a site's cells have none mostly)."""
 
 
 def plain(text: str) -> str:
@@ -55,6 +57,8 @@ def markdown(text: str) -> str:
     """One Markdown table cell or list item: Markdown's special characters escaped (no link,
     emphasis or table rule can form), a < or & that could start an HTML tag or entity
     escaped (a plain "<1" stays as it reads), line breaks as spaces."""
+    if text.isprintable() and not _MARKDOWN_ANY.search(text):  # no line break, nothing special
+        return text
     text = _MARKDOWN_SPECIAL.sub(r"\\\1", plain(text))
     text = _HTML_START.sub(lambda m: html.escape(m.group()), text)
     return " ".join(text.splitlines())

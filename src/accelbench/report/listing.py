@@ -170,10 +170,10 @@ def _shared(value: Any) -> Any:
     """A value read back with its strings interned (a site's rows repeat the same platforms,
     words, cells and reasons, and hold each once) and its sequences as tuples (an empty one is
     the one empty tuple: 100k listings held 1.25M lists, 58 MB)."""
-    if isinstance(value, str):
+    if type(value) is str:  # JSON's own types: no subclass to allow for
         return sys.intern(value)
-    if isinstance(value, list):
-        return tuple(_shared(v) for v in value)
+    if type(value) is list:
+        return tuple([_shared(v) for v in value])
     return value
 
 
