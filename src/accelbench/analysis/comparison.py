@@ -163,13 +163,13 @@ def grouped(results: Iterable[Result], by: str) -> Cells:
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
     cells: Cells = defaultdict(dict)
     for r in results:
-        if r.status == "ok" and r.items_per_s and r.items_per_s > 0:
-            value = value_of(r, by)
-            if (runs := cells[_matched(r, by)].get(value)) is None:
-                runs = cells[_matched(r, by)][value] = Runs(
-                    r.model_copy(update={"metrics": None}), []
-                )
-            runs.points.append((r.items_per_s, r.items_per_s_ci, validity.unranked(r)))
+        headline = r.headline if r.status == "ok" else None  # the scenario's rule: once
+        if headline is None or headline.value <= 0:
+            continue
+        value, cell = value_of(r, by), cells[_matched(r, by)]
+        if (runs := cell.get(value)) is None:
+            runs = cell[value] = Runs(r.model_copy(update={"metrics": None}), [])
+        runs.points.append((headline.value, headline.interval, validity.unranked(r)))
     return cells
 
 
