@@ -178,6 +178,17 @@ def cell_key(
     and the `ignore`d fields, with `fields` replaced, and with `platform`, its environment.
     Repeats of a cell share it; so do a batch sweep's cells with `ignore=("batch_size",)`, and
     a multi-replica cell and its one-replica base with `replicas=1`."""
-    cell = result.spec.model_dump(mode="json") | dict.fromkeys(ignore) | fields
+    cell = _dumped(result.spec) | dict.fromkeys(ignore) | fields
     del cell["repeat"]
     return json.dumps([cell, result.env.fingerprint() if platform else None], sort_keys=True)
+
+
+_LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []
+"""The last spec cell_key dumped, and its dump: a listing keys one result six ways."""
+
+
+def _dumped(spec: RunSpec) -> dict[str, Any]:
+    """The spec as model_dump(mode="json") writes it (not to be changed: it may be shared)."""
+    if not _LAST_DUMP or _LAST_DUMP[0][0] is not spec:  # a spec is frozen: the same object,
+        _LAST_DUMP[:] = [(spec, spec.model_dump(mode="json"))]  # the same dump
+    return _LAST_DUMP[0][1]
