@@ -229,14 +229,9 @@ class Store:
     ) -> Iterator[tuple[str, str | None]]:
         """query()'s results as (key, the text its lister made, None where none did), oldest
         first, read a batch at a time (the text of a batch held, not of the table)."""
-        where, args = self._filters(workload, platform, status)
         listing = "listing" if self._version() >= schema.LISTED else "NULL"
-        sql = f"SELECT key, {listing}, created_at FROM results{where}"
-        if limit is not None:  # the newest `limit`, oldest first
-            sql = f"SELECT * FROM ({sql} ORDER BY created_at DESC, key LIMIT {int(limit)}) AS n"
-        cursor = self._retrying(lambda: self._execute(sql + " ORDER BY created_at, key DESC", args))
-        while rows := cursor.fetchmany(1000):
-            yield from ((key, text) for key, text, _ in rows)
+        rows = self._rows(f"key, {listing}, created_at", (workload, platform, status), 1000, limit)
+        yield from ((key, text) for key, text, _ in rows)
 
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
@@ -291,13 +286,21 @@ class Store:
             yield from ((at, key, schema.stored_json(schema.record(t))) for at, key, t in rows)
 
     def _rows(
-        self, columns: str, filters: tuple[str | None, str | None, str | None], batch: int
+        self,
+        columns: str,
+        filters: tuple[str | None, str | None, str | None],
+        batch: int,
+        limit: int | None = None,
     ) -> Iterator[tuple[Any, ...]]:
-        """The columns of query()'s rows, in its order, read `batch` rows at a time from a
-        cursor: memory holds a batch, not the table. On PostgreSQL the cursor is the server's
-        (a client's would fetch every row first)."""
+        """The columns of query()'s rows, in its order (`limit`: the newest that many, oldest
+        first; created_at among the columns), read `batch` rows at a time from a cursor:
+        memory holds a batch, not the table. On PostgreSQL the cursor is the server's (a
+        client's would fetch every row first)."""
         where, args = self._filters(*filters)
-        sql = f"SELECT {columns} FROM results{where} ORDER BY created_at, key DESC"
+        sql = f"SELECT {columns} FROM results{where}"
+        if limit is not None:
+            sql = f"SELECT * FROM ({sql} ORDER BY created_at DESC, key LIMIT {int(limit)}) AS n"
+        sql += " ORDER BY created_at, key DESC"
         if self.dialect is schema.SQLITE:
             cursor = self._retrying(lambda: self._execute(sql, args))
         else:  # WITH HOLD: it outlives a transaction, as autocommit has one per statement
