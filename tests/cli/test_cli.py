@@ -680,3 +680,10 @@ def test_tags_are_kept_and_exported_with_the_command_that_reruns_the_cell(
     assert row["command"] == "accelbench run tiny_mlp --tag 'job=4711 a'"  # quoted for a shell
     code, output = invoke("run", "tiny_mlp", "--tag", "job", "--db", str(db))
     assert code == 2 and "--tag 'job': write it as KEY=VALUE" in output
+
+
+def test_dash_h_is_help_for_the_tool_and_each_command() -> None:
+    for args, usage in ((["-h"], " [OPTIONS] COMMAND"), (["results", "-h"], " results [OPTIONS]")):
+        code, output = invoke(*args)
+        assert code == 0 and usage in output.splitlines()[0]
+        assert output == invoke(*args[:-1], "--help")[1]

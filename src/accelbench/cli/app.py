@@ -92,6 +92,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
     help="Benchmark AI/ML workloads on the accelerators you have, and keep the numbers.",
 )
 
