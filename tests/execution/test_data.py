@@ -205,3 +205,16 @@ def test_arrays_are_read_row_by_row_and_misshapen_ones_refused(tmp_path: Path) -
 def test_a_data_path_the_file_system_cannot_hold_is_one_line() -> None:
     with pytest.raises(AccelbenchError, match="--data: File name too long: give an existing one"):
         data_format("x" * 300)
+
+
+def test_a_data_set_whose_module_is_missing_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from accelbench.execution import data
+
+    def no_torchvision(*args: object, **kwargs: object) -> None:
+        raise ModuleNotFoundError("No module named 'torchvision'", name="torchvision")
+
+    monkeypatch.setattr(data, "_real_dataset", no_torchvision)
+    with pytest.raises(AccelbenchError, match=re.escape("pip install 'accelbench[vision]'")):
+        check_readable(DIGITS, workloads.get("lenet5"), "lenet5")

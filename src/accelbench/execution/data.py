@@ -23,7 +23,7 @@ from typing import Any, Literal, cast
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, Subset
 
-from accelbench.errors import AccelbenchError, one_line
+from accelbench.errors import AccelbenchError, missing_extra, one_line
 from accelbench.records.spec import RunSpec
 from accelbench.workload import Arrays, Batch, Images, Reads, Tokens, Workload
 
@@ -108,7 +108,8 @@ def check_readable(path: str, workload: Workload, name: str) -> None:
     except AccelbenchError:
         raise
     except (Exception, StopIteration) as exc:
-        raise AccelbenchError(f"cannot read --data {path}: {one_line(exc)}") from None
+        why = missing_extra(exc) or one_line(exc)  # a missing module: the extra to install
+        raise AccelbenchError(f"cannot read --data {path}: {why}") from None
 
 
 def make_loader(
