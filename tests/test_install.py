@@ -61,8 +61,17 @@ def test_the_wheel_and_the_sdist_hold_the_data_files(tmp_path: Path) -> None:
     source = tmp_path / "source"
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     shutil.copytree(ROOT / "src", source / "src", ignore=skip)  # the checkout stays as it is
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in (
+        "pyproject.toml",
+        "README.md",
+        "LICENSE",
+        "MANIFEST.in",
+        "CHANGELOG.md",
+        "mkdocs.yml",
+    ):
         shutil.copy(ROOT / name, source)
+    for folder in ("examples", "docs"):
+        shutil.copytree(ROOT / folder, source / folder, ignore=skip)
     out = tmp_path / "dist"
     done = subprocess.run(
         [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
@@ -79,3 +88,5 @@ def test_the_wheel_and_the_sdist_hold_the_data_files(tmp_path: Path) -> None:
     with tarfile.open(sdist) as tar:
         in_sdist = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     assert {f"src/accelbench/{d}" for d in data} <= in_sdist
+    examples = {str(p.relative_to(ROOT)) for p in (ROOT / "examples").rglob("*") if p.is_file()}
+    assert examples and examples <= in_sdist  # what the docs run beside the package

@@ -34,6 +34,7 @@ def test_jube_sweeps_cells_and_tabulates_them_from_the_database(tmp_path: Path) 
     ]
     assert [row[1] for row in rows] == ["16", "64", "256"]
     (db,) = run.glob("*/accelbench.sqlite")
+    assert f"--db jube_run/{db.parent.name}/accelbench.sqlite" in BENCHMARK.read_text()  # header
     with ResultStore(db, writable=False) as store:
         stored = {r.spec.batch_size: r for r in store.query()}
     for _, batch, throughput, unit, verdict, status in rows:
