@@ -171,7 +171,7 @@ def test_cells_that_could_not_be_matched_are_said_with_why(two_platforms: list[R
     # Closer to `odd` than any of `here`, but at the same batch: no counterpart, never named.
     twin = on_platform(odd, None, 1.0, lr=0.5)
     alone, _ = comparison.unmatched([*here, odd, twin], "batch_size")
-    assert alone.result.key == odd.key and alone.missing_baseline is None
+    assert alone.result == (odd.spec, odd.platform) and alone.missing_baseline is None
     assert alone.nearest == (("steps_per_epoch", str(steps + 3), str(steps)),)
     (line,) = compare_text.unmatched_lines([alone], "batch_size")
     assert line.endswith(

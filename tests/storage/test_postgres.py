@@ -171,3 +171,19 @@ def test_a_lost_connection_is_reconnected_and_the_write_kept(
         store.put(again)  # AdminShutdown, a failed reconnect, then reconnected and written
         assert len(tries) == 2
         assert {r.key for r in store.query()} == {measured.key, "second"}
+
+
+def test_compare_reads_the_same_cells_from_the_site_database(
+    fresh_postgres: str, two_platforms: list[Result], tmp_path: Path
+) -> None:
+    lite = tmp_path / "r.sqlite"
+    for where in (fresh_postgres, lite):
+        with ResultStore(where) as store:
+            store.add(two_platforms)
+    for by in ("platform", "batch_size"):
+        site = CliRunner().invoke(app, ["compare", "--by", by, "--db", fresh_postgres])
+        assert site.exit_code == 0, site.output
+        assert (
+            site.output
+            == CliRunner().invoke(app, ["compare", "--by", by, "--db", str(lite)]).output
+        )

@@ -15,14 +15,15 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result, cell_key
-from accelbench.records.spec import knobs
+from accelbench.records.spec import RunSpec, knobs
 
 NOT_MATCHED = ("repeat", "seed")
 """Spec fields that never separate cells being compared: repeats and seeds pool together."""
@@ -83,8 +84,8 @@ class Ranking(StrEnum):
 
 @dataclass(frozen=True)
 class Ratio:
-    cell: Result
-    """The baseline's result, which names the cell."""
+    cell: Named
+    """The baseline's first run, which names the cell."""
     value: str
     baseline: str
     measured: Band
@@ -115,7 +116,14 @@ class Ratio:
         return Ranking.OVERLAP
 
 
-def value_of(result: Result, by: str) -> str:
+class Named(NamedTuple):
+    """What names a configuration: the spec and platform of its first run."""
+
+    spec: RunSpec
+    platform: str
+
+
+def value_of(result: Result | Named, by: str) -> str:
     return result.platform if by == "platform" else str(result.spec.knob(by))
 
 
@@ -148,7 +156,7 @@ class Runs:
     """The runs of one configuration in one cell, as comparing keeps them: the first, which
     names it (kept without its metrics, which only the points need), and each one's point."""
 
-    first: Result
+    first: Named
     points: list[Point]
 
 
@@ -156,21 +164,73 @@ Cells = dict[str, dict[str, Runs]]
 """Runs by matched conditions, then by their value of `by`."""
 
 
+class Measured(NamedTuple):
+    """What comparing keeps of a run: its conditions with `by` left out, its value of `by`, its
+    point, and its key, by which the first run of each configuration is read whole (group)."""
+
+    matched: str
+    value: str
+    point: Point
+    key: str
+
+
+def measured(r: Result, by: str) -> Measured | None:
+    """What comparing keeps of a result; None unless it is ok with a positive headline."""
+    headline = r.headline if r.status == "ok" else None  # the scenario's rule: once
+    if headline is None or headline.value <= 0:
+        return None
+    point = (headline.value, headline.interval, validity.unranked(r))
+    return Measured(_matched(r, by), value_of(r, by), point, r.key)
+
+
 def grouped(results: Iterable[Result], by: str) -> Cells:
     """The measured results by matched conditions, then by their value of `by`, in one pass
-    that keeps each one's point, not the result: a site's results can be streamed through."""
+    that keeps each one's point and the first of each configuration, not every result: a site's
+    results can be streamed through."""
+    check_by(by)
+    firsts: dict[str, Named] = {}
+    seen: set[tuple[str, str]] = set()
+
+    def each() -> Iterator[Measured]:
+        for r in results:
+            if (found := measured(r, by)) is not None:
+                if (found.matched, found.value) not in seen:
+                    seen.add((found.matched, found.value))
+                    firsts[r.key] = Named(r.spec, r.platform)
+                yield found
+
+    kept = group(each())
+    return named(kept, lambda keys: [firsts[k] for k in keys])
+
+
+Kept = dict[str, dict[str, tuple[str, list[Point]]]]
+"""What group keeps: by matched conditions, then by value, the first run's key and the points."""
+
+
+def group(items: Iterable[Measured]) -> Kept:
+    """The runs by matched conditions, then by their value, in the order they come."""
+    kept: Kept = defaultdict(dict)
+    for m in items:
+        cell = kept[m.matched]
+        if (runs := cell.get(m.value)) is None:
+            runs = cell[m.value] = (m.key, [])
+        runs[1].append(m.point)
+    return kept
+
+
+def named(kept: Kept, read: Callable[[list[str]], list[Named]]) -> Cells:
+    """The runs grouped, each configuration named by its first run, which `read` gives by key."""
+    keys = [key for cell in kept.values() for key, _ in cell.values()]
+    firsts = dict(zip(keys, read(keys), strict=True))
+    return {
+        matched: {value: Runs(firsts[key], points) for value, (key, points) in cell.items()}
+        for matched, cell in kept.items()
+    }
+
+
+def check_by(by: str) -> None:
     if by not in fields():
         raise AccelbenchError(f"cannot compare by {by!r}: give --by one of {', '.join(fields())}")
-    cells: Cells = defaultdict(dict)
-    for r in results:
-        headline = r.headline if r.status == "ok" else None  # the scenario's rule: once
-        if headline is None or headline.value <= 0:
-            continue
-        value, cell = value_of(r, by), cells[_matched(r, by)]
-        if (runs := cell.get(value)) is None:
-            runs = cell[value] = Runs(r.model_copy(update={"metrics": None}), [])
-        runs.points.append((headline.value, headline.interval, validity.unranked(r)))
-    return cells
 
 
 def _cells(found: Iterable[Result] | Cells, by: str) -> Cells:
@@ -209,8 +269,8 @@ def ratios(results: Iterable[Result] | Cells, by: str, baseline: str | None = No
 class Unmatched:
     """A configuration that was compared with nothing, and why."""
 
-    result: Result
-    """One of its results, which names it."""
+    result: Named
+    """Its first run, which names it."""
     missing_baseline: str | None
     """The baseline it was not run at, when one was given."""
     nearest: tuple[tuple[str, str, str], ...]
@@ -249,7 +309,7 @@ def unmatched(
     return out
 
 
-def _differences(a: Result, b: Result, by: str) -> tuple[tuple[str, str, str], ...]:
+def _differences(a: Named, b: Named, by: str) -> tuple[tuple[str, str, str], ...]:
     """The matched conditions on which two results differ: (field, a's value, b's)."""
     return tuple(
         (name, value_of(a, name), value_of(b, name))

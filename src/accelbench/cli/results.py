@@ -38,7 +38,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.records.spec import DeviceType
 from accelbench.report import compare as compare_text
 from accelbench.report import tabular
-from accelbench.report.database import ResultStore, source_all
+from accelbench.report.database import ResultStore, compared, source_all
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
 from accelbench.storage import exchange
 from accelbench.storage.several import stream_all
@@ -216,10 +216,8 @@ def compare(
             "compare with published results"
         )
     check_filters(workload, platform, "ok")
-    if by is not None:  # a site's results streamed: each keeps its point, not itself
-        cells = comparison.grouped(
-            stream_all(db, workload=workload, platform=platform, status="ok"), by
-        )
+    if by is not None:  # from the listings: a site's records are not read
+        cells = compared(db, by, workload=workload, platform=platform)
         found_ratios = comparison.ratios(cells, by, baseline)
         if found_ratios:
             show_grid(compare_text.ratio_grid(found_ratios, by))  # plain text when long

@@ -6,18 +6,24 @@ them (report.sections.Source: listings, and only the records its later tables ne
 from __future__ import annotations
 
 import gc
+import heapq
+import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from accelbench import secrets
+from accelbench.analysis import comparison, validity
 from accelbench.records.result import Result
+from accelbench.records.spec import STORED, RunSpec, knobs
 from accelbench.report import listing
 from accelbench.report.listing import Listing
 from accelbench.report.results import Records, Rows
 from accelbench.report.sections import Source
 from accelbench.storage.schema import Brief
-from accelbench.storage.several import open_all
+from accelbench.storage.several import open_all, stream_all
 from accelbench.storage.store import Store
 
 
@@ -121,3 +127,94 @@ def _briefed(
         return [by_key[k] for k in keys]
 
     return found, records
+
+
+def compared(
+    wheres: Sequence[Path | str] | None,
+    by: str,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+) -> comparison.Cells:
+    """comparison.grouped of several databases' ok results, each read from its listing and the
+    spec and platform the database takes out of its record (schema.Dialect.conditions): no
+    record is read whole but the first of each configuration, which names it. A database of
+    another schema is read as records, as is a row whose listing other code made."""
+    comparison.check_by(by)
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, ResultStore)
+        found = [s.conditions(workload=workload, platform=platform, status="ok") for s in stores]
+        if any(rows is None for rows in found):
+            records = stream_all(wheres, workload=workload, platform=platform, status="ok")
+            return comparison.grouped(records, by)
+        owner: dict[str, ResultStore] = {}
+        firsts: dict[str, tuple[str, dict[str, Any]]] = {}  # the platform and spec that name
+        seen: set[tuple[str, str]] = set()
+
+        def each() -> Iterator[comparison.Measured]:
+            streams = [_tagged(rows, store) for store, rows in zip(stores, found, strict=True)]
+            for _, key, text, conditions, store in heapq.merge(*streams, key=lambda r: r[0]):
+                if key in owner:  # a result in several databases: the first one's
+                    continue
+                owner[key] = store
+                if (pair := _measured(store, key, text, conditions, by)) is not None:
+                    m, first = pair
+                    if (m.matched, m.value) not in seen:
+                        seen.add((m.matched, m.value))
+                        firsts[key] = first
+                    yield m
+
+        kept = comparison.group(each())
+
+        def read(keys: list[str]) -> list[comparison.Named]:
+            """The spec and platform of each configuration's first run, its spec validated."""
+            return [
+                comparison.Named(RunSpec.model_validate(spec, context=STORED), platform)
+                for platform, spec in (firsts[k] for k in keys)
+            ]
+
+        return comparison.named(kept, read)
+
+
+def _tagged(
+    rows: Iterator[tuple[str, str, str | None, str]] | None, store: ResultStore
+) -> Iterator[tuple[str, str, str | None, str, ResultStore]]:
+    return ((at, key, text, conditions, store) for at, key, text, conditions in rows or ())
+
+
+def _measured(
+    store: ResultStore, key: str, text: str | None, conditions: str, by: str
+) -> tuple[comparison.Measured, tuple[str, dict[str, Any]]] | None:
+    """What comparing keeps of a stored ok result, from its listing and its conditions, and
+    the platform and spec that name it."""
+    found = None if text is None else Listing.read(text, _COMPARED)
+    if found is None:  # made by other code: the record says
+        r = store.records([key])[0]
+        m = comparison.measured(r, by)
+        return None if m is None else (m, (r.platform, r.spec.model_dump(mode="json")))
+    platform, rate, interval, flags = found
+    if not rate or rate <= 0:
+        return None
+    spec, *where = json.loads(conditions)
+    cell = _every_default() | spec  # what an older accelbench of this schema did not write
+    value = platform if by == "platform" else str(cell.get(by))
+    for name in (by, *comparison.NOT_MATCHED):
+        cell.pop(name, None)
+    matched = json.dumps([cell, where if by != "platform" else None], sort_keys=True)
+    unranked = next((f for f in flags if f in _UNRANKED), None)
+    point = (rate, (interval[0], interval[1]) if interval else None, unranked)
+    return comparison.Measured(matched, value, point, key), (platform, spec)
+
+
+_COMPARED = ("platform", "items_per_s", "interval", "flags")
+_UNRANKED = frozenset(str(flag) for flag in validity.UNRANKED)
+
+
+@cache
+def _every_default() -> dict[str, Any]:
+    """Each spec field's default as its JSON holds it."""
+    return {
+        n: json.loads(json.dumps(f.get_default(call_default_factory=True)))
+        for n, f in knobs().items()
+        if not f.is_required()
+    }

@@ -68,6 +68,8 @@ MIGRATIONS = [
     RELIST,
     # Listing version 8: a scenario's own figures (the server's latency, apart from batches').
     RELIST,
+    # Listing version 9: each keeps its headline's interval, for compare.
+    RELIST,
 ]
 """The schema's history, in order: SQL, where {names} are the back end's words (Dialect);
 REWRITE, which stores every record again as this accelbench reads it; or RELIST, which makes
@@ -75,7 +77,7 @@ every row's listing again (its records untouched, so no copy is kept): appended 
 report.listing.VERSION changes, so that an upgraded database is listed once, at its first
 writable open, not made again from its records at every read (LISTING_VERSION)."""
 
-LISTING_VERSION = 8
+LISTING_VERSION = 9
 """The listing version the last migration lists with: report.listing.VERSION (a test)."""
 
 
@@ -94,15 +96,26 @@ class Dialect:
     """The time to target out of the JSON record."""
     param: str
     """Placeholder of a query parameter."""
+    conditions: str
+    """Out of the JSON record, as one JSON array: the spec and what names the platform in a
+    key (the environment's host name, device type, devices and torch version), for compare."""
 
 
-SQLITE = Dialect("REAL", "json_extract(record, '$.metrics.time_to_train.time_to_target_s')", "?")
+SQLITE = Dialect(
+    "REAL",
+    "json_extract(record, '$.metrics.time_to_train.time_to_target_s')",
+    "?",
+    "json_extract(record, '$.spec', '$.env.hostname', '$.env.device_type', '$.env.devices', "
+    "'$.env.versions.torch')",
+)
 
 
 POSTGRES = Dialect(
     "DOUBLE PRECISION",
     "(record::jsonb #>> '{metrics,time_to_train,time_to_target_s}')::double precision",
     "%s",
+    "(SELECT jsonb_build_array(r -> 'spec', r #> '{env,hostname}', r #> '{env,device_type}', "
+    "r #> '{env,devices}', r #> '{env,versions,torch}') FROM (SELECT record::jsonb AS r) AS j)::text",
 )
 
 

@@ -233,6 +233,17 @@ class Store:
         rows = self._rows(f"key, {listing}, created_at", (workload, platform, status), 1000, limit)
         yield from ((key, text) for key, text, _ in rows)
 
+    def conditions(
+        self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
+    ) -> Iterator[tuple[str, str, str | None, str]] | None:
+        """query()'s results as (created_at, key, listing, schema.Dialect.conditions' JSON) a
+        batch at a time, without reading a record whole; None where the schema is not this
+        accelbench's (its records may be of another form: read them)."""
+        if self._version() != schema.SCHEMA_VERSION:
+            return None
+        columns = f"created_at, key, listing, {self.dialect.conditions}"
+        return self._rows(columns, (workload, platform, status), 1000)
+
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
     ) -> list[Brief]:

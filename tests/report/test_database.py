@@ -1,0 +1,64 @@
+"""The database as the commands read it: compare's cells from listings and the conditions the
+database takes out of each record are the cells its records give."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from accelbench.analysis import comparison
+from accelbench.records.result import Result
+from accelbench.report.database import ResultStore, compared
+from accelbench.storage import schema
+
+
+def _cells(cells: comparison.Cells) -> dict[tuple[str, str, str], list[comparison.Point]]:
+    """Cells keyed by what names each configuration (the matched text differs by path)."""
+    out: dict[tuple[str, str, str], list[comparison.Point]] = {}
+    for cell in cells.values():
+        for value, runs in cell.items():
+            named = (runs.first.spec.model_dump_json(), runs.first.platform, value)
+            out[named] = runs.points
+    return out
+
+
+@pytest.mark.parametrize("by", ["platform", "batch_size", "scenario", "replicas", "epochs"])
+def test_compare_reads_from_listings_what_the_records_give(
+    two_platforms: list[Result], tmp_path: Path, by: str
+) -> None:
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as store:
+        store.add(two_platforms)
+    ok = [r for r in two_platforms if r.status == "ok"]
+    assert _cells(compared([db], by)) == _cells(comparison.grouped(ok, by))
+
+
+def test_a_row_listed_by_other_code_and_an_older_schema_are_read_as_records(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as store:
+        store.add(two_platforms)
+    ok = [r for r in two_platforms if r.status == "ok"]
+    expected = _cells(comparison.grouped(ok, "platform"))
+    with sqlite3.connect(db) as con:  # one row as another accelbench listed it
+        con.execute("UPDATE results SET listing = '[]' WHERE key = ?", (ok[0].key,))
+    con.close()
+    assert _cells(compared([db], "platform")) == expected
+    with sqlite3.connect(db) as con:  # a schema before: read as it is, from its records
+        con.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
+    con.close()
+    assert _cells(compared([db], "platform")) == expected
+
+
+def test_a_result_in_two_databases_is_compared_once(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    with ResultStore(a) as store:
+        store.add(two_platforms)
+    with ResultStore(b) as store:
+        store.add(two_platforms[:3])
+    assert _cells(compared([a, b], "batch_size")) == _cells(compared([a], "batch_size"))
