@@ -143,6 +143,20 @@ def test_a_plugin_naming_a_view_the_report_lacks_is_refused() -> None:
     assert "typo" not in scenarios.names()
 
 
+def test_a_plugin_exporting_a_format_another_writes_is_refused() -> None:
+    from accelbench.scenarios.base import Export
+    from accelbench.scenarios.train import MLLOG
+
+    shared = Scenario(name="shares", summary="s", measure="m:f", exports=(MLLOG,))
+    other = Export("mllog", "m:write", takes="runs", writes="run(s)", help="its own logs")
+    clash = Scenario(name="clash", summary="s", measure="m:f", exports=(other,))
+    with pytest.raises(ValueError, match="clash: another scenario exports 'mllog' otherwise"):
+        scenarios.register(clash)
+    assert "clash" not in scenarios.names()
+    scenarios.register(shared)  # the same format, written the same way, may be shared
+    assert scenarios.exports()["mllog"] is MLLOG
+
+
 def test_a_scenario_whose_code_cannot_be_imported_is_a_failed_cell() -> None:
     from accelbench.cell.runner import run
 

@@ -70,6 +70,9 @@ def register(scenario: Scenario) -> Scenario:
         raise ValueError(
             f"{scenario.name}: no such view {sorted(unknown)}: give some of {sorted(VIEWS)}"
         )
+    formats = {e.format: e for s in _REGISTRY.values() for e in s.exports}
+    if clash := [e.format for e in scenario.exports if formats.get(e.format, e) != e]:
+        raise ValueError(f"{scenario.name}: another scenario exports {clash[0]!r} otherwise")
     record = scenario.record
     if record is not None and record.model_fields["kind"].default != scenario.name:
         raise ValueError(f"{record.__name__}.kind must default to {scenario.name!r}")
@@ -142,12 +145,7 @@ def _each(results: Sequence[Result]) -> Iterator[tuple[Scenario, list[Result]]]:
 def exports() -> dict[str, Export]:
     """The field's formats the scenarios' results are exported in, by name (Scenario.exports;
     the registry's loadable ones, as the command line lists them)."""
-    found: dict[str, Export] = {}
-    for s in loadable():
-        for export in s.exports:
-            if found.setdefault(export.format, export) != export:
-                raise ValueError(f"{s.name}: another scenario exports {export.format!r}")
-    return found
+    return {export.format: export for s in loadable() for export in s.exports}
 
 
 def record_type(kind: str) -> type[Record]:
