@@ -51,6 +51,12 @@ def test_a_report_a_trial_with_its_requests_summarised(served: Result) -> None:
     assert drawn["p90"] == pytest.approx(np.percentile(ttft, 90))
     assert (drawn["min"], drawn["max"]) == (min(ttft), max(ttft))
     assert aggregate["latency"]["time_per_output_token"]["units"] == "s/token"
+    itl = aggregate["latency"]["inter_token_latency"]  # each streamed chunk's gap, as ITL's own
+    assert itl["units"] == "s/token" and trial.itl_ms is not None
+    assert itl["p50"] * 1e3 == pytest.approx(trial.itl_ms.median)
+    assert (itl["min"] * 1e3, itl["max"] * 1e3) == pytest.approx(
+        (trial.itl_ms.min, trial.itl_ms.max)
+    )
     rates = aggregate["throughput"]
     assert rates["output_token_rate"] == {"units": "tokens/s", "mean": trial.output_tokens_per_s}
     assert rates["request_rate"] == {"units": "queries/s", "mean": trial.requests_per_s}

@@ -7,7 +7,8 @@ Each report holds what the record knows and nothing it does not: the run (the re
 the experiment, the trial's duration), the load (accelbench as the tool, random prompts, the
 lengths asked for, the trial's rate or its closed loop's concurrency, the trial as the stage),
 and the requests' aggregate performance computed from each request's own times (TTFT, TPOT,
-end-to-end latency, input and output lengths: mean, spread and percentiles) with the trial's
+ITL over every streamed chunk's gap, end-to-end latency, input and output lengths: mean,
+spread and percentiles) with the trial's
 output-token and request rates. The stack (the server's engine, accelerators and parallelism) is
 left out: the record of a server measured from outside does not know it.
 """
@@ -18,6 +19,7 @@ import json
 import statistics
 from collections.abc import Iterable, Sequence
 from importlib.metadata import version
+from itertools import pairwise
 from typing import Any, TextIO
 
 import numpy as np
@@ -115,6 +117,10 @@ def _report(result: Result, trial: ServeTrial, stage: int) -> dict[str, Any]:
                             ),
                             "time_per_output_token": _stats(
                                 [r.tpot_ms / 1e3 for r in ok if r.tpot_ms is not None], "s/token"
+                            ),
+                            "inter_token_latency": _stats(
+                                [(b - a) / 1e3 for r in ok for a, b in pairwise(r.chunk_ms)],
+                                "s/token",
                             ),
                             "request_latency": _stats(
                                 [r.e2el_ms / 1e3 for r in ok if r.e2el_ms is not None], "s"
