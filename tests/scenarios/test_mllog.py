@@ -81,3 +81,32 @@ def test_the_export_is_read_by_mlperfs_parser(
     evals = [line.value for line in lines if line.key == "eval_accuracy"]
     assert evals and all(0 <= e["value"] <= 1 for e in evals)  # val_accuracy>=0.8: accuracy
     assert evals[-1]["value"] >= 0.8 and "samples_count" in evals[-1]["metadata"]
+
+
+def test_a_time_to_train_log_passes_mlperfs_training_rules_of_6_1_but_the_benchmark_name(
+    measured: tuple[Result, Result, Result], tmp_path: Path
+) -> None:
+    """MLPerf's checker, ruleset 6.1.0, its common and open-division rules run as
+    docs/formats.md runs them (the plain checker stops at a benchmark that is not MLPerf's):
+    only the benchmark's name, which must be one of MLPerf's own, fails."""
+    compliance = pytest.importorskip("mlperf_logging.compliance_checker.mlp_compliance")
+    from mlperf_logging.compliance_checker import mlp_parser
+
+    _, converged, _ = measured
+    log = tmp_path / "result_0.txt"
+    log.write_text("".join(line + "\n" for line in mllog.lines(converged)))
+    rules = Path(compliance.__file__).parent / "training_6.1.0"
+    loglines, errors = mlp_parser.parse_file(str(log), ruleset="6.1.0")
+    checker = compliance.make_checker("training", "6.1.0", quiet=True, werror=False)
+    for config in ("common.yaml", "open_common.yaml"):
+        checker.configured_checks(loglines, str(rules / config))
+        compliance.enqueued_configs.clear()  # the benchmark's own rules: MLPerf's only
+    assert errors == [] and not checker.not_overwritable
+    assert set(checker.overwritable) == {"submission_benchmark"}
+    found = {e["key"]: e["value"] for e in events(mllog.lines(converged))}
+    precision = found["lowest_numerical_precision_in_linear"]
+    assert precision == "fp32" == found["lowest_numerical_precision_in_comm"]
+    assert (found["tensor_parallelism"], found["micro_batch_size"]) == (
+        1,
+        converged.spec.batch_size,
+    )

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from accelbench import scenarios
+from accelbench.records.precision import PRECISIONS
 from accelbench.records.result import Result
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain
@@ -55,6 +56,8 @@ def lines(result: Result) -> list[str]:
         (init_start, "seed", spec.seed, {}),
         (init_start, "global_batch_size", spec.global_batch, {}),
         (init_start, "gradient_accumulation_steps", spec.grad_accum, {}),
+        (init_start, "micro_batch_size", spec.batch_size, {}),
+        *((init_start, key, value, {}) for key, value in disclosed(result).items()),
     ]
     if ttt:
         log += [
@@ -87,6 +90,35 @@ def lines(result: Result) -> list[str]:
     log.append((end, "run_stop", None, {"status": status}))
     # In time order; an event rounding past the end is the end's (epochs sum to it).
     return [_line(min(t, end), *rest) for t, *rest in sorted(log, key=lambda e: min(e[0], end))]
+
+
+MLPERF_DTYPES = {"float32": "fp32", "bfloat16": "bfloat16", "float16": "fp16"}
+"""torch's dtypes by the names MLPerf's rules give them."""
+
+
+def disclosed(result: Result) -> dict[str, Any]:
+    """What MLPerf asks every log to disclose from ruleset 6.1.0: the lowest precision of the
+    linear layers, attention and communication (the gradients all-reduced in the weights'
+    dtype), the parallelism degrees (accelbench runs no context or expert parallelism) and the
+    configuration file (the sweep file or suite the run came from, else its command line)."""
+    spec = result.spec
+    info = PRECISIONS[spec.precision]
+    compute = MLPERF_DTYPES[info.autocast_dtype or info.param_dtype]
+    if info.tf32:
+        compute = "tf32"
+    argv = result.argv or []
+    named = [argv[i + 1] for i, arg in enumerate(argv[:-1]) if arg in ("--sweep", "--suite")]
+    named += [arg.split("=", 1)[1] for arg in argv if arg.startswith(("--sweep=", "--suite="))]
+    return {
+        "lowest_numerical_precision_in_linear": "fp8" if spec.precision == "fp8" else compute,
+        "lowest_numerical_precision_in_attn": compute,
+        "lowest_numerical_precision_in_comm": MLPERF_DTYPES[info.param_dtype],
+        "tensor_parallelism": spec.tensor_parallel,
+        "pipeline_parallelism": spec.pipeline_stages,
+        "context_parallelism": 1,
+        "expert_parallelism": 1,
+        "config_filename": named[0] if named else "command line",
+    }
 
 
 def write(results: Iterable[Result], out: TextIO) -> tuple[int, int]:
