@@ -144,11 +144,7 @@ class Listing:
     @classmethod
     def loads(cls, text: str) -> Listing | None:
         """The stored listing; None if other code made it (another VERSION, another form)."""
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, list) or len(data) != _FIELDS or data[1] != VERSION:
+        if (data := _stored(text)) is None:
             return None
         values = list(map(_shared, data))
         values[_ROLES] = _ALL_ROLES.setdefault(values[_ROLES], values[_ROLES])
@@ -158,13 +154,19 @@ class Listing:
     def read(text: str, names: Sequence[str]) -> list[Any] | None:
         """Some fields of a stored listing, as JSON holds them, without making it (a site's
         100,000 are read in a third of the time); None as loads() gives."""
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, list) or len(data) != _FIELDS or data[1] != VERSION:
-            return None
-        return [data[_NAMES.index(name)] for name in names]
+        data = _stored(text)
+        return None if data is None else [data[_NAMES.index(name)] for name in names]
+
+
+def _stored(text: str) -> list[Any] | None:
+    """A stored listing's fields as JSON holds them; None unless this VERSION made it."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(data, list) or len(data) != _FIELDS or data[1] != VERSION:
+        return None
+    return data
 
 
 _NAMES = [f.name for f in fields(Listing)]
