@@ -206,6 +206,10 @@ def compare(
     tolerance: Annotated[
         float, typer.Option(help="Band around the published figure, percent.", min=0)
     ] = references.DEFAULT_TOLERANCE_PCT,
+    fmt: Annotated[
+        Format,
+        typer.Option("--format", help="table or json (with --by: one document, docs/formats.md)."),
+    ] = Format.table,
     db: DbsOption = None,
 ) -> None:
     """Throughput ratios between configurations (--by), with intervals; or stored runs against
@@ -215,10 +219,24 @@ def compare(
             "give --by FIELD (e.g. --by platform) to compare configurations, or --reference to "
             "compare with published results"
         )
+    if fmt is Format.csv or (fmt is Format.json and reference):
+        raise AccelbenchError(
+            f"compare {'--reference' if reference else '--by'} answers as a table"
+            + (" or json" if not reference else "")
+            + f", not {fmt}: give --format table"
+        )
     check_filters(workload, platform, "ok")
     if by is not None:  # from the listings: a site's records are not read
         cells = compared(db, by, workload=workload, platform=platform)
         found_ratios = comparison.ratios(cells, by, baseline)
+        if fmt is Format.json:  # standard output holds the JSON alone
+            summary, alone = (
+                comparison.summary(found_ratios),
+                comparison.unmatched(cells, by, baseline),
+            )
+            answer = compare_text.ratios_json(by, baseline, found_ratios, summary, alone)
+            sys.stdout.write(json.dumps(answer, indent=1) + "\n")
+            return
         if found_ratios:
             show_grid(compare_text.ratio_grid(found_ratios, by))  # plain text when long
         summary = comparison.summary(found_ratios)

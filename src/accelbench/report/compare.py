@@ -4,6 +4,7 @@ published platforms against each other."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rich.table import Table
 
@@ -192,3 +193,62 @@ def head_to_head(refs: Sequence[Reference]) -> list[str]:
 def _batch(ref: Reference) -> str:
     """A published figure's micro batch, where it gives one (a server's is its own)."""
     return "" if ref.micro_batch is None else f" (micro batch {ref.micro_batch})"
+
+
+JSON_FORMAT = "accelbench-compare"
+JSON_VERSION = 1
+"""The version of compare's JSON answer (docs/formats.md): raised with any change to it."""
+
+
+def ratios_json(
+    by: str,
+    baseline: str | None,
+    ratios: Sequence[comparison.Ratio],
+    summary: Sequence[comparison.Summary],
+    alone: Sequence[comparison.Unmatched],
+) -> dict[str, Any]:
+    """compare --by's answer as data: each ratio with its interval and ranking, the summary per
+    value, and the configurations compared with nothing."""
+
+    def band(b: comparison.Band) -> dict[str, Any]:
+        return {"median": b.median, "low": b.low, "high": b.high, "runs": b.num_runs}
+
+    def cell(named: comparison.Named) -> dict[str, Any]:
+        spec = named.spec
+        return {"cell": describe(spec), "workload": spec.workload, "platform": named.platform}
+
+    return {
+        "format": JSON_FORMAT,
+        "version": JSON_VERSION,
+        "by": by,
+        "baseline": baseline,
+        "ratios": [
+            cell(r.cell)
+            | {
+                "value": r.value,
+                "baseline": r.baseline,
+                "ratio": r.ratio,
+                "interval": None if r.interval is None else list(r.interval),
+                "ranking": str(r.ranking),
+                "measured": band(r.measured),
+                "reference": band(r.reference),
+            }
+            for r in ratios
+        ],
+        "summary": [
+            {
+                "value": s.value,
+                "baseline": s.baseline,
+                "geomean": s.geomean,
+                "matched": s.num_matched,
+                "faster": s.num_faster,
+                "slower": s.num_slower,
+            }
+            for s in summary
+        ],
+        "unmatched": [
+            cell(u.result)
+            | {"missing_baseline": u.missing_baseline, "nearest": [list(n) for n in u.nearest]}
+            for u in alone
+        ],
+    }

@@ -1,0 +1,50 @@
+"""compare's answers: the JSON document holds what the table shows, and nothing else is on
+standard output."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.analysis import comparison
+from accelbench.cli import app
+from accelbench.records.result import Result
+from accelbench.report import compare as compare_text
+from accelbench.report.database import ResultStore
+
+
+def test_compare_answers_in_json_what_it_ranks(two_platforms: list[Result], tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as store:
+        store.add(two_platforms)
+    done = CliRunner().invoke(
+        app, ["compare", "--by", "platform", "--format", "json", "--db", str(db)]
+    )
+    assert done.exit_code == 0, done.output
+    answer = json.loads(done.stdout)  # the whole of standard output
+    assert (answer["format"], answer["version"]) == (
+        "accelbench-compare",
+        compare_text.JSON_VERSION,
+    )
+    ok = [r for r in two_platforms if r.status == "ok"]
+    expected = comparison.ratios(ok, "platform")
+    assert [(r["value"], r["baseline"], r["ranking"]) for r in answer["ratios"]] == [
+        (r.value, r.baseline, str(r.ranking)) for r in expected
+    ]
+    assert [r["ratio"] for r in answer["ratios"]] == pytest.approx([r.ratio for r in expected])
+    (summary,) = answer["summary"]
+    assert summary["matched"] == len(expected) and summary["faster"] + summary["slower"] <= len(
+        expected
+    )
+    assert {u["workload"] for u in answer["unmatched"]} <= {r.spec.workload for r in ok}
+
+
+def test_compare_against_published_figures_has_no_json_answer_yet(tmp_path: Path) -> None:
+    done = CliRunner().invoke(
+        app, ["compare", "--reference", "--format", "json", "--db", str(tmp_path / "r.sqlite")]
+    )
+    assert done.exit_code == 2
+    assert "compare --reference answers as a table, not json: give --format table" in done.output
