@@ -15,9 +15,10 @@ from __future__ import annotations
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import partial
 from typing import NamedTuple
 
 from accelbench.analysis import validity
@@ -166,12 +167,12 @@ Cells = dict[str, dict[str, Runs]]
 
 class Measured(NamedTuple):
     """What comparing keeps of a run: its conditions with `by` left out, its value of `by`, its
-    point, and its key, by which the first run of each configuration is read whole (group)."""
+    point, and what names its configuration, made only for the first run of each."""
 
     matched: str
     value: str
     point: Point
-    key: str
+    name: Callable[[], Named]
 
 
 def measured(r: Result, by: str) -> Measured | None:
@@ -180,50 +181,28 @@ def measured(r: Result, by: str) -> Measured | None:
     if headline is None or headline.value <= 0:
         return None
     point = (headline.value, headline.interval, validity.unranked(r))
-    return Measured(_matched(r, by), value_of(r, by), point, r.key)
+    return Measured(_matched(r, by), value_of(r, by), point, partial(Named, r.spec, r.platform))
 
 
 def grouped(results: Iterable[Result], by: str) -> Cells:
     """The measured results by matched conditions, then by their value of `by`, in one pass
-    that keeps each one's point and the first of each configuration, not every result: a site's
+    that keeps each one's point and what names each configuration, not the results: a site's
     results can be streamed through."""
     check_by(by)
-    firsts: dict[str, Named] = {}
-    seen: set[tuple[str, str]] = set()
-
-    def each() -> Iterator[Measured]:
-        for r in results:
-            if (found := measured(r, by)) is not None:
-                if (found.matched, found.value) not in seen:
-                    seen.add((found.matched, found.value))
-                    firsts[r.key] = Named(r.spec, r.platform)
-                yield found
-
-    kept = group(each())
-    return named(kept, lambda keys: [firsts[k] for k in keys])
+    return group(m for r in results if (m := measured(r, by)) is not None)
 
 
-Kept = dict[str, dict[str, tuple[str, list[Point]]]]
-"""What group keeps: by matched conditions, then by value, the first run's key and the points."""
-
-
-def group(items: Iterable[Measured]) -> Kept:
-    """The runs by matched conditions, then by their value, in the order they come."""
-    kept: Kept = defaultdict(dict)
+def group(items: Iterable[Measured]) -> Cells:
+    """The runs by matched conditions, then by their value, in the order they come, each
+    configuration named by its first run."""
+    kept: dict[str, dict[str, tuple[Callable[[], Named], list[Point]]]] = defaultdict(dict)
     for m in items:
         cell = kept[m.matched]
         if (runs := cell.get(m.value)) is None:
-            runs = cell[m.value] = (m.key, [])
+            runs = cell[m.value] = (m.name, [])
         runs[1].append(m.point)
-    return kept
-
-
-def named(kept: Kept, read: Callable[[list[str]], list[Named]]) -> Cells:
-    """The runs grouped, each configuration named by its first run, which `read` gives by key."""
-    keys = [key for cell in kept.values() for key, _ in cell.values()]
-    firsts = dict(zip(keys, read(keys), strict=True))
     return {
-        matched: {value: Runs(firsts[key], points) for value, (key, points) in cell.items()}
+        matched: {value: Runs(name(), points) for value, (name, points) in cell.items()}
         for matched, cell in kept.items()
     }
 

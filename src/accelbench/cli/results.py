@@ -229,18 +229,14 @@ def compare(
     if by is not None:  # from the listings: a site's records are not read
         cells = compared(db, by, workload=workload, platform=platform)
         found_ratios = comparison.ratios(cells, by, baseline)
+        summary = comparison.summary(found_ratios)
+        alone = comparison.unmatched(cells, by, baseline)
         if fmt is Format.json:  # standard output holds the JSON alone
-            summary, alone = (
-                comparison.summary(found_ratios),
-                comparison.unmatched(cells, by, baseline),
-            )
             answer = compare_text.ratios_json(by, baseline, found_ratios, summary, alone)
             sys.stdout.write(json.dumps(answer, indent=1) + "\n")
             return
         if found_ratios:
             show_grid(compare_text.ratio_grid(found_ratios, by))  # plain text when long
-        summary = comparison.summary(found_ratios)
-        alone = comparison.unmatched(cells, by, baseline)
         for line in [
             *compare_text.ratio_summary_lines(summary),
             *compare_text.unmatched_lines(alone, by),

@@ -10,14 +10,14 @@ import heapq
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from functools import cache
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from accelbench import secrets
 from accelbench.analysis import comparison, validity
 from accelbench.records.result import Result
-from accelbench.records.spec import STORED, RunSpec, knobs
+from accelbench.records.spec import STORED, RunSpec
 from accelbench.report import listing
 from accelbench.report.listing import Listing
 from accelbench.report.results import Records, Rows
@@ -147,33 +147,17 @@ def compared(
         if any(rows is None for rows in found):
             records = stream_all(wheres, workload=workload, platform=platform, status="ok")
             return comparison.grouped(records, by)
-        owner: dict[str, ResultStore] = {}
-        firsts: dict[str, tuple[str, dict[str, Any]]] = {}  # the platform and spec that name
-        seen: set[tuple[str, str]] = set()
+        seen: set[str] = set()
 
         def each() -> Iterator[comparison.Measured]:
             streams = [_tagged(rows, store) for store, rows in zip(stores, found, strict=True)]
             for _, key, text, conditions, store in heapq.merge(*streams, key=lambda r: r[0]):
-                if key in owner:  # a result in several databases: the first one's
-                    continue
-                owner[key] = store
-                if (pair := _measured(store, key, text, conditions, by)) is not None:
-                    m, first = pair
-                    if (m.matched, m.value) not in seen:
-                        seen.add((m.matched, m.value))
-                        firsts[key] = first
-                    yield m
+                if key not in seen:  # a result in several databases: the first one's
+                    seen.add(key)
+                    if (m := _measured(store, key, text, conditions, by)) is not None:
+                        yield m
 
-        kept = comparison.group(each())
-
-        def read(keys: list[str]) -> list[comparison.Named]:
-            """The spec and platform of each configuration's first run, its spec validated."""
-            return [
-                comparison.Named(RunSpec.model_validate(spec, context=STORED), platform)
-                for platform, spec in (firsts[k] for k in keys)
-            ]
-
-        return comparison.named(kept, read)
+        return comparison.group(each())
 
 
 def _tagged(
@@ -184,37 +168,29 @@ def _tagged(
 
 def _measured(
     store: ResultStore, key: str, text: str | None, conditions: str, by: str
-) -> tuple[comparison.Measured, tuple[str, dict[str, Any]]] | None:
-    """What comparing keeps of a stored ok result, from its listing and its conditions, and
-    the platform and spec that name it."""
+) -> comparison.Measured | None:
+    """What comparing keeps of a stored ok result, from its listing and its conditions."""
     found = None if text is None else Listing.read(text, _COMPARED)
     if found is None:  # made by other code: the record says
-        r = store.records([key])[0]
-        m = comparison.measured(r, by)
-        return None if m is None else (m, (r.platform, r.spec.model_dump(mode="json")))
+        return comparison.measured(store.records([key])[0], by)
     platform, rate, interval, flags = found
     if not rate or rate <= 0:
         return None
     spec, *where = json.loads(conditions)
-    cell = _every_default() | spec  # what an older accelbench of this schema did not write
+    cell = listing.every_default() | spec  # what an older accelbench of this schema left out
     value = platform if by == "platform" else str(cell.get(by))
     for name in (by, *comparison.NOT_MATCHED):
         cell.pop(name, None)
     matched = json.dumps([cell, where if by != "platform" else None], sort_keys=True)
     unranked = next((f for f in flags if f in _UNRANKED), None)
     point = (rate, (interval[0], interval[1]) if interval else None, unranked)
-    return comparison.Measured(matched, value, point, key), (platform, spec)
+    return comparison.Measured(matched, value, point, partial(_named, spec, platform))
+
+
+def _named(spec: dict[str, Any], platform: str) -> comparison.Named:
+    """What names a configuration, its spec validated (only the first run's of each)."""
+    return comparison.Named(RunSpec.model_validate(spec, context=STORED), platform)
 
 
 _COMPARED = ("platform", "items_per_s", "interval", "flags")
 _UNRANKED = frozenset(str(flag) for flag in validity.UNRANKED)
-
-
-@cache
-def _every_default() -> dict[str, Any]:
-    """Each spec field's default as its JSON holds it."""
-    return {
-        n: json.loads(json.dumps(f.get_default(call_default_factory=True)))
-        for n, f in knobs().items()
-        if not f.is_required()
-    }

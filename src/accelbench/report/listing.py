@@ -194,14 +194,19 @@ def _shared(value: Any) -> Any:
 
 
 @cache
-def defaults() -> dict[str, Any]:
-    """Each knob's default, as model_dump(mode="json") writes it."""
-    fields = knobs()
+def every_default() -> dict[str, Any]:
+    """Each spec field's default, as model_dump(mode="json") writes it (not the required)."""
     return {
-        n: json.loads(json.dumps(fields[n].get_default(call_default_factory=True)))
-        for n in fields
-        if n not in SHOWN
+        n: json.loads(json.dumps(f.get_default(call_default_factory=True)))
+        for n, f in knobs().items()
+        if not f.is_required()
     }
+
+
+@cache
+def defaults() -> dict[str, Any]:
+    """Each knob's default that the table's columns do not show (cells.differing's knobs)."""
+    return {n: v for n, v in every_default().items() if n not in SHOWN}
 
 
 def knobs_of(spec: RunSpec) -> dict[str, Any]:
