@@ -6,7 +6,6 @@ them (report.sections.Source: listings, and only the records its later tables ne
 from __future__ import annotations
 
 import gc
-import heapq
 import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -23,7 +22,7 @@ from accelbench.report.listing import Listing
 from accelbench.report.results import Records, Rows
 from accelbench.report.sections import Source
 from accelbench.storage.schema import Brief
-from accelbench.storage.several import open_all, stream_all
+from accelbench.storage.several import merged, open_all, stream_all
 from accelbench.storage.store import Store
 
 
@@ -147,17 +146,10 @@ def compared(
         if any(rows is None for rows in found):
             records = stream_all(wheres, workload=workload, platform=platform, status="ok")
             return comparison.grouped(records, by)
-        seen: set[str] = set()
-
-        def each() -> Iterator[comparison.Measured]:
-            streams = [_tagged(rows, store) for store, rows in zip(stores, found, strict=True)]
-            for _, key, text, conditions, store in heapq.merge(*streams, key=lambda r: r[0]):
-                if key not in seen:  # a result in several databases: the first one's
-                    seen.add(key)
-                    if (m := _measured(store, key, text, conditions, by)) is not None:
-                        yield m
-
-        return comparison.group(each())
+        streams = [_tagged(rows, store) for store, rows in zip(stores, found, strict=True)]
+        rows = merged(streams, lambda row: row[0], lambda row: row[1])  # each result once
+        measured = (_measured(store, key, text, cond, by) for _, key, text, cond, store in rows)
+        return comparison.group(m for m in measured if m is not None)
 
 
 def _tagged(

@@ -45,7 +45,7 @@ def texts_all(
         streams = (
             s.stream_texts(workload=workload, platform=platform, status=status) for s in stores
         )
-        yield from (text for _, _, text in _merged(streams, lambda row: row[0], lambda row: row[1]))
+        yield from (text for _, _, text in merged(streams, lambda row: row[0], lambda row: row[1]))
 
 
 def open_all(
@@ -65,10 +65,10 @@ def _results(
 ) -> Iterator[Result]:
     """The stores' results merged by time, each key once."""
     streams = (s.stream(workload=workload, platform=platform, status=status) for s in stores)
-    return _merged(streams, lambda r: r.created_at, lambda r: r.key)
+    return merged(streams, lambda r: r.created_at, lambda r: r.key)
 
 
-def _merged(
+def merged(
     streams: Iterable[Iterator[T]], when: Callable[[T], Any], key: Callable[[T], str]
 ) -> Iterator[T]:
     """Streams each in time order, merged by time, each key once (the first database's)."""
