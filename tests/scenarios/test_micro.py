@@ -19,6 +19,7 @@ from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report.database import ResultStore
 from accelbench.scenarios.micro import MicroMetrics
+from accelbench.scenarios.micro.measure import calls_per_step
 
 from ..conftest import needs_cuda, with_rate
 
@@ -45,6 +46,16 @@ def test_a_matmul_headline_is_its_calls_times_2mnk(matmul: Result) -> None:
     assert headline is not None and headline.unit == "TFLOP/s"
     assert headline.value == pytest.approx(1000 * 2 * 32 * 64 * 16 / 1e12)
     assert headline.interval == pytest.approx((0.98 * headline.value, 1.02 * headline.value))
+
+
+def test_a_step_of_few_short_calls_makes_them_again_until_it_lasts(matmul: Result) -> None:
+    # 8 calls that took 2 ms: 13 rounds of them make a step of 26 ms, the least over 25 ms.
+    assert calls_per_step(8, 0.002, torch.device("cpu")) == 8 * 13
+    assert calls_per_step(8, 0.1, torch.device("cpu")) == 8  # long enough already
+    record = matmul.metrics.record if matmul.metrics else None
+    assert isinstance(record, MicroMetrics) and record.calls_per_step is not None
+    assert record.calls_per_step % matmul.spec.batch_size == 0
+    assert matmul.metrics is not None and matmul.metrics.items_per_step == record.calls_per_step
 
 
 @pytest.mark.parametrize(

@@ -15,8 +15,9 @@ its published rate can be set beside what the device's arithmetic and memory del
   all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for broadcast
   (github.com/NVIDIA/nccl-tests, doc/PERFORMANCE.md), so it can be set beside the links' own.
 
-A step makes `batch_size` calls and is timed as every cell's steps are (device events on an
-accelerator), so the steady rate, its batch-means interval and its verdicts are every cell's;
+A step makes `batch_size` calls, or as many rounds of them as make it last 25 ms (MIN_STEP_S:
+the steady state is then long enough to judge), and is timed as every cell's steps are (device
+events on an accelerator), so the steady rate, its batch-means interval and its verdicts are every cell's;
 the headline scales the calls per second by the work of a call, in decimal units (1 TFLOP =
 1e12 FLOPs, 1 GB = 1e9 bytes), as STREAM and nccl-tests report.
 """
@@ -45,6 +46,13 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16")
 """The precisions a kernel runs in: one dtype each, no autocast."""
 
 
+MIN_STEP_S = 0.025
+"""A step's least duration. A step of `batch_size` calls shorter than this makes them again,
+as many times as it takes (nvbench's --min-time, timeit's autorange), so the default 20 steady
+steps last at least 0.5 s, twice records.contention.MIN_WINDOW_S, below which a steady state is
+too short to judge: an H100 made 8 matmuls of 8192^3 in 12 ms and 8 triads of 256 MiB in 2 ms."""
+
+
 class MicroMetrics(Record):
     kind: str = "micro"
     measure: str
@@ -63,6 +71,9 @@ class MicroMetrics(Record):
     """The device's datasheet peak: dense FLOP/s for a matmul (execution.efficiency.PEAKS),
     memory bytes/s for a triad (references.csv); None where none is shipped."""
     datasheet_source: str | None = None
+    calls_per_step: int | None = None
+    """The calls a step made: --batch-size, or a whole multiple of it where that many took
+    less than MIN_STEP_S (None in results from before it was recorded)."""
 
     @property
     def per_call(self) -> tuple[float, str]:
@@ -128,6 +139,8 @@ def _lines(result: Result, name: Namer) -> list[str]:
     if micro is None or found is None:
         return []
     line = f"{name(result.spec)}: {micro.measure} {micro.shape}: {found.value:,.4g} {found.unit}"
+    if micro.calls_per_step and micro.calls_per_step != result.spec.batch_size:
+        line += f" ({micro.calls_per_step} calls a step: {1e3 * MIN_STEP_S:g} ms or more)"
     if micro.bus_factor:
         line += f" bus bandwidth, {found.value / micro.bus_factor:,.4g} GB/s algorithm bandwidth"
     if micro.datasheet_per_s:

@@ -1,8 +1,10 @@
 """The micro scenario's measurements (scenarios/micro): a kernel or a copy called `batch_size`
-times a step, each step timed as a training step is (execution.device.StepTimer)."""
+times a step, or a whole multiple of that where a step would be shorter than MIN_STEP_S, each
+step timed as a training step is (execution.device.StepTimer)."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -16,7 +18,7 @@ from accelbench.execution.precision import torch_settings
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
-from accelbench.scenarios.micro import MicroMetrics
+from accelbench.scenarios.micro import MIN_STEP_S, MicroMetrics
 
 MIB = 1 << 20
 
@@ -37,11 +39,14 @@ def measure(spec: RunSpec, device: torch.device) -> Metrics:
     call()  # warm-up outside the epochs: kernel choice, first touch of the buffers
     dev.synchronize(device)
     build_s = time.perf_counter() - start
+    calls = calls_per_step(spec.batch_size, _took_s(call, spec.batch_size, device), device)
+    record = record.model_copy(update={"calls_per_step": calls})
+    spec = spec.model_copy(update={"batch_size": calls})  # the items of a step: its calls
     raw, timer = Raw(), dev.StepTimer(device)
     for _ in measured_epochs(spec, device, raw):
         timer.mark()
         for _ in range(spec.steps_per_epoch):
-            for _ in range(spec.batch_size):
+            for _ in range(calls):
                 call()
             timer.mark()
         raw.step_ms += timer.intervals_ms()  # synchronises: the epoch ends with the device
@@ -52,6 +57,29 @@ def measure(spec: RunSpec, device: torch.device) -> Metrics:
         spec, _Calls(), raw, [], timer=timer.method, build_s=build_s, flops=None
     )
     return metrics.model_copy(update={"record": record})
+
+
+def calls_per_step(batch_size: int, took_s: float, device: torch.device) -> int:
+    """`batch_size` calls, times the rounds of them a step needs to last MIN_STEP_S, given that
+    `batch_size` calls took `took_s`; every rank makes the most any rank needs (a collective's
+    calls must pair)."""
+    rounds = max(1, math.ceil(MIN_STEP_S / max(took_s, 1e-9)))
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        most = torch.tensor([rounds], device=device)
+        dist.all_reduce(most, op=dist.ReduceOp.MAX)
+        rounds = int(most.item())
+    return batch_size * rounds
+
+
+def _took_s(call: Callable[[], object], count: int, device: torch.device) -> float:
+    """Seconds that `count` calls take, measured once after the warm-up."""
+    start = time.perf_counter()
+    for _ in range(count):
+        call()
+    dev.synchronize(device)
+    return time.perf_counter() - start
 
 
 def _name(dtype: torch.dtype) -> str:
