@@ -18,7 +18,10 @@ LAYERS = (
         *("accelbench.errors", "accelbench.secrets", "accelbench.wire"),
         *("accelbench.workload", "accelbench.workloads"),
     ),
-    ("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
+    (
+        *("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
+        *("accelbench.engines$", "accelbench.engines.*$"),
+    ),
     ("accelbench.storage", "accelbench.scenarios.*.exports"),
     ("accelbench.analysis", "accelbench.scenarios.*.verdicts", "accelbench.scenarios.*.seeds"),
     ("accelbench.execution",),
@@ -26,6 +29,7 @@ LAYERS = (
         "accelbench.scenarios.epochs",
         "accelbench.scenarios.*.measure",
         "accelbench.scenarios.*.endpoint",
+        "accelbench.engines.*.*",
     ),
     ("accelbench.cell",),
     ("accelbench.report", "accelbench.scenarios.*.report"),
@@ -33,10 +37,11 @@ LAYERS = (
     ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
     ("accelbench.integrations",),
 )
-"""From the bottom up: what a result is made of and the scenarios' plug-ins (which describe
-their records and settings, torch-free); the database and its files, which keep what they are
+"""From the bottom up: what a result is made of, the scenarios' plug-ins (which describe
+their records and settings, torch-free) and the engines' (which cells each can run); the database and its files, which keep what they are
 handed, and each scenario's own formats of the field; analysis of results as data, and each
-scenario's own verdicts and analysis; how a step executes; how each scenario measures; the
+scenario's own verdicts and analysis; how a step executes; how each scenario measures, and
+each engine besides torch; the
 cell's process; the words, tables and figures, each scenario's own, and the database as the
 commands read it (with listings); where and in what order cells run; the commands. A module imports from its own layer or below."""
 

@@ -1,15 +1,16 @@
-"""What differs between device types when timing: synchronisation, step timers, peak memory."""
+"""What differs between torch's device types when timing: synchronisation, step timers, peak
+memory; and a torch device behind the engine seam (engines.Device)."""
 
 from __future__ import annotations
 
 import itertools
 import resource
 import time
-from typing import Literal
+from dataclasses import dataclass
 
 import torch
 
-TimerMethod = Literal["device-events", "wall-clock"]
+from accelbench.engines import TimerMethod
 
 
 def synchronize(device: torch.device) -> None:
@@ -32,7 +33,7 @@ class StepTimer:
         self._times: list[float] = []
         self._events: list[torch.Event] = []
 
-    def mark(self) -> None:
+    def mark(self, pending: object = None) -> None:
         if self.method == "wall-clock":
             self._times.append(time.perf_counter())
             return
@@ -48,6 +49,33 @@ class StepTimer:
         events, self._events = self._events, []
         synchronize(self.device)
         return [a.elapsed_time(b) for a, b in itertools.pairwise(events)]
+
+
+@dataclass(frozen=True)
+class TorchDevice:
+    """A torch device as the engine seam takes it (engines.Device)."""
+
+    device: torch.device
+
+    @property
+    def type(self) -> str:
+        return self.device.type
+
+    @property
+    def index(self) -> int | None:
+        return self.device.index
+
+    def synchronize(self) -> None:
+        synchronize(self.device)
+
+    def timer(self) -> StepTimer:
+        return StepTimer(self.device)
+
+    def reset_peak_memory(self) -> None:
+        reset_peak_memory(self.device)
+
+    def peak_memory_gib(self) -> tuple[float | None, float | None]:
+        return peak_memory_gib(self.device)
 
 
 def reset_peak_memory(device: torch.device) -> None:

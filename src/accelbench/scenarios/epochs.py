@@ -17,6 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from accelbench import scenarios
+from accelbench.engines import Device, TimerMethod
 from accelbench.errors import one_line
 from accelbench.execution import device as dev
 from accelbench.execution import distributed, efficiency, interruption, progress, sharding
@@ -33,15 +34,18 @@ from accelbench.workload import Batch, Workload
 log = logging.getLogger(__name__)
 
 
-def measured_epochs(spec: RunSpec, device: torch.device, raw: Raw) -> Iterator[int]:
+def measured_epochs(spec: RunSpec, device: Device | torch.device, raw: Raw) -> Iterator[int]:
     """The epochs to measure, for the caller to run one per iteration: `spec.epochs`, then more
     until the CI target is met or its time runs out, or fewer if a stop is requested after one.
     Times each into raw.epoch_s (the caller's last act in it must wait for the device), and
     meters energy and the host's activity over the steady epochs (all of a one-epoch run) into
-    raw.energy and raw.host."""
+    raw.energy and raw.host. Any engine's device (engines.Device); a torch.device is taken as
+    one."""
+    if isinstance(device, torch.device):
+        device = dev.TorchDevice(device)
     meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
-    dev.reset_peak_memory(device)
-    dev.synchronize(device)
+    device.reset_peak_memory()
+    device.synchronize()
     measure_start = time.perf_counter()
     while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
         if raw.epoch_s and interruption.requested():  # stopped: keep the epochs measured
@@ -270,7 +274,7 @@ def build_metrics(
     raw: Raw,
     ranks: list[RankMetrics],
     *,
-    timer: dev.TimerMethod,
+    timer: TimerMethod,
     build_s: float,
     flops: Flops | None,
     metered_from_epoch: int | None = None,

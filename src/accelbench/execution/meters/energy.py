@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from accelbench.records.energy import THROTTLE_REASONS, EnergyMethod, EnergyMetrics
 
 if TYPE_CHECKING:
-    import torch
+    from accelbench.engines import Place
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ SAMPLE_S = 0.1
 class EnergyMeter:
     """Start before the window, stop after the device finished it."""
 
-    def __init__(self, device: torch.device, powercap: Path = POWERCAP) -> None:
+    def __init__(self, device: Place, powercap: Path = POWERCAP) -> None:
         self.device, self.powercap = device, powercap
         self._nvml: Any = None
         self._handle: Any = None
@@ -122,7 +122,7 @@ class EnergyMeter:
             import pynvml
 
             pynvml.nvmlInit()
-            uuid = str(torch.cuda.get_device_properties(self.device).uuid)
+            uuid = str(torch.cuda.get_device_properties(self.device.index or 0).uuid)
             try:
                 self._handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
             except pynvml.NVMLError:
@@ -142,7 +142,7 @@ class EnergyMeter:
             import amdsmi
 
             amdsmi.amdsmi_init()
-            props: Any = torch.cuda.get_device_properties(self.device)  # PCI ids: not stubbed
+            props: Any = torch.cuda.get_device_properties(self.device.index or 0)  # not stubbed
             here = f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
             (handle,) = [
                 h

@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 from accelbench.records.contention import HostActivity, cell_cpus
 
 if TYPE_CHECKING:
-    import torch
-
+    from accelbench.engines import Place
     from accelbench.records.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 class HostMonitor:
     """Start at the window's start; stop after the device finished it."""
 
-    def __init__(self, spec: RunSpec, device: torch.device) -> None:
+    def __init__(self, spec: RunSpec, device: Place) -> None:
         import torch
 
         self.device = device
@@ -124,7 +123,7 @@ def server_pids(endpoint: str) -> list[int]:
     )
 
 
-def _other_gpu_pids(device: torch.device) -> list[int] | None:
+def _other_gpu_pids(device: Place) -> list[int] | None:
     """Processes outside this one and its children with the device open, from NVML."""
     if device.type != "cuda":
         return None
@@ -135,7 +134,7 @@ def _other_gpu_pids(device: torch.device) -> list[int] | None:
 
         pynvml.nvmlInit()
         try:
-            uuid = str(torch.cuda.get_device_properties(device).uuid)
+            uuid = str(torch.cuda.get_device_properties(device.index or 0).uuid)
             handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{uuid}")
             running = [
                 *pynvml.nvmlDeviceGetComputeRunningProcesses(handle),

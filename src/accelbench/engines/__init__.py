@@ -1,0 +1,149 @@
+"""The engine seam: what a measurement asks of a framework, in no framework's terms.
+
+A framework is an engine plug-in, described here (torch-free, jax-free) and implemented in a
+folder of its own. Its `Device` synchronises, times steps and reads peak memory on its own
+device; the scenarios' shared kit (scenarios/epochs.py: the epochs, the steady state, the energy
+and host meters, the record) takes that `Device` and the items of a step, so a framework's
+measure is a loop of its own steps around the same kit, and its cells are judged, stored,
+compared and reported as every other cell.
+
+torch is the default engine: its measures are the scenarios' own (Scenario.measure). Another
+engine names its measure for each scenario it can run, the workloads it has and the precisions
+it runs in; a cell outside those is refused before anything runs, in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from accelbench.errors import AccelbenchError
+from accelbench.scenarios.base import resolve
+
+if TYPE_CHECKING:
+    from accelbench.records.metrics import Metrics
+    from accelbench.records.spec import RunSpec
+
+TimerMethod = Literal["device-events", "wall-clock"]
+
+
+class Timer(Protocol):
+    """Intervals between marks, with no wait for the device at each: only `intervals_ms` (at a
+    window's edge) waits for the device to finish."""
+
+    method: TimerMethod
+
+    def mark(self, pending: object = None) -> None:
+        """A step boundary; `pending` is the step's output, for an engine whose timer waits
+        for the step before it (torch's device events ignore it)."""
+        ...
+
+    def intervals_ms(self) -> list[float]:
+        """Milliseconds between consecutive marks since the last call; waits for the device."""
+        ...
+
+
+class Place(Protocol):
+    """Which device: what the energy and host meters read (NVML, RAPL) to find it; a
+    torch.device is one."""
+
+    @property
+    def type(self) -> str:
+        """ "cpu", "cuda", ..."""
+        ...
+
+    @property
+    def index(self) -> int | None: ...
+
+
+class Device(Place, Protocol):
+    """A framework's device as the measurement sees it."""
+
+    def synchronize(self) -> None:
+        """Wait until every piece of work queued on the device has finished."""
+        ...
+
+    def timer(self) -> Timer: ...
+
+    def reset_peak_memory(self) -> None: ...
+
+    def peak_memory_gib(self) -> tuple[float | None, float | None]:
+        """(allocated, reserved) peaks since the last reset; None where the device has none."""
+        ...
+
+
+@dataclass(frozen=True)
+class Framework:
+    """An engine plug-in: which cells it can measure, and the measure for each scenario."""
+
+    name: str
+    summary: str
+    measures: Mapping[str, str] = field(default_factory=dict)
+    """Scenario name -> "module:function", a `measure(spec) -> Metrics` run in the cell's
+    process; empty for torch, whose measures are the scenarios' own."""
+    workloads: tuple[str, ...] = ()
+    """The workloads it builds (their names in the torch registry: the same model from the same
+    config); empty: every workload."""
+    precisions: tuple[str, ...] = ()
+    """The precisions it runs in; empty: every precision."""
+    rules: Callable[[RunSpec], None] | None = None
+    """Its own refusals of a spec (ValueError with the fix), after the lists above."""
+
+    def check(self, spec: RunSpec) -> None:
+        """Refuse, in one line naming the fix, a cell this engine cannot measure."""
+        if not self.measures:
+            return
+        name = self.name
+        if spec.scenario not in self.measures:
+            raise ValueError(
+                f"--framework {name} measures {', '.join(self.measures)}, not "
+                f"{spec.scenario}: give --framework torch"
+            )
+        if self.workloads and spec.workload not in self.workloads:
+            raise ValueError(
+                f"--framework {name} builds {', '.join(self.workloads)}, not {spec.workload}: "
+                "give --framework torch"
+            )
+        if self.precisions and spec.precision not in self.precisions:
+            raise ValueError(
+                f"--framework {name} runs in {', '.join(self.precisions)}, not "
+                f"{spec.precision}: give --precision one of those"
+            )
+        if self.rules is not None:
+            self.rules(spec)
+
+    def measure_fn(self, scenario: str) -> Callable[[RunSpec], Metrics]:
+        """The measure of a scenario under this engine, its module imported now (a missing
+        framework is a cell's error naming its extra, errors.EXTRAS)."""
+        return resolve(self.measures[scenario])
+
+
+TORCH = Framework("torch", "PyTorch, eager or torch.compile: every scenario, workload and layout")
+
+BUILT_IN = ("accelbench.engines.jax",)
+"""The engine plug-ins besides torch: modules that each define a FRAMEWORK."""
+
+_REGISTRY: dict[str, Framework] = {}
+
+
+def _registry() -> dict[str, Framework]:
+    if not _REGISTRY:
+        import importlib
+
+        found = [TORCH, *(importlib.import_module(m).FRAMEWORK for m in BUILT_IN)]
+        _REGISTRY.update((f.name, f) for f in found)
+    return _REGISTRY
+
+
+def names() -> list[str]:
+    return list(_registry())
+
+
+def get(name: str) -> Framework:
+    try:
+        return _registry()[name]
+    except KeyError:
+        raise AccelbenchError(
+            f"unknown framework {name!r}: give --framework {' or '.join(names())}"
+        ) from None
