@@ -214,7 +214,15 @@ def main() -> None:
     options.add_argument("--device", default="cpu", help="where the one measured cell runs")
     options.add_argument("--quick", action="store_true", help="1,000 and 3,000 records")
     options.add_argument("--postgres", metavar="URL", help="on this PostgreSQL server instead")
+    options.add_argument(
+        "--only",
+        action="append",
+        metavar="NAME",
+        help="time only this command (a name of the table, again for more); default: all",
+    )
     args = options.parse_args()
+    commands = {k: v for k, v in COMMANDS.items() if not args.only or k in args.only}
+    imports = {k: v for k, v in IMPORTS.items() if not args.only or k in args.only}
     if args.quick:
         args.records = 1000
     bases = {
@@ -241,11 +249,11 @@ def main() -> None:
             build(db, bases, n, shape)
         print(f"{'command':24} {sizes[0]:>8,} rec  {sizes[1]:>8,} rec  exponent  peak MB")
         ratios = {}
-        for name, command in COMMANDS.items():
+        for name, command in commands.items():
             command = [shape.workloads[0] if c == "WORKLOAD" else c for c in command]
             ratios[name] = line(name, *(measure(command, db) for db in dbs))
         with tempfile.TemporaryDirectory() as folder:
-            for name, form in IMPORTS.items():
+            for name, form in imports.items():
                 files = [
                     exported(db, form, Path(folder, f"{n}.{form}"))
                     for db, n in zip(dbs, sizes, strict=True)

@@ -2,9 +2,10 @@
 
 It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into a database of its
 own, then `compare --reference` on it (each figure beside its published counterpart, with the
-ratio and a verdict); the micro scenario's matmul (also at MAMF's H100 shape), triad and copies; Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile
-(tokens/s, both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor
-cores; benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
+ratio and a verdict); the micro scenario's matmul (also at MAMF's H100 shape), triad and
+copies; Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile (tokens/s,
+both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor cores; LeNet-5
+and the autoencoder under torch and JAX; benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
 (the generate scenario against a bare `model.generate` loop), benchmarks/cells.py (what a cell
 costs, forked by the cell server and in a fresh interpreter: the quick suite's cells are forked
 too) and benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at
@@ -80,6 +81,14 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             ]
             if float8
             else []
+        ),
+        (
+            "the same model under torch and JAX: LeNet-5 and the autoencoder, bs=256, amp-bf16",
+            [
+                *(*accelbench, "run", "lenet5,autoencoder", "--framework", "torch,jax"),
+                *("--batch-size", "256", "--precision", "amp-bf16", "--device", "cuda"),
+                *("--db", str(db)),
+            ],
         ),
         (
             "which ceiling binds the LLM runs: the bf16 matmul, the triad's memory floor",

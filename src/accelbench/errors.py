@@ -49,6 +49,7 @@ EXTRAS = {
     "psycopg": "postgres",
     "torchao": "float8",
     "peft": "finetune",
+    **dict.fromkeys(("jax", "jaxlib", "optax"), "jax"),
 }
 """The extra (pyproject.toml) that installs each optional top-level module."""
 

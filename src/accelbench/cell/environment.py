@@ -17,14 +17,14 @@ _GIB = 2**30
 
 _VERSIONS_OF = (
     *("torch", "torchvision", "triton", "torchao", "timm", "transformers", "accelerate"),
-    *("numpy", "accelbench"),
+    *("jax", "jaxlib", "optax", "numpy", "accelbench"),
 )
 
 
 NUMERIC_ENV = (
     *("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_"),
     *("OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOMP_", "CUBLAS_", "CUDNN_", "PYTORCH_", "TORCH_"),
-    *("TORCHINDUCTOR_", "NVIDIA_TF32_OVERRIDE", "TF32", "UCX_", "FI_"),
+    *("TORCHINDUCTOR_", "XLA_", "JAX_", "NVIDIA_TF32_OVERRIDE", "TF32", "UCX_", "FI_"),
 )
 """Environment variables (names, or prefixes ending in _) that change what a cell measures:
 which devices it sees, how collectives and thread pools behave, torch's and its libraries'

@@ -7,7 +7,7 @@ import os
 import traceback
 from collections.abc import Callable
 
-from accelbench import scenarios, workloads
+from accelbench import engines, scenarios, workloads
 from accelbench.cell.environment import capture, resolve_device
 from accelbench.errors import AccelbenchError, is_oom, missing_extra, one_line
 from accelbench.execution import distributed, interruption, progress
@@ -42,6 +42,9 @@ def run(spec: RunSpec) -> Result:
         scenario, scenarios.ClientScenario
     ):  # a server: nothing to build, place or set here
         return _result(spec, env, lambda: scenario.measure_fn()(spec))
+    engine = engines.get(spec.framework)
+    if engine.measures:  # another framework's engine: its own measure, in one process
+        return _result(spec, env, lambda: engine.measure_fn(spec.scenario)(spec))
     check_supported(spec.precision, env.device_type, env.cuda_capability)
     rank = distributed.join(spec, env.device_type)
 

@@ -45,6 +45,7 @@ from accelbench.report.database import ResultStore
 AXES = (
     "batch_size",
     "precision",
+    "framework",
     "grad_accum",
     "replicas",
     "tensor_parallel",
@@ -98,6 +99,7 @@ def run(
     ] = None,
     batch_size: Annotated[str, _axis("batch_size")] = "8",
     precision: Annotated[str, _axis("precision")] = "fp32",
+    framework: Annotated[str, _axis("framework")] = "torch",
     grad_accum: Annotated[str, _axis("grad_accum")] = "1",
     replicas: Annotated[str, _axis("replicas", "a scaling sweep")] = "1",
     tensor_parallel: Annotated[str, _axis("tensor_parallel")] = "1",

@@ -21,7 +21,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
-from accelbench import scenarios, workloads
+from accelbench import engines, scenarios, workloads
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.scenarios.base import ClientScenario, DeviceScenario, Scenario, Settings
@@ -34,7 +34,8 @@ _ADDED_NAMES = (
     "lr_base_batch warmup_steps diverge_factor threads compile_mode cudnn_benchmark fsdp "
     "fsdp_offload tensor_parallel sequence_parallel prompt_tokens new_tokens endpoint "
     "platform lengths slo_ttft_ms slo_tpot_ms request_timeout_s code_digest api_key_env "
-    "chat burstiness ramp_to_per_s trace power_series lora_rank lora_alpha lora_targets"
+    "chat burstiness ramp_to_per_s trace power_series lora_rank lora_alpha lora_targets "
+    "framework"
 )
 _ADDED_LATER = tuple(_ADDED_NAMES.split())
 """Fields added after the first release, new ones last: left out of a cell's identity while at
@@ -61,6 +62,9 @@ class RunSpec(Frozen):
     workload: str
     """Workload name, as `accelbench list` shows it."""
     scenario: str = Field(default="train", description=SCENARIO_HELP)
+    framework: str = "torch"
+    """The engine that runs the cell: torch, or jax for the workloads and scenarios it has
+    (accelbench/engines), each built from the same config as torch's."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0, le=2**24)
@@ -287,6 +291,7 @@ class RunSpec(Frozen):
                 "--tensor-parallel and --fsdp"
             )
         scenario.rules(self)
+        engines.get(self.framework).check(self)
         if self.pipeline_schedule == "1f1b" and self.grad_accum < self.pipeline_stages:
             raise ValueError(
                 f"1F1B needs at least one micro-batch per stage: give --grad-accum "
@@ -318,6 +323,12 @@ class RunSpec(Frozen):
     @classmethod
     def _known_scenario(cls, name: str) -> str:
         scenarios.get(name)
+        return name
+
+    @field_validator("framework")
+    @classmethod
+    def _known_framework(cls, name: str) -> str:
+        engines.get(name)
         return name
 
     def _given(self, name: str) -> bool:

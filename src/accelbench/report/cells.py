@@ -18,7 +18,7 @@ SHOWN = frozenset(
         *("batch_size", "grad_accum", "replicas", "tensor_parallel", "sequence_parallel"),
         *("pipeline_stages", "nodes", "fsdp", "fsdp_offload", "precision", "compile"),
         *("compile_mode", "inputs_on_device", "cudnn_benchmark", "prompt_tokens", "new_tokens"),
-        *("lengths", "rate_per_s", "device", "platform", "lora_rank"),
+        *("lengths", "rate_per_s", "device", "platform", "lora_rank", "framework"),
     }
 )
 """Spec fields that label(), configuration() and describe() name, or that the platform names
@@ -39,7 +39,8 @@ def label(spec: RunSpec) -> str:
 def configuration(
     spec: RunSpec, *, batch: bool = True, devices: bool = True, replicas: bool = True
 ) -> str:
-    """How the workload ran: micro batch, accumulation, devices, precision, compile and the
+    """How the workload ran: micro batch, accumulation, devices, the framework unless torch,
+    precision, compile and the
     input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
     batch, the devices or only the replicas (and nodes) where a figure's axis or a table's
     column shows them."""
@@ -59,6 +60,7 @@ def configuration(
         parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 and replicas else []
     parts += ["fsdp" + ("+offload" if spec.fsdp_offload else "")] if spec.fsdp else []
     parts += [f"lora r{spec.lora_rank}"] if spec.lora_rank else []
+    parts += [spec.framework] if spec.framework != "torch" else []  # torch: the default
     parts.append(spec.precision)
     if spec.compile:
         mode = spec.compile_mode

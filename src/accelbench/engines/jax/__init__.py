@@ -1,0 +1,55 @@
+"""JAX as an engine: the train scenario of the seeds' small models (tiny_mlp, lenet5 and the
+paper's autoencoder), each of plain jax.numpy and lax with the torch model's layers, shapes and
+parameters (models.py; equal parameter counts, a test), trained by a jitted step with optax's
+optimizer (train.py) and measured by the kit every scenario shares (scenarios/epochs.py): the
+first epoch holds tracing and XLA's compilation, the steady state's delivered rate and interval,
+divergence, energy and the host's activity as for any cell.
+
+This module describes the engine (it imports neither jax nor torch); the registry of engines
+(accelbench/engines) names it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelbench.engines import Framework
+
+if TYPE_CHECKING:
+    from accelbench.records.spec import RunSpec
+
+
+def _rules(spec: RunSpec) -> None:
+    if spec.distributed:
+        raise ValueError(
+            "--framework jax runs one process so far: leave out --replicas, --fsdp, "
+            "--tensor-parallel and --pipeline-stages"
+        )
+    if spec.device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--framework jax runs on cpu or cuda, not {spec.device}")
+    given = [
+        option
+        for option, on in (
+            ("--compile (jax compiles every step)", spec.compile),
+            ("--channels-last", spec.channels_last),
+            ("--data", spec.data is not None),
+            ("--workers", spec.workers != 0),
+            ("--grad-accum", spec.grad_accum > 1),
+            ("--recompute", spec.recompute),
+            ("--lora-rank", spec.lora_rank is not None),
+            ("--model-arg", bool(spec.model_args)),
+        )
+        if on
+    ]
+    if given:
+        raise ValueError(f"--framework jax takes none of these so far: leave out {given[0]}")
+
+
+FRAMEWORK = Framework(
+    name="jax",
+    summary="JAX (jit, optax): training of tiny_mlp, lenet5 and the autoencoder on one device",
+    measures={"train": "accelbench.engines.jax.train:measure"},
+    workloads=("tiny_mlp", "lenet5", "autoencoder"),
+    precisions=("fp32", "bf16", "amp-bf16"),
+    rules=_rules,
+)

@@ -1,0 +1,161 @@
+"""The train scenario under JAX: a jitted step (forward, backward and optax's update, its
+buffers donated) over synthetic host batches made as torch's are (or a few kept on the device,
+with --inputs-on-device), timed by the lagged timer and measured by the shared kit, so its
+record is every training cell's: first epoch apart, steady rate and interval, divergence,
+energy, host activity, and FLOPs from XLA's cost analysis of the compiled step."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import resource
+import time
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from accelbench import workloads
+from accelbench.engines.jax import models
+from accelbench.engines.jax.device import JaxDevice
+from accelbench.errors import one_line
+from accelbench.records.metrics import NO_CPU_PEAK, Flops, Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
+
+log = logging.getLogger(__name__)
+
+DEVICE_BATCHES = 4
+"""Distinct batches cycled with inputs_on_device, as torch's train scenario cycles them."""
+
+
+def measure(spec: RunSpec) -> Metrics:
+    _fit_threads()
+    start = time.perf_counter()
+    device = JaxDevice(spec.device)
+    model = models.MODELS[spec.workload]()
+    params, state = models.init(model.layers, jax.random.key(spec.seed))
+    dtype = jnp.bfloat16 if spec.precision == "bf16" else jnp.float32
+    params = device.put(jax.tree.map(lambda a: a.astype(dtype), params))
+    state = device.put(state)
+    optimizer = _optimizer(spec)
+    opt_state = device.put(optimizer.init(params))
+    compute = jnp.bfloat16 if spec.precision in ("bf16", "amp-bf16") else jnp.float32
+    step = jax.jit(partial(_step, model, optimizer, compute), donate_argnums=(0, 1, 2))
+    rng = np.random.default_rng(spec.seed)
+    batches = _batches(spec, model, rng, device)
+    build_s = time.perf_counter() - start
+
+    timer, raw, losses = device.timer(), Raw(), []
+    for _ in measured_epochs(spec, device, raw):
+        timer.mark()
+        for _ in range(spec.steps_per_epoch):
+            wait_start = time.perf_counter()  # host time making the next batch
+            batch = next(batches)
+            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+            params, opt_state, state, loss = step(params, opt_state, state, batch)
+            losses.append(loss)
+            timer.mark(loss)
+        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+        raw.step_loss += [float(x) for x in jax.device_get(losses)]
+        losses.clear()
+    raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
+    raw.state_gib = sum(a.nbytes for a in jax.tree.leaves((params, opt_state, state))) / 2**30
+    raw.host_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    items = workloads.get(spec.workload)
+    flops = _flops(spec, step, (params, opt_state, state, next(batches)))
+    return build_metrics(
+        spec, items, raw, [], timer=timer.method, build_s=build_s, flops=flops
+    ).model_copy(update={"trainable_params": models.num_params(params)})
+
+
+def _step(
+    model: models.Model,
+    optimizer: Any,
+    compute: Any,
+    params: Any,
+    opt_state: Any,
+    state: Any,
+    batch: dict[str, jax.Array],
+) -> tuple[Any, Any, Any, jax.Array]:
+    """One optimizer step: the loss's gradient in the compute dtype (amp-bf16: bf16 copies of
+    fp32 weights, as autocast computes), then the update."""
+    import optax
+
+    def loss_of(p: Any) -> tuple[jax.Array, Any]:
+        p = jax.tree.map(lambda a: a.astype(compute), p)
+        x = batch["x"].astype(compute)
+        out, new_state = models.apply(model.layers, p, state, x, train=True)
+        return model.loss(out, batch), new_state
+
+    (loss, new_state), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, new_state, loss
+
+
+def _optimizer(spec: RunSpec) -> Any:
+    """torch's: SGD with momentum 0.9, or AdamW with torch's weight decay (0.01), at the scaled
+    learning rate, after the same linear warm-up."""
+    import optax
+
+    warmup = spec.warmup_steps
+
+    def lr(count: jax.Array) -> jax.Array:
+        ramp = jnp.minimum(1.0, (count + 1) / warmup) if warmup else jnp.ones(())
+        return spec.scaled_lr * ramp
+
+    if spec.optimizer == "adamw":
+        return optax.adamw(lr, weight_decay=0.01)
+    return optax.sgd(lr, momentum=0.9)
+
+
+def _batches(
+    spec: RunSpec, model: models.Model, rng: np.random.Generator, device: JaxDevice
+) -> Iterator[dict[str, Any]]:
+    """Host batches made for each step (the jitted step copies them over), or with
+    inputs_on_device a few put on the device once and cycled."""
+    if spec.inputs_on_device:
+        pool = [device.put(model.sample(rng, spec.batch_size)) for _ in range(DEVICE_BATCHES)]
+        return itertools.cycle(pool)
+    return (model.sample(rng, spec.batch_size) for _ in itertools.count())
+
+
+def _flops(spec: RunSpec, step: Any, args: tuple[Any, ...]) -> Flops | None:
+    """FLOPs of one item's step from XLA's cost analysis of the step as traced (forward,
+    backward and the optimizer's update, elementwise work included, which torch's counter
+    leaves out); read from the lowered step, since compiling it again would cost as long as
+    the first step did."""
+    try:
+        cost = step.lower(*args).cost_analysis()
+        cost = cost[0] if isinstance(cost, list) else cost
+        per_step = float(cost["flops"])
+    except Exception as exc:  # a backend without a cost model must not cost the measurement
+        log.warning("XLA's FLOPs not read: %s", one_line(exc))
+        return None
+    if per_step <= 0:
+        return None
+    return Flops(
+        per_item=per_step / spec.batch_size,
+        peak_per_s=None,
+        peak_source=NO_CPU_PEAK if spec.device == "cpu" else "no peak for JAX devices yet",
+    )
+
+
+def _fit_threads() -> None:
+    """XLA's CPU client sizes its thread pool by the CPUs this process may run on: hold it to
+    the threads the cell was given (torch's, set by the cell from --threads or the host's free
+    CPUs) by running on that many of the least busy CPUs."""
+    import psutil
+    import torch
+
+    allowed = sorted(os.sched_getaffinity(0))
+    threads = torch.get_num_threads()
+    if threads >= len(allowed):
+        return
+    busy = psutil.cpu_percent(interval=0.1, percpu=True)
+    quiet = sorted(allowed, key=lambda cpu: busy[cpu] if cpu < len(busy) else 0.0)
+    os.sched_setaffinity(0, quiet[:threads])

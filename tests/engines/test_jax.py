@@ -1,0 +1,132 @@
+"""JAX as a second engine behind the seam: the same models as torch's (parameters, layers),
+cells measured and stored as torch's are, refusals in one line, and keys of torch cells kept."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench import engines
+from accelbench.cli import app
+from accelbench.errors import missing_extra
+from accelbench.records.spec import RunSpec
+from accelbench.report.database import ResultStore
+
+if importlib.util.find_spec("jax") is None:
+    pytest.skip("the [jax] extra is not installed", allow_module_level=True)
+
+QUICK = ["--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--device", "cpu"]
+
+MODELS = """
+import json, jax, jax.numpy as jnp, numpy as np, torch
+from accelbench import workloads
+from accelbench.engines.jax import models
+found = {"params": {}}
+for name in models.MODELS:
+    params, _ = models.init(models.MODELS[name]().layers, jax.random.key(0))
+    built = workloads.get(name).build_model()
+    found["params"][name] = [models.num_params(params), sum(p.numel() for p in built.parameters())]
+rng = np.random.default_rng(0)
+w = rng.standard_normal((8, 5, 4, 4)).astype(np.float32)  # torch's (in, out, k, k)
+x = rng.standard_normal((2, 8, 7, 7)).astype(np.float32)
+ours, _ = models._apply(("up", 8, 5), {"w": jnp.asarray(w)}, {}, jnp.asarray(x), True)
+theirs = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2, padding=1)
+found["transposed_max_error"] = float(np.abs(np.asarray(ours) - theirs.numpy()).max())
+layer = ("conv", 96, 96, 3, 1, 1, False)
+params, _ = models._init(layer, jax.random.key(0))
+step = jax.jit(lambda p, x: models._apply(layer, p, {}, x, True)[0])
+found["conv_flops"] = step.lower(params, jnp.zeros((1, 96, 14, 14))).cost_analysis()["flops"]
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def built() -> dict[str, object]:
+    """The models built and run in a process of their own: JAX starts threads, and the suite's
+    processes fork cells after this."""
+    done = subprocess.run([sys.executable, "-c", MODELS], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, object] = json.loads(done.stdout)
+    return found
+
+
+@pytest.mark.parametrize("name", ["tiny_mlp", "lenet5", "autoencoder"])
+def test_each_model_has_the_torch_models_parameters(built: dict, name: str) -> None:
+    ours, torchs = built["params"][name]
+    assert ours == torchs
+
+
+def test_a_transposed_convolution_is_torchs_with_the_same_weights(built: dict) -> None:
+    assert built["transposed_max_error"] < 1e-4
+
+
+def test_xla_counts_no_multiplication_by_the_padding_where_torch_does(built: dict) -> None:
+    # A 3x3 convolution, padding 1, on 14x14: a row of outputs touches 3 * 14 - 2 = 40 input
+    # taps, torch counts 3 * 14 = 42 (its formula takes every tap); so does XLA's cost model.
+    torch_count = 2 * 96 * 96 * 9 * 14 * 14
+    assert built["conv_flops"] == pytest.approx(torch_count * (40 / 42) ** 2)
+
+
+def test_torch_and_jax_cells_run_side_by_side_and_are_stored_alike(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "tiny_mlp,lenet5", "--framework", "torch,jax", "--batch-size", "4", *QUICK]
+    done = CliRunner().invoke(app, [*args, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    found = {(r.spec.workload, r.spec.framework): r for r in ResultStore(db).query()}
+    assert set(found) == {(w, f) for w in ("tiny_mlp", "lenet5") for f in ("torch", "jax")}
+    for result in found.values():
+        m = result.metrics
+        assert result.status == "ok" and m is not None, result.reason
+        # The headline reproduces from the stored steady epochs, as a torch cell's does.
+        steady = [e for e in m.epochs if e.index > m.steady_from_step // 6]
+        assert m.delivered.num_items == sum(e.num_items for e in steady)
+        assert m.items_per_s == pytest.approx(m.delivered.num_items / m.delivered.time_s)
+        assert len(m.step_ms) == len(m.loss) == 12 and m.first_step_ms == m.step_ms[0]
+        assert m.flops is not None and m.flops.per_item > 0
+    jax_cell, torch_cell = found["lenet5", "jax"], found["lenet5", "torch"]
+    assert jax_cell.env.versions.get("jax") and jax_cell.metrics is not None
+    assert torch_cell.metrics is not None and torch_cell.metrics.flops is not None
+    assert jax_cell.metrics.trainable_params == torch_cell.metrics.trainable_params == 61_706
+    # XLA's count of LeNet-5's step is torch's within 5% (elementwise work and the update).
+    assert jax_cell.metrics.flops is not None
+    ratio = jax_cell.metrics.flops.per_item / torch_cell.metrics.flops.per_item
+    assert 1.0 <= ratio <= 1.05
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lenet5", "--framework", "jax", "--scenario", "infer"], "measures train, not infer"),
+        (["resnet50", "--framework", "jax"], "builds tiny_mlp, lenet5, autoencoder"),
+        (["lenet5", "--framework", "jax", "--precision", "fp16"], "not fp16"),
+        (["lenet5", "--framework", "jax", "--replicas", "2"], "runs one process so far"),
+        (["lenet5", "--framework", "jax", "--compile"], "leave out --compile"),
+        (["lenet5", "--framework", "mxnet"], "unknown framework 'mxnet'"),
+    ],
+)
+def test_a_cell_jax_cannot_run_is_refused_in_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = CliRunner().invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
+    assert done.exit_code == 2, done.output
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_a_framework_not_installed_names_its_extra() -> None:
+    for module in ("jax", "optax"):
+        line = missing_extra(ModuleNotFoundError(name=module))
+        assert line == f"needs {module}: pip install 'accelbench[jax]'"
+
+
+def test_a_torch_cells_key_does_not_change() -> None:
+    spec = RunSpec(workload="tiny_mlp", batch_size=4, device="cpu")
+    assert "framework" not in spec.identity()
+    assert "framework" in spec.model_copy(update={"framework": "jax"}).identity()
+    assert engines.names() == ["torch", "jax"]
