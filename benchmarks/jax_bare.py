@@ -35,7 +35,7 @@ def accelbench_rate(spec: RunSpec) -> float:
 def bare_rate(spec: RunSpec) -> float:
     """The loop a person would write by hand: jit the step, run epochs, wait at their ends."""
     model = models.MODELS[spec.workload]()
-    params, state = models.init(model.layers, jax.random.key(spec.seed))
+    params, state = model.init(jax.random.key(spec.seed))
     optimizer = jax_train._optimizer(spec)
     opt_state = optimizer.init(params)
     step = jax.jit(

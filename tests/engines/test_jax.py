@@ -28,9 +28,10 @@ import json, jax, jax.numpy as jnp, numpy as np, torch
 from accelbench import workloads
 from accelbench.engines.jax import models
 found = {"params": {}}
-for name in models.MODELS:
-    params, _ = models.init(models.MODELS[name]().layers, jax.random.key(0))
-    built = workloads.get(name).build_model()
+for name in models.MODELS:  # shapes only: no weights made, Llama 3.1 8B included
+    params, _ = jax.eval_shape(models.MODELS[name]().init, jax.random.key(0))
+    with torch.device("meta"):
+        built = workloads.get(name).build_model()
     found["params"][name] = [models.num_params(params), sum(p.numel() for p in built.parameters())]
 rng = np.random.default_rng(0)
 w = rng.standard_normal((8, 5, 4, 4)).astype(np.float32)  # torch's (in, out, k, k)
@@ -56,7 +57,13 @@ def built() -> dict[str, object]:
     return found
 
 
-@pytest.mark.parametrize("name", ["tiny_mlp", "lenet5", "autoencoder"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("tiny_mlp", "lenet5", "autoencoder"),
+        *("llama3_tiny", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b"),
+    ],
+)
 def test_each_model_has_the_torch_models_parameters(built: dict, name: str) -> None:
     ours, torchs = built["params"][name]
     assert ours == torchs
@@ -75,11 +82,13 @@ def test_xla_counts_no_multiplication_by_the_padding_where_torch_does(built: dic
 
 def test_torch_and_jax_cells_run_side_by_side_and_are_stored_alike(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
-    args = ["run", "tiny_mlp,lenet5", "--framework", "torch,jax", "--batch-size", "4", *QUICK]
+    args = ["run", "tiny_mlp,lenet5,llama3_tiny", "--framework", "torch,jax", "--batch-size", "4"]
+    args += QUICK
     done = CliRunner().invoke(app, [*args, "--db", str(db)])
     assert done.exit_code == 0, done.output
     found = {(r.spec.workload, r.spec.framework): r for r in ResultStore(db).query()}
-    assert set(found) == {(w, f) for w in ("tiny_mlp", "lenet5") for f in ("torch", "jax")}
+    names = ("tiny_mlp", "lenet5", "llama3_tiny")
+    assert set(found) == {(w, f) for w in names for f in ("torch", "jax")}
     for result in found.values():
         m = result.metrics
         assert result.status == "ok" and m is not None, result.reason
@@ -97,6 +106,13 @@ def test_torch_and_jax_cells_run_side_by_side_and_are_stored_alike(tmp_path: Pat
     assert jax_cell.metrics.flops is not None
     ratio = jax_cell.metrics.flops.per_item / torch_cell.metrics.flops.per_item
     assert 1.0 <= ratio <= 1.05
+    # The decoder: tokens as torch's, the same formula's FLOPs, XLA's count within 5%.
+    jax_llm, torch_llm = (found["llama3_tiny", f].metrics for f in ("jax", "torch"))
+    assert jax_llm is not None and torch_llm is not None
+    assert jax_llm.tokens_per_item == torch_llm.tokens_per_item == 64
+    assert jax_llm.flops is not None and torch_llm.flops is not None
+    assert jax_llm.flops.analytic_per_item == torch_llm.flops.analytic_per_item
+    assert jax_llm.flops.per_item == pytest.approx(torch_llm.flops.per_item, rel=0.05)
 
 
 @pytest.mark.parametrize(

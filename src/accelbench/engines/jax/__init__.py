@@ -1,6 +1,7 @@
 """JAX as an engine: the train scenario of the seeds' small models (tiny_mlp, lenet5 and the
-paper's autoencoder), each of plain jax.numpy and lax with the torch model's layers, shapes and
-parameters (models.py; equal parameter counts, a test), trained by a jitted step with optax's
+paper's autoencoder) and Llama 3's shapes (llama3_tiny, 3.2 1B and 3B, 3.1 8B), each of plain
+jax.numpy and lax with the torch model's layers, shapes and parameters (models.py, decoder.py;
+equal parameter counts, a test), trained by a jitted step with optax's
 optimizer (train.py) and measured by the kit every scenario shares (scenarios/epochs.py): the
 first epoch holds tracing and XLA's compilation, the steady state's delivered rate and interval,
 divergence, energy and the host's activity as for any cell.
@@ -47,9 +48,12 @@ def _rules(spec: RunSpec) -> None:
 
 FRAMEWORK = Framework(
     name="jax",
-    summary="JAX (jit, optax): training of tiny_mlp, lenet5 and the autoencoder on one device",
+    summary="JAX (jit, optax): training of the seeds' small models and Llama 3 on one device",
     measures={"train": "accelbench.engines.jax.train:measure"},
-    workloads=("tiny_mlp", "lenet5", "autoencoder"),
+    workloads=(
+        *("tiny_mlp", "lenet5", "autoencoder"),
+        *("llama3_tiny", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b"),
+    ),
     precisions=("fp32", "bf16", "amp-bf16"),
     rules=_rules,
 )

@@ -21,6 +21,8 @@ from jax import lax
 
 from accelbench.workloads.autoencoder import BLOCKS_PER_STAGE, BOTTLENECK_CHANNELS, WIDTHS
 
+LLAMAS = ("llama3_tiny", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b")
+"""The Llama-shaped decoders (decoder.py), by the torch workloads' names."""
 Layer = tuple[Any, ...]
 """("conv", c_in, c_out, kernel, stride, padding, bias), ("up", c_in, c_out) (a transposed
 4x4 convolution, stride 2, padding 1: twice the height and width), ("bn", channels),
@@ -32,11 +34,43 @@ BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # torch's BatchNorm2d defaults
 
 @dataclass(frozen=True)
 class Model:
-    layers: list[Layer]
+    init: Callable[[jax.Array], tuple[Any, Any]]
+    """Parameters and state (batch norm's running statistics) from a random key."""
+    apply: Callable[[Any, Any, jax.Array, bool], tuple[jax.Array, Any]]
+    """(params, state, inputs, training) -> (output, state after it)."""
     sample: Callable[[np.random.Generator, int], dict[str, np.ndarray]]
     """A host batch of `n` synthetic items, as the torch workload's synthetic records are."""
     loss: Callable[[jax.Array, dict[str, jax.Array]], jax.Array]
     """The scalar loss of the model's output on a batch."""
+    item_unit: str = "images"
+    tokens_per_item: int | None = None
+    analytic_flops: Callable[[bool], float] | None = None
+    """FLOPs of one item by the published formula the torch workload uses; None: none."""
+
+
+def layered(
+    layers: list[Layer],
+    sample: Callable[[np.random.Generator, int], dict[str, np.ndarray]],
+    loss: Callable[[jax.Array, dict[str, jax.Array]], jax.Array],
+    item_unit: str = "images",
+) -> Model:
+    """A model that is a list of layers, walked by init() and apply()."""
+    return Model(partial(init, layers), partial(apply, layers), sample, loss, item_unit)
+
+
+def _llama(name: str) -> Model:
+    from accelbench.engines.jax import decoder
+
+    c = decoder.config(name)
+    return Model(
+        init=lambda key: (decoder.init(c, key), {}),
+        apply=lambda params, state, ids, train: (decoder.logits(c, params, ids), state),
+        sample=partial(decoder.sample, c),
+        loss=decoder.next_token_loss,
+        item_unit="sequences",
+        tokens_per_item=c.seq_len,
+        analytic_flops=partial(decoder.analytic_flops, c),
+    )
 
 
 def _images(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
@@ -96,10 +130,10 @@ def _autoencoder() -> list[Layer]:
 
 
 MODELS: dict[str, Callable[[], Model]] = {
-    "tiny_mlp": lambda: Model(
-        [("dense", 64, 128), ("relu",), ("dense", 128, 10)], _features, _cross_entropy
+    "tiny_mlp": lambda: layered(
+        [("dense", 64, 128), ("relu",), ("dense", 128, 10)], _features, _cross_entropy, "samples"
     ),
-    "lenet5": lambda: Model(
+    "lenet5": lambda: layered(
         [
             ("conv", 1, 6, 5, 1, 2, True),
             ("relu",),
@@ -117,7 +151,8 @@ MODELS: dict[str, Callable[[], Model]] = {
         _images,
         _cross_entropy,
     ),
-    "autoencoder": lambda: Model(_autoencoder(), _images, _reconstruction),
+    "autoencoder": lambda: layered(_autoencoder(), _images, _reconstruction),
+    **{name: partial(_llama, name) for name in LLAMAS},
 }
 
 

@@ -19,10 +19,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accelbench import workloads
 from accelbench.engines.jax import models
 from accelbench.engines.jax.device import JaxDevice
 from accelbench.errors import one_line
+from accelbench.execution import efficiency
 from accelbench.records.metrics import NO_CPU_PEAK, Flops, Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
@@ -38,7 +38,7 @@ def measure(spec: RunSpec) -> Metrics:
     start = time.perf_counter()
     device = JaxDevice(spec.device)
     model = models.MODELS[spec.workload]()
-    params, state = models.init(model.layers, jax.random.key(spec.seed))
+    params, state = model.init(jax.random.key(spec.seed))
     dtype = jnp.bfloat16 if spec.precision == "bf16" else jnp.float32
     params = device.put(jax.tree.map(lambda a: a.astype(dtype), params))
     state = device.put(state)
@@ -66,10 +66,9 @@ def measure(spec: RunSpec) -> Metrics:
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves((params, opt_state, state))) / 2**30
     raw.host_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-    items = workloads.get(spec.workload)
-    flops = _flops(spec, step, (params, opt_state, state, next(batches)))
+    flops = _flops(spec, model, device, step, (params, opt_state, state, next(batches)))
     return build_metrics(
-        spec, items, raw, [], timer=timer.method, build_s=build_s, flops=flops
+        spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops
     ).model_copy(update={"trainable_params": models.num_params(params)})
 
 
@@ -88,8 +87,9 @@ def _step(
 
     def loss_of(p: Any) -> tuple[jax.Array, Any]:
         p = jax.tree.map(lambda a: a.astype(compute), p)
-        x = batch["x"].astype(compute)
-        out, new_state = models.apply(model.layers, p, state, x, train=True)
+        x = batch["x"]  # images and features in the compute dtype, token ids as they are
+        x = x.astype(compute) if jnp.issubdtype(x.dtype, jnp.floating) else x
+        out, new_state = model.apply(p, state, x, True)
         return model.loss(out, batch), new_state
 
     (loss, new_state), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
@@ -124,7 +124,9 @@ def _batches(
     return (model.sample(rng, spec.batch_size) for _ in itertools.count())
 
 
-def _flops(spec: RunSpec, step: Any, args: tuple[Any, ...]) -> Flops | None:
+def _flops(
+    spec: RunSpec, model: models.Model, device: JaxDevice, step: Any, args: tuple[Any, ...]
+) -> Flops | None:
     """FLOPs of one item's step from XLA's cost analysis of the step as traced (forward,
     backward and the optimizer's update, elementwise work included, which torch's counter
     leaves out); read from the lowered step, since compiling it again would cost as long as
@@ -138,10 +140,16 @@ def _flops(spec: RunSpec, step: Any, args: tuple[Any, ...]) -> Flops | None:
         return None
     if per_step <= 0:
         return None
+    peak: tuple[float | None, str] = (None, NO_CPU_PEAK)
+    if device.type != "cpu":
+        name = device.device.device_kind  # the name torch gives it too
+        peak = efficiency.datasheet_peak(name, spec.precision) or (None, f"no datasheet for {name}")
+    formula = model.analytic_flops
     return Flops(
         per_item=per_step / spec.batch_size,
-        peak_per_s=None,
-        peak_source=NO_CPU_PEAK if spec.device == "cpu" else "no peak for JAX devices yet",
+        analytic_per_item=formula(True) if formula else None,
+        peak_per_s=peak[0],
+        peak_source=peak[1],
     )
 
 
