@@ -55,6 +55,7 @@ COMMANDS = {
     "compare --by batch_size": ["compare", "--by", "batch_size"],
     "roofline": ["roofline"],
     "recommend WORKLOAD": ["recommend", "WORKLOAD"],
+    "history": ["history"],
 }
 IMPORTS = {"import (json)": "json", "import (jsonl)": "jsonl"}
 """Each size's export, made untimed, imported into a new SQLite database."""

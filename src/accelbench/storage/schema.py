@@ -99,6 +99,16 @@ class Dialect:
     conditions: str
     """Out of the JSON record, as one JSON array: the spec and what names the platform in a
     key (the environment's host name, device type, devices and torch version), for compare."""
+    software: str
+    """Out of the JSON record, as one JSON array: the environment's package versions, driver,
+    CUDA and cuDNN versions, OS, Python, threads and numeric variables, for history."""
+
+
+SOFTWARE = (
+    *("versions", "driver_version", "cuda_version", "cudnn_version", "os", "python"),
+    *("torch_num_threads", "env_vars"),
+)
+"""The environment's fields Dialect.software takes out, in its order."""
 
 
 SQLITE = Dialect(
@@ -107,6 +117,7 @@ SQLITE = Dialect(
     "?",
     "json_extract(record, '$.spec', '$.env.hostname', '$.env.device_type', '$.env.devices', "
     "'$.env.versions.torch')",
+    f"json_extract(record, {', '.join(repr(f'$.env.{f}') for f in SOFTWARE)})",
 )
 
 
@@ -116,6 +127,9 @@ POSTGRES = Dialect(
     "%s",
     "(SELECT jsonb_build_array(r -> 'spec', r #> '{env,hostname}', r #> '{env,device_type}', "
     "r #> '{env,devices}', r #> '{env,versions,torch}') FROM (SELECT record::jsonb AS r) AS j)::text",
+    "(SELECT jsonb_build_array("
+    + ", ".join(f"r #> '{{env,{f}}}'" for f in SOFTWARE)
+    + ") FROM (SELECT record::jsonb AS r) AS j)::text",
 )
 
 

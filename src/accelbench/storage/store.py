@@ -234,14 +234,21 @@ class Store:
         yield from ((key, text) for key, text, _ in rows)
 
     def conditions(
-        self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        software: bool = False,
     ) -> Iterator[tuple[str, str, str | None, str]] | None:
-        """query()'s results as (created_at, key, listing, schema.Dialect.conditions' JSON) a
-        batch at a time, without reading a record whole; None where the schema is not this
-        accelbench's (its records may be of another form: read them)."""
+        """query()'s results as (created_at, key, listing, schema.Dialect.conditions' JSON, or
+        with `software` Dialect.software's) a batch at a time, without reading a record whole;
+        None where the schema is not this accelbench's (its records may be of another form:
+        read them)."""
         if self._version() != schema.SCHEMA_VERSION:
             return None
-        columns = f"created_at, key, listing, {self.dialect.conditions}"
+        taken = self.dialect.software if software else self.dialect.conditions
+        columns = f"created_at, key, listing, {taken}"
         return self._rows(columns, (workload, platform, status), 1000)
 
     def briefs(

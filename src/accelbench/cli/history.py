@@ -1,0 +1,78 @@
+"""The command that follows cells over time: history, and its gate for nightly runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from accelbench.analysis.history import regression
+from accelbench.cli.app import (
+    DbsOption,
+    PlatformFilter,
+    WorkloadFilter,
+    app,
+    check_filters,
+    console,
+)
+from accelbench.errors import AccelbenchError
+from accelbench.report import history
+
+
+def _threshold(text: str | None) -> float | None:
+    """--fail-on regression[:PCT] as the percentage (0 for any significant regression)."""
+    if text is None:
+        return None
+    kind, _, pct = text.partition(":")
+    try:
+        value = float(pct.rstrip("%")) if pct else 0.0
+    except ValueError:
+        value = -1.0
+    if kind != "regression" or not 0 <= value < 100:
+        raise AccelbenchError(
+            f"--fail-on {text!r}: give regression or regression:PCT, PCT a percentage such as 5"
+        )
+    return value
+
+
+@app.command("history")
+def history_command(
+    workload: WorkloadFilter = None,
+    platform: PlatformFilter = None,
+    host: Annotated[str | None, typer.Option(help="Only runs on this host.")] = None,
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            help="regression or regression:PCT: exit 1 when a cell's newest change point is a "
+            "significant slowdown (larger than PCT percent): the gate of a nightly run.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str, typer.Option("--format", help="table or json (one document, docs/formats.md).")
+    ] = "table",
+    db: DbsOption = None,
+) -> None:
+    """Each cell's runs on each host over time, the change points in them with their size and
+    interval, and the software that changed there (docs/history.md). Run the same cells again
+    with `run --force` (each run a new point) to make a history."""
+    check_filters(workload, platform, None)
+    pct = _threshold(fail_on)
+    if fmt not in ("table", "json"):
+        raise AccelbenchError(f"--format {fmt!r}: give table or json")
+    found = history.series(db, workload=workload, platform=platform, host=host)
+    if fmt == "json":
+        json.dump(history.document(found), sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    elif not found:
+        console.print("no stored results match")
+    for line in history.lines(found) if fmt == "table" else []:
+        console.print(line, markup=False, highlight=False)
+    if pct is None:
+        return
+    slower = [(s, c) for s in found if (c := regression(s.changes, pct)) is not None]
+    for s, change in slower:
+        print(f"regression: {s.name}: {change.text()}: {change.cause}", file=sys.stderr)
+    if slower:
+        raise typer.Exit(1)

@@ -1,0 +1,148 @@
+"""`accelbench history`: each cell's runs on each host over time, read from their listings and
+the software the database takes out of each record (schema.Dialect.software), so that no record
+is read whole; its change points (analysis.history), its lines and its JSON answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from accelbench.analysis import history
+from accelbench.records.result import Result
+from accelbench.report import listing
+from accelbench.report.database import ResultStore
+from accelbench.report.listing import Listing
+from accelbench.storage.schema import SOFTWARE
+from accelbench.storage.several import merged, open_all
+
+FORMAT = "accelbench-history"
+VERSION = 1
+"""The JSON answer's name and version (docs/formats.md)."""
+_READ = ("words", "platform", "hostname", "fleet_cell", "items_per_s", "flags", "unit")
+"""What a run of a series is read as: fleet_cell is its cell without the platform, whose key
+holds the torch version, so that a series runs through an upgrade."""
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str
+    """The cell in words, its platform and host."""
+    host: str
+    unit: str
+    points: list[history.Point]
+    changes: list[history.Change]
+
+
+def series(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    host: str | None = None,
+) -> list[Series]:
+    """The ok runs of the selected cells, each cell on each host a series in time order, with
+    its change points."""
+    grouped: dict[tuple[str, str, str], tuple[str, str, list[history.Point]]] = {}
+    for at, row, software in _rows(wheres, workload, platform):
+        words, name_platform, hostname, cell, rate, flags, unit = row
+        if (host is not None and hostname != host) or not rate:
+            continue
+        name = f"{words} on {name_platform}, {hostname}"  # its first run's: repeat 0
+        group = (cell, name_platform, hostname)
+        _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
+        points.append(history.Point(at, "", rate, bool(flags), software))
+    return [
+        Series(name, hostname, unit, points, history.changes(points))
+        for (_, _, hostname), (name, unit, points) in sorted(grouped.items(), key=lambda g: g[1][0])
+    ]
+
+
+def _rows(
+    wheres: Sequence[Path | str] | None, workload: str | None, platform: str | None
+) -> Iterator[tuple[datetime, list[Any], dict[str, str]]]:
+    """(when, the listing's _READ fields, the software) of each ok run, oldest first, each once
+    over the databases; a database of another schema, or a row whose listing other code made,
+    from its record."""
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, ResultStore)
+        found: list[Iterator[tuple[str, str, str | None, str | Result, ResultStore]]] = []
+        for store in stores:
+            rows = store.conditions(
+                workload=workload, platform=platform, status="ok", software=True
+            )
+            found.append(((at, key, text, taken, store) for at, key, text, taken in rows or ()))
+            if rows is None:  # of another schema: its records say
+                records = store.query(workload=workload, platform=platform, status="ok")
+                found[-1] = ((r.created_at.isoformat(), r.key, None, r, store) for r in records)
+        for at, key, text, taken, store in merged(found, lambda r: r[0], lambda r: r[1]):
+            row = None if text is None else Listing.read(text, _READ)
+            if row is None or isinstance(taken, Result):
+                result = taken if isinstance(taken, Result) else store.records([key])[0]
+                made = listing.of(result)
+                row = [getattr(made, name) for name in _READ]
+                yield result.created_at, row, _software_of(result)
+            else:
+                yield datetime.fromisoformat(at), row, _software(json.loads(taken))
+
+
+def _software(taken: list[Any]) -> dict[str, str]:
+    parts = dict(zip(SOFTWARE, taken, strict=True))
+    versions, env_vars = parts.pop("versions"), parts.pop("env_vars")
+    return history.software(versions, parts, env_vars or {})
+
+
+def _software_of(result: Result) -> dict[str, str]:
+    env = result.env.model_dump(mode="json")
+    return _software([env.get(name) for name in SOFTWARE])
+
+
+def lines(found: Sequence[Series]) -> list[str]:
+    """Each series' runs and change points in words."""
+    out = []
+    for s in found:
+        used = sum(not p.flagged for p in s.points)
+        out.append(f"{s.name}: {len(s.points)} runs ({len(s.points) - used} flagged, not used)")
+        if not s.changes:
+            out.append("  no change point")
+        for change in s.changes:
+            before, after = s.points[change.index - 1], s.points[change.index]
+            out.append(
+                f"  change {change.text()} between {before.at:%Y-%m-%d %H:%M} and "
+                f"{after.at:%Y-%m-%d %H:%M} (p={change.p:.1g}): {change.cause}"
+            )
+    return out
+
+
+def document(found: Sequence[Series]) -> dict[str, Any]:
+    """The JSON answer: each series' runs and change points."""
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "series": [
+            {
+                "cell": s.name,
+                "host": s.host,
+                "unit": s.unit,
+                "runs": [
+                    {"at": p.at.isoformat(), "value": p.value, "flagged": p.flagged}
+                    for p in s.points
+                ],
+                "changes": [
+                    {
+                        "at": s.points[c.index].at.isoformat(),
+                        "pct": c.pct,
+                        "interval_pct": [c.low_pct, c.high_pct],
+                        "p": c.p,
+                        "moved": {k: list(v) for k, v in c.moved.items()},
+                    }
+                    for c in s.changes
+                ],
+            }
+            for s in found
+        ],
+    }

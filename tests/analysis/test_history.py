@@ -1,0 +1,136 @@
+"""Change points of a cell's history on constructed series: a planted step found where it is and
+its size within its interval, no change in noise alone, flagged runs never used, the software
+that moved named, and the gate; then through the command on a database of stored runs."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.analysis import history
+from accelbench.cell.runner import run
+from accelbench.cli import app
+from accelbench.records.result import Result
+from accelbench.report.database import ResultStore
+
+from ..conftest import tiny, with_rate
+
+START = datetime(2026, 11, 1, tzinfo=UTC)
+OLD, NEW = {"torch": "2.13.0", "driver": "580.65"}, {"torch": "2.14.1", "driver": "580.65"}
+
+
+def series(
+    n: int, step_at: int | None = None, step: float = -0.08, noise: float = 0.03, seed: int = 0
+) -> list[history.Point]:
+    """n nightly runs of 100/s with `noise` (relative), `step` from run `step_at` on, where the
+    torch version also changes."""
+    rng = random.Random(seed)
+    points = []
+    for i in range(n):
+        after = step_at is not None and i >= step_at
+        value = 100 * (1 + (step if after else 0)) * (1 + rng.gauss(0, noise))
+        points.append(
+            history.Point(START + timedelta(days=i), str(i), value, False, NEW if after else OLD)
+        )
+    return points
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_planted_step_is_found_where_it_is_with_its_size_in_its_interval(seed: int) -> None:
+    (change,) = history.changes(series(60, step_at=30, seed=seed))
+    assert abs(change.index - 30) <= 1
+    assert change.low_pct <= -8 <= change.high_pct and change.pct < 0
+    assert change.moved == {"torch": ("2.13.0", "2.14.1")}
+    assert change.cause == "torch 2.13.0 -> 2.14.1"
+
+
+def test_noise_alone_gives_no_change() -> None:
+    assert not any(history.changes(series(200, seed=seed)) for seed in range(10))
+
+
+def test_flagged_runs_are_never_used_to_find_a_change() -> None:
+    points = series(40, seed=3)
+    values = [0.7 * p.value if i >= 20 else p.value for i, p in enumerate(points)]
+    flagged = [
+        history.Point(p.at, p.key, v, i >= 20, p.software)
+        for i, (p, v) in enumerate(zip(points, values, strict=True))
+    ]
+    assert history.changes(flagged) == []  # the slow half was flagged (contended, say)
+    unflagged = [
+        history.Point(p.at, p.key, v, False, p.software)
+        for p, v in zip(points, values, strict=True)
+    ]
+    (change,) = history.changes(unflagged)
+    assert change.index == 20 and change.pct == pytest.approx(-30, abs=3)
+
+
+def test_a_change_with_no_software_moved_says_so() -> None:
+    points = [history.Point(p.at, p.key, p.value, False, OLD) for p in series(60, 30, seed=4)]
+    (change,) = history.changes(points)
+    assert change.cause == "no captured software changed: hardware or configuration"
+
+
+def test_the_gate_fails_on_the_newest_change_only_when_it_is_a_large_slowdown() -> None:
+    (slower,) = history.changes(series(60, step_at=30, seed=0))
+    assert history.regression([slower], 5) is slower
+    assert history.regression([slower], 10) is None  # -8% is within 10%
+    (faster,) = history.changes(series(60, step_at=30, step=0.08, seed=0))
+    assert history.regression([faster], 0) is None
+    assert history.regression([slower, faster], 0) is None  # the newest is what counts
+
+
+@pytest.fixture(scope="module")
+def nightly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database of 30 nightly runs of one measured cell: from the 16th, 8% slower and under
+    another torch version (its stored environment says so), the 5th flagged noisy."""
+    db = tmp_path_factory.mktemp("history") / "r.sqlite"
+    measured = run(tiny())
+    assert measured.status == "ok", measured.reason
+    rng = random.Random(0)
+    with ResultStore(db) as store:
+        for night in range(30):
+            after = night >= 15
+            env = measured.env.model_copy(
+                update={
+                    "versions": measured.env.versions
+                    | {"torch": "2.15.0" if after else measured.env.versions["torch"]}
+                }
+            )
+            spec = measured.spec.model_copy(update={"repeat": night})
+            rate = 1000 * (0.92 if after else 1.0) * (1 + rng.gauss(0, 0.02))
+            one = with_rate(Result.new(spec, env, "ok", metrics=measured.metrics), rate)
+            if night == 4:  # a noisy night at half speed: flagged, never used
+                one = with_rate(one, rate / 2, spread=0.5)
+            store.put(one.model_copy(update={"created_at": START + timedelta(days=night)}))
+    return db
+
+
+def test_history_finds_and_attributes_a_slowdown_and_the_gate_fails(nightly: Path) -> None:
+    done = CliRunner().invoke(app, ["history", "--db", str(nightly)])
+    assert done.exit_code == 0, done.output
+    assert "tiny_mlp bs=4 fp32 on" in done.stdout and "30 runs (1 flagged" in done.stdout
+    assert (
+        "between 2026-11-15" in done.stdout and "torch" in done.stdout and "2.15.0" in done.stdout
+    )
+    gate = CliRunner().invoke(app, ["history", "--db", str(nightly), "--fail-on", "regression:5"])
+    assert gate.exit_code == 1 and "regression: tiny_mlp" in gate.stderr
+    lenient = ["history", "--db", str(nightly), "--fail-on", "regression:20"]
+    assert CliRunner().invoke(app, lenient).exit_code == 0
+    answer = CliRunner().invoke(app, ["history", "--db", str(nightly), "--format", "json"])
+    document = json.loads(answer.stdout)
+    assert document["format"] == "accelbench-history" and document["version"] == 1
+    (cell,) = document["series"]
+    (change,) = cell["changes"]
+    assert change["at"].startswith("2026-11-16") and change["moved"]["torch"][1] == "2.15.0"
+    assert change["interval_pct"][0] <= -8 <= change["interval_pct"][1]
+
+
+@pytest.mark.parametrize("given", ["slower", "regression:abc", "regression:150"])
+def test_a_bad_gate_is_one_line(nightly: Path, given: str) -> None:
+    done = CliRunner().invoke(app, ["history", "--db", str(nightly), "--fail-on", given])
+    assert done.exit_code == 2 and done.stderr.count("\n") == 1 and "regression:PCT" in done.stderr
