@@ -158,6 +158,21 @@ class Listing:
         return None if data is None else [data[_NAMES.index(name)] for name in names]
 
 
+def positions(names: Sequence[str]) -> list[int]:
+    """Where a stored listing holds its version and these fields, for a database to take them
+    out of it (Store.conditions' listing_at) and items() to read them."""
+    return [_NAMES.index("version"), *(_NAMES.index(name) for name in names)]
+
+
+def items(text: str | None) -> list[Any] | None:
+    """The fields a database took out of a stored listing at positions(names), in order; None
+    where this VERSION did not make it (or none was made)."""
+    data = None if text is None else json.loads(text)
+    if not isinstance(data, list) or data[0] != VERSION:
+        return None
+    return data[1:]
+
+
 def _stored(text: str) -> list[Any] | None:
     """A stored listing's fields as JSON holds them; None unless this VERSION made it."""
     try:

@@ -17,6 +17,7 @@ kept.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import sqlite3
 import time
@@ -44,6 +45,14 @@ _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process 
 
 Lister = Callable[[Result], str]
 """The text a row keeps beside its record, for what lists results without reading records."""
+
+
+def _items(text: str | None, at: Sequence[int]) -> str | None:
+    """The items at these positions of a JSON array's text, as a JSON array's text."""
+    if text is None:
+        return None
+    found = json.loads(text)
+    return json.dumps([found[i] for i in at]) if isinstance(found, list) else None
 
 
 class Store:
@@ -240,16 +249,27 @@ class Store:
         platform: str | None = None,
         status: str | None = None,
         software: bool = False,
+        listing_at: Sequence[int] = (),
     ) -> Iterator[tuple[str, str, str | None, str]] | None:
         """query()'s results as (created_at, key, listing, schema.Dialect.conditions' JSON, or
         with `software` Dialect.software's) a batch at a time, without reading a record whole;
         None where the schema is not this accelbench's (its records may be of another form:
-        read them)."""
+        read them). With `listing_at`, of the listing (a JSON array) only the items at these
+        positions, as a JSON array."""
         if self._version() != schema.SCHEMA_VERSION:
             return None
         taken = self.dialect.software if software else self.dialect.conditions
-        columns = f"created_at, key, listing, {taken}"
-        return self._rows(columns, (workload, platform, status), 1000)
+        filters = (workload, platform, status)
+        if listing_at and self.dialect is schema.SQLITE:  # SQLite's JSON takes them out
+            paths = ", ".join(f"'$[{int(i)}]'" for i in listing_at)
+            return self._rows(
+                f"created_at, key, json_extract(listing, {paths}), {taken}", filters, 1000
+            )
+        rows = self._rows(f"created_at, key, listing, {taken}", filters, 1000)
+        if not listing_at:
+            return rows
+        # PostgreSQL's JSON operators refuse a listing's \u0000: taken out here instead.
+        return ((at, key, _items(text, listing_at), t) for at, key, text, t in rows)
 
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
