@@ -9,6 +9,7 @@ from collections.abc import Callable
 import torch
 
 from accelbench.cell.environment import resolve_device
+from accelbench.records.spec import RunSpec
 
 
 def parser(
@@ -31,6 +32,21 @@ def parse(options: argparse.ArgumentParser) -> tuple[argparse.Namespace, torch.d
     if args.quick:
         args.workload, args.batch_size, args.steps, args.rounds = "tiny_mlp", 16, 10, 2
     return args, torch.device(resolve_device(args.device))
+
+
+def spec(args: argparse.Namespace, device: torch.device, **fields: object) -> RunSpec:
+    """The cell the arguments name: two epochs (a warm-up and the one timed) of --steps each,
+    with `fields` besides."""
+    return RunSpec.model_validate(
+        {
+            "workload": args.workload,
+            "batch_size": args.batch_size,
+            "epochs": 2,
+            "steps_per_epoch": args.steps,
+            "device": device.type,
+        }
+        | fields
+    )
 
 
 def paired_ratios(

@@ -21,6 +21,7 @@ from functools import partial
 import jax
 import numpy as np
 from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
+from _options import spec as cell_of
 
 from accelbench.engines.jax import models
 from accelbench.engines.jax import train as jax_train
@@ -56,14 +57,7 @@ def bare_rate(spec: RunSpec) -> float:
 def main() -> None:
     options = parser(__doc__, "lenet5", 32, steps=20, rounds=4)
     args, device = parse(options)
-    spec = RunSpec(
-        workload=args.workload,
-        batch_size=args.batch_size,
-        epochs=2,
-        steps_per_epoch=args.steps,
-        device=device.type,
-        framework="jax",
-    )
+    spec = cell_of(args, device, framework="jax")
     ratios = paired_ratios(
         partial(accelbench_rate, spec), partial(bare_rate, spec), args.rounds, "jax"
     )

@@ -24,6 +24,7 @@ from functools import partial
 
 import torch
 from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
+from _options import spec as cell_of
 
 from accelbench import workloads
 from accelbench.execution import device as dev
@@ -67,13 +68,7 @@ def bare_rate(spec: RunSpec, device: torch.device) -> float:
 def main() -> None:
     options = parser(__doc__, "autoencoder", 32, steps=10, rounds=4)
     args, device = parse(options)
-    spec = RunSpec(
-        workload=args.workload,
-        batch_size=args.batch_size,
-        epochs=2,
-        steps_per_epoch=args.steps,
-        device=device.type,
-    )  # SGD, no accumulation: the bare loop does exactly this
+    spec = cell_of(args, device)  # SGD, no accumulation: the bare loop does exactly this
     medians = {}
     for precision in PRECISIONS:
         cell = spec.model_copy(update={"precision": precision})

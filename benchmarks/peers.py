@@ -21,6 +21,7 @@ import statistics
 import torch
 import torch.utils.benchmark as benchmark
 from _options import parse, parser  # benchmarks/, beside this script
+from _options import spec as cell_of
 
 from accelbench import workloads
 from accelbench.execution.precision import torch_settings
@@ -80,15 +81,7 @@ def main() -> None:
     options = parser(__doc__, "resnet50", 64)
     options.add_argument("--precision", default="fp32")
     args, device = parse(options)
-    spec = RunSpec(
-        workload=args.workload,
-        batch_size=args.batch_size,
-        precision=args.precision,
-        epochs=2,
-        steps_per_epoch=args.steps,
-        inputs_on_device=True,
-        device=device.type,
-    )
+    spec = cell_of(args, device, precision=args.precision, inputs_on_device=True)
     min_run_time = 0.2 if args.quick else 2.0
     ours, peer = [], []
     for round_index in range(args.rounds):
