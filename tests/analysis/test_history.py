@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -149,3 +150,29 @@ def test_a_postgresql_database_gives_the_same_history(nightly: Path, fresh_postg
         assert done.exit_code == 0, done.output
         answers.append(json.loads(done.stdout))
     assert answers[0] == answers[1] and answers[0]["series"][0]["changes"]
+
+
+def test_two_periods_are_set_against_each_other_with_the_ratios_interval() -> None:
+    points = series(60, step_at=30, seed=5)
+    cut = START + timedelta(days=30)
+    found = history.between(points, lambda p: p.at < cut, lambda p: p.at >= cut)
+    assert found is not None and (found.first, found.second) == (30, 30)
+    assert found.low_pct <= -8 <= found.high_pct
+    assert history.between(points, lambda p: p.at < cut, lambda p: False) is None
+
+
+def test_history_between_two_periods_through_the_command(nightly: Path) -> None:
+    for periods in (["..2026-11-15", "2026-11-16.."], ["torch=2.15.0", "torch=2.15.0"]):
+        done = CliRunner().invoke(app, ["history", "--db", str(nightly), "--between", *periods])
+        assert done.exit_code == 0, done.output
+        assert f"{periods[1]} against {periods[0]}:" in done.stdout
+    done = CliRunner().invoke(
+        app, ["history", "--db", str(nightly), "--between", "..2026-11-15", "2026-11-16.."]
+    )
+    pct, low, high = (
+        float(x)
+        for x in re.findall(r"([-+][\d.]+)%? ?\[?([-+][\d.]+), ([-+][\d.]+)\]", done.stdout)[0]
+    )
+    assert low <= -8 <= high and pct < 0
+    bad = CliRunner().invoke(app, ["history", "--db", str(nightly), "--between", "May", "June"])
+    assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "give a day" in bad.stderr

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -108,17 +108,47 @@ def _judged(
     left: Sequence[float], right: Sequence[float]
 ) -> tuple[float, float, float, float] | None:
     """(change %, its 95% interval's ends, p) between two sides' logs; None if not significant."""
-    from scipy import stats
-
     if len(left) < MIN_SIDE or len(right) < MIN_SIDE:
         return None
+    found = welch(left, right)
+    return found if found[3] < ALPHA else None
+
+
+def welch(left: Sequence[float], right: Sequence[float]) -> tuple[float, float, float, float]:
+    """(change %, its 95% interval's ends, p) from the left logs to the right ones, by Welch's
+    t-test on them: the ratio of their geometric means."""
+    from scipy import stats
+
     test = stats.ttest_ind(right, left, equal_var=False)
-    if not test.pvalue < ALPHA:
-        return None
     ci = test.confidence_interval(0.95)
     diff = statistics.fmean(right) - statistics.fmean(left)
     pct = lambda d: 100 * (math.exp(d) - 1)  # noqa: E731
     return pct(diff), pct(ci.low), pct(ci.high), float(test.pvalue)
+
+
+@dataclass(frozen=True)
+class Between:
+    """Two periods' unflagged runs of a series set against each other."""
+
+    pct: float
+    """The second period's rate over the first's (geometric means), as a change in percent."""
+    low_pct: float
+    high_pct: float
+    first: int
+    second: int
+    """How many runs each period had."""
+
+
+def between(
+    points: Sequence[Point], first: Callable[[Point], bool], second: Callable[[Point], bool]
+) -> Between | None:
+    """The second period's runs against the first's; None where either has fewer than two."""
+    a = [math.log(p.value) for p in points if first(p) and not p.flagged and p.value > 0]
+    b = [math.log(p.value) for p in points if second(p) and not p.flagged and p.value > 0]
+    if len(a) < 2 or len(b) < 2:
+        return None
+    pct, low, high, _ = welch(a, b)
+    return Between(pct, low, high, len(a), len(b))
 
 
 REACH = 2

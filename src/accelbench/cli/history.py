@@ -49,6 +49,14 @@ def history_command(
             "significant slowdown (larger than PCT percent): the gate of a nightly run.",
         ),
     ] = None,
+    between: Annotated[
+        tuple[str, str] | None,
+        typer.Option(
+            help="Set the runs of a second period against a first's, cell by cell: each a day "
+            "(2026-11-15), days (2026-11-01..2026-11-14) or a captured field's value "
+            "(torch=2.14.1).",
+        ),
+    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="table or json (one document, docs/formats.md).")
     ] = "table",
@@ -61,13 +69,18 @@ def history_command(
     pct = _threshold(fail_on)
     if fmt not in ("table", "json"):
         raise AccelbenchError(f"--format {fmt!r}: give table or json")
+    if between and fmt == "json":
+        raise AccelbenchError("--between answers as a table: leave out --format json")
+    for text in between or ():
+        history.period(text)  # a bad period is refused before the database is read
     found = history.series(db, workload=workload, platform=platform, host=host)
     if fmt == "json":
         sys.stdout.write(json.dumps(history.document(found), separators=(",", ":")) + "\n")
     elif not found:
         console.print("no stored results match")
     elif fmt == "table":  # plain lines: a site's 30,000 took rich 2 s
-        sys.stdout.write("".join(f"{line}\n" for line in history.lines(found)))
+        shown = history.between_lines(found, *between) if between else history.lines(found)
+        sys.stdout.write("".join(f"{line}\n" for line in shown))
     if pct is None:
         return
     slower = [(s, c) for s in found if (c := regression(s.changes, pct)) is not None]

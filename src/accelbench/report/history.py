@@ -5,14 +5,15 @@ is read whole; its change points (analysis.history), its lines and its JSON answ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
 from accelbench.analysis import history
+from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.report.database import ResultStore
@@ -125,6 +126,43 @@ def _software(taken: list[Any]) -> dict[str, str]:
 def _software_of(result: Result) -> dict[str, str]:
     env = result.env.model_dump(mode="json")
     return _software([env.get(name) for name in SOFTWARE])
+
+
+def period(text: str) -> Callable[[history.Point], bool]:
+    """Which runs a period holds: FIELD=VALUE (a captured software field, torch=2.14.1), a day
+    (2026-11-15) or days (2026-11-01..2026-11-14, either end left open)."""
+    if "=" in text:
+        name, _, value = text.partition("=")
+        return lambda p: p.software.get(name.strip()) == value.strip()
+    start, dots, end = text.partition("..")
+    try:
+        first = date.fromisoformat(start) if start else date.min
+        last = date.fromisoformat(end) if end else date.max
+    except ValueError:
+        raise AccelbenchError(
+            f"--between {text!r}: give a day (2026-11-15), days (2026-11-01..2026-11-14) or "
+            "a captured field's value (torch=2.14.1)"
+        ) from None
+    if not dots:
+        last = first
+    return lambda p: first <= p.at.date() <= last
+
+
+def between_lines(found: Sequence[Series], first: str, second: str) -> list[str]:
+    """Each series' runs in the second period against the first's."""
+    out = []
+    a, b = period(first), period(second)
+    for s in found:
+        ratio = history.between(s.points, a, b)
+        if ratio is None:
+            out.append(f"{s.name}: fewer than two unflagged runs in {first} or in {second}")
+            continue
+        out.append(
+            f"{s.name}: {second} against {first}: {ratio.pct:+.1f}% "
+            f"[{ratio.low_pct:+.1f}, {ratio.high_pct:+.1f}] ({ratio.second} runs against "
+            f"{ratio.first})"
+        )
+    return out
 
 
 def lines(found: Sequence[Series]) -> list[str]:
