@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from accelbench import engines
 from accelbench.cli import app
-from accelbench.errors import missing_extra
+from accelbench.errors import is_oom, missing_extra
 from accelbench.records.spec import RunSpec
 from accelbench.report.database import ResultStore
 
@@ -133,6 +133,12 @@ def test_a_cell_jax_cannot_run_is_refused_in_one_line(
     assert done.exit_code == 2, done.output
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
     assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_xlas_out_of_memory_is_an_oom_result() -> None:
+    from jax.errors import JaxRuntimeError
+
+    assert is_oom(JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate"))
 
 
 def test_a_framework_not_installed_names_its_extra() -> None:

@@ -2,14 +2,14 @@
 buffers donated) over synthetic host batches made as torch's are (or a few kept on the device,
 with --inputs-on-device), timed by the lagged timer and measured by the shared kit, so its
 record is every training cell's: first epoch apart, steady rate and interval, divergence,
-energy, host activity, and FLOPs from XLA's cost analysis of the compiled step."""
+energy, host activity, and FLOPs from XLA's cost analysis of the step. A device running out of
+memory is an oom result, as torch's is (XLA's RESOURCE_EXHAUSTED says "Out of memory")."""
 
 from __future__ import annotations
 
 import itertools
 import logging
 import os
-import resource
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -23,6 +23,7 @@ from accelbench.engines.jax import models
 from accelbench.engines.jax.device import JaxDevice
 from accelbench.errors import one_line
 from accelbench.execution import efficiency
+from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import NO_CPU_PEAK, Flops, Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
@@ -65,7 +66,7 @@ def measure(spec: RunSpec) -> Metrics:
         losses.clear()
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves((params, opt_state, state))) / 2**30
-    raw.host_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    raw.host_rss = host_peak_rss_gib()
     flops = _flops(spec, model, device, step, (params, opt_state, state, next(batches)))
     return build_metrics(
         spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops
