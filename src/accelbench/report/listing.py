@@ -201,10 +201,16 @@ def _shared(value: Any) -> Any:
     """A value read back with its strings interned (a site's rows repeat the same platforms,
     words, cells and reasons, and hold each once) and its sequences as tuples (an empty one is
     the one empty tuple: 100k listings held 1.25M lists, 58 MB)."""
-    if type(value) is str:  # JSON's own types: no subclass to allow for
+    kind = type(value)  # JSON's own types: no subclass to allow for
+    if kind is str:
         return sys.intern(value)
-    if type(value) is list:
-        return tuple([_shared(v) for v in value])
+    if kind is list:  # its scalars inline: a third of a site's listings' reading was calls
+        return tuple(
+            [
+                sys.intern(v) if type(v) is str else _shared(v) if type(v) is list else v
+                for v in value
+            ]
+        )
     return value
 
 
