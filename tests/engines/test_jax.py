@@ -152,3 +152,20 @@ def test_a_torch_cells_key_does_not_change() -> None:
     assert "framework" not in spec.identity()
     assert "framework" in spec.model_copy(update={"framework": "jax"}).identity()
     assert engines.names() == ["torch", "jax"]
+
+
+def test_a_users_jax_model_runs_and_a_torch_one_is_refused_by_name(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    examples = Path(__file__).parents[2] / "examples"
+    for model in ("my_jax_model.py", "my_model.py"):
+        args = ["run", f"{examples / model}:build", "--framework", "jax", "--batch-size", "8"]
+        done = CliRunner().invoke(app, [*args, "--model-arg", "width=32", *QUICK, "--db", str(db)])
+        assert done.exit_code in (0, 1), done.output
+    found = {Path(r.spec.workload.split(":")[0]).name: r for r in ResultStore(db).query()}
+    ours = found["my_jax_model.py"]
+    assert ours.status == "ok" and ours.metrics is not None, ours.reason
+    assert ours.metrics.trainable_params == 64 * 32 + 32 + 32 * 10 + 10
+    theirs = found["my_model.py"]
+    assert theirs.status == "error" and "must return an accelbench.engines.jax" in (
+        theirs.reason or ""
+    )

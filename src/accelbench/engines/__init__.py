@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from accelbench import workloads
 from accelbench.errors import AccelbenchError
 from accelbench.scenarios.base import resolve
 
@@ -85,6 +86,9 @@ class Framework:
     workloads: tuple[str, ...] = ()
     """The workloads it builds (their names in the torch registry: the same model from the same
     config); empty: every workload."""
+    user_models: str = ""
+    """Where the contract of a user's model for it (`file.py:function`) is shown; empty: it
+    takes none."""
     precisions: tuple[str, ...] = ()
     """The precisions it runs in; empty: every precision."""
     rules: Callable[[RunSpec], None] | None = None
@@ -100,10 +104,11 @@ class Framework:
                 f"--framework {name} measures {', '.join(self.measures)}, not "
                 f"{spec.scenario}: give --framework torch"
             )
-        if self.workloads and spec.workload not in self.workloads:
+        user = bool(self.user_models) and workloads.is_user(spec.workload)
+        if self.workloads and spec.workload not in self.workloads and not user:
+            mine = f"{', '.join(self.workloads)}" + (" and user models" if self.user_models else "")
             raise ValueError(
-                f"--framework {name} builds {', '.join(self.workloads)}, not {spec.workload}: "
-                "give --framework torch"
+                f"--framework {name} builds {mine}, not {spec.workload}: give --framework torch"
             )
         if self.precisions and spec.precision not in self.precisions:
             raise ValueError(

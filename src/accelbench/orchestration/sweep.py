@@ -152,6 +152,9 @@ def check_cells(specs: Sequence[RunSpec]) -> list[preflight.Inputs]:
         if isinstance(scenarios.get(s.scenario), scenarios.DeviceScenario):  # no model to try
             workloads.check(s.workload, s.model_args)
             continue
+        if s.framework != "torch" and workloads.is_user(s.workload):  # not a torch model
+            check_inputs(s.workload, s.model_args, s.data)
+            continue
         key = (
             s.workload,
             json.dumps(s.model_args, sort_keys=True),

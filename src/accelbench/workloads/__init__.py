@@ -365,6 +365,18 @@ def _check_args(name: str, factory: Callable[..., Workload], model_args: ModelAr
 def _user_workload(name: str, model_args: dict[str, Any]) -> Workload:
     """Import the user's module and call their function. Errors in their code propagate with
     their traceback, so the cell's result points at their file."""
+    workload = user_function(name)(**model_args)
+    if not isinstance(workload, Workload):
+        raise AccelbenchError(
+            f"{name} returned {type(workload).__name__}; it must return an accelbench.Workload "
+            "(see examples/my_model.py)"
+        )
+    return workload
+
+
+def user_function(name: str) -> Callable[..., Any]:
+    """The function a user's `file.py:function` or `module:function` names, their module
+    imported (an engine's user models are built by one too)."""
     target, function = _user_target(name) or ("", "")
     if target.endswith(".py"):
         path = _model_file(target)
@@ -378,10 +390,4 @@ def _user_workload(name: str, model_args: dict[str, Any]) -> Workload:
     build = getattr(module, function, None)
     if not callable(build):
         raise AccelbenchError(f"{target} has no function {function!r}")
-    workload = build(**model_args)
-    if not isinstance(workload, Workload):
-        raise AccelbenchError(
-            f"{name} returned {type(workload).__name__}; it must return an accelbench.Workload "
-            "(see examples/my_model.py)"
-        )
-    return workload
+    return build  # type: ignore[no-any-return]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from accelbench import workloads
 from accelbench.engines import Framework
 
 if TYPE_CHECKING:
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 
 def _rules(spec: RunSpec) -> None:
+    user = workloads.is_user(spec.workload)
     if spec.distributed:
         raise ValueError(
             "--framework jax runs one process so far: leave out --replicas, --fsdp, "
@@ -38,7 +40,7 @@ def _rules(spec: RunSpec) -> None:
             ("--grad-accum", spec.grad_accum > 1),
             ("--recompute", spec.recompute),
             ("--lora-rank", spec.lora_rank is not None),
-            ("--model-arg", bool(spec.model_args)),
+            ("--model-arg (a user's model takes them)", bool(spec.model_args) and not user),
         )
         if on
     ]
@@ -54,6 +56,7 @@ FRAMEWORK = Framework(
         *("tiny_mlp", "lenet5", "autoencoder"),
         *("llama3_tiny", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b"),
     ),
+    user_models="examples/my_jax_model.py",
     precisions=("fp32", "bf16", "amp-bf16"),
     rules=_rules,
 )

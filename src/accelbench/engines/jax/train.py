@@ -38,7 +38,7 @@ def measure(spec: RunSpec) -> Metrics:
     _fit_threads()
     start = time.perf_counter()
     device = JaxDevice(spec.device)
-    model = models.MODELS[spec.workload]()
+    model = models.get(spec.workload, spec.model_args)
     params, state = model.init(jax.random.key(spec.seed))
     dtype = jnp.bfloat16 if spec.precision == "bf16" else jnp.float32
     params = device.put(jax.tree.map(lambda a: a.astype(dtype), params))
