@@ -390,4 +390,4 @@ def user_function(name: str) -> Callable[..., Any]:
     build = getattr(module, function, None)
     if not callable(build):
         raise AccelbenchError(f"{target} has no function {function!r}")
-    return build  # type: ignore[no-any-return]
+    return build
