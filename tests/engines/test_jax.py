@@ -115,10 +115,25 @@ def test_torch_and_jax_cells_run_side_by_side_and_are_stored_alike(tmp_path: Pat
     assert jax_llm.flops.per_item == pytest.approx(torch_llm.flops.per_item, rel=0.05)
 
 
+def test_inference_under_both_frameworks_counts_the_same_forward_pass(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "lenet5,llama3_tiny", "--framework", "torch,jax", "--scenario", "infer"]
+    done = CliRunner().invoke(app, [*args, "--batch-size", "4", *QUICK, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    found = {(r.spec.workload, r.spec.framework): r.metrics for r in ResultStore(db).query()}
+    for workload in ("lenet5", "llama3_tiny"):
+        ours, theirs = found[workload, "jax"], found[workload, "torch"]
+        assert ours is not None and theirs is not None
+        assert len(ours.step_ms) == 12 and ours.step_ms_steady.n > 0
+        assert ours.flops is not None and theirs.flops is not None
+        assert ours.flops.per_item == pytest.approx(theirs.flops.per_item, rel=0.05)
+        assert ours.flops.analytic_per_item == theirs.flops.analytic_per_item
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lenet5", "--framework", "jax", "--scenario", "infer"], "measures train, not infer"),
+        (["lenet5", "--framework", "jax", "--scenario", "generate"], "measures train, infer, not"),
         (["resnet50", "--framework", "jax"], "builds tiny_mlp, lenet5, autoencoder"),
         (["lenet5", "--framework", "jax", "--precision", "fp16"], "not fp16"),
         (["lenet5", "--framework", "jax", "--replicas", "2"], "runs one process so far"),

@@ -50,8 +50,11 @@ def _rules(spec: RunSpec) -> None:
 
 FRAMEWORK = Framework(
     name="jax",
-    summary="JAX (jit, optax): training of the seeds' small models and Llama 3 on one device",
-    measures={"train": "accelbench.engines.jax.train:measure"},
+    summary="JAX (jit, optax): training and inference of the seeds' small models and Llama 3",
+    measures={
+        "train": "accelbench.engines.jax.train:measure",
+        "infer": "accelbench.engines.jax.infer:measure",
+    },
     workloads=(
         *("tiny_mlp", "lenet5", "autoencoder"),
         *("llama3_tiny", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b"),

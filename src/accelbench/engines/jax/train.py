@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -34,19 +35,38 @@ DEVICE_BATCHES = 4
 """Distinct batches cycled with inputs_on_device, as torch's train scenario cycles them."""
 
 
-def measure(spec: RunSpec) -> Metrics:
+@dataclass(frozen=True)
+class Built:
+    """A cell's model on its device: what training and inference both start from."""
+
+    device: JaxDevice
+    model: models.Model
+    params: Any
+    """In bf16 under bf16 precision, else fp32."""
+    state: Any
+    compute: Any
+    """The dtype the passes compute in: bf16 under bf16 and amp-bf16."""
+
+
+def built(spec: RunSpec) -> Built:
+    """The cell's model built and put on its device, in the spec's precision."""
     _fit_threads()
-    start = time.perf_counter()
     device = JaxDevice(spec.device)
     model = models.get(spec.workload, spec.model_args)
     params, state = model.init(jax.random.key(spec.seed))
     dtype = jnp.bfloat16 if spec.precision == "bf16" else jnp.float32
     params = device.put(jax.tree.map(lambda a: a.astype(dtype), params))
-    state = device.put(state)
+    compute = jnp.bfloat16 if spec.precision in ("bf16", "amp-bf16") else jnp.float32
+    return Built(device, model, params, device.put(state), compute)
+
+
+def measure(spec: RunSpec) -> Metrics:
+    start = time.perf_counter()
+    cell = built(spec)
+    device, model, params, state = cell.device, cell.model, cell.params, cell.state
     optimizer = _optimizer(spec)
     opt_state = device.put(optimizer.init(params))
-    compute = jnp.bfloat16 if spec.precision in ("bf16", "amp-bf16") else jnp.float32
-    step = jax.jit(partial(_step, model, optimizer, compute), donate_argnums=(0, 1, 2))
+    step = jax.jit(partial(_step, model, optimizer, cell.compute), donate_argnums=(0, 1, 2))
     rng = np.random.default_rng(spec.seed)
     batches = _batches(spec, model, rng, device)
     build_s = time.perf_counter() - start
@@ -67,7 +87,7 @@ def measure(spec: RunSpec) -> Metrics:
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves((params, opt_state, state))) / 2**30
     raw.host_rss = host_peak_rss_gib()
-    flops = _flops(spec, model, device, step, (params, opt_state, state, next(batches)))
+    flops = xla_flops(spec, model, device, step, (params, opt_state, state, next(batches)))
     return build_metrics(
         spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops
     ).model_copy(update={"trainable_params": models.num_params(params)})
@@ -125,13 +145,18 @@ def _batches(
     return (model.sample(rng, spec.batch_size) for _ in itertools.count())
 
 
-def _flops(
-    spec: RunSpec, model: models.Model, device: JaxDevice, step: Any, args: tuple[Any, ...]
+def xla_flops(
+    spec: RunSpec,
+    model: models.Model,
+    device: JaxDevice,
+    step: Any,
+    args: tuple[Any, ...],
+    training: bool = True,
 ) -> Flops | None:
-    """FLOPs of one item's step from XLA's cost analysis of the step as traced (forward,
-    backward and the optimizer's update, elementwise work included, which torch's counter
-    leaves out); read from the lowered step, since compiling it again would cost as long as
-    the first step did."""
+    """FLOPs of one item's pass from XLA's cost analysis of the jitted pass as traced (training:
+    forward, backward and the optimizer's update; elementwise work included, which torch's
+    counter leaves out); read from the lowered pass, since compiling it again would cost as long
+    as the first step did."""
     try:
         cost = step.lower(*args).cost_analysis()
         cost = cost[0] if isinstance(cost, list) else cost
@@ -148,7 +173,7 @@ def _flops(
     formula = model.analytic_flops
     return Flops(
         per_item=per_step / spec.batch_size,
-        analytic_per_item=formula(True) if formula else None,
+        analytic_per_item=formula(training) if formula else None,
         peak_per_s=peak[0],
         peak_source=peak[1],
     )
