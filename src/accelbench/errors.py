@@ -50,6 +50,7 @@ EXTRAS = {
     "torchao": "float8",
     "peft": "finetune",
     **dict.fromkeys(("jax", "jaxlib", "optax"), "jax"),
+    **dict.fromkeys(("tensorflow", "keras"), "tensorflow"),
 }
 """The extra (pyproject.toml) that installs each optional top-level module."""
 

@@ -17,7 +17,7 @@ _GIB = 2**30
 
 _VERSIONS_OF = (
     *("torch", "torchvision", "triton", "torchao", "timm", "transformers", "accelerate"),
-    *("jax", "jaxlib", "optax", "numpy", "accelbench"),
+    *("jax", "jaxlib", "optax", "tensorflow", "tensorflow-cpu", "keras", "numpy", "accelbench"),
 )
 
 
@@ -25,6 +25,9 @@ NUMERIC_ENV = (
     *("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "NCCL_"),
     *("OMP_", "MKL_", "KMP_", "OPENBLAS_", "GOMP_", "CUBLAS_", "CUDNN_", "PYTORCH_", "TORCH_"),
     *("TORCHINDUCTOR_", "XLA_", "JAX_", "NVIDIA_TF32_OVERRIDE", "TF32", "UCX_", "FI_"),
+    # TensorFlow's own, by name: TF_ alone also matches Terraform's TF_VAR_* (secrets, often)
+    *("TF_ENABLE_ONEDNN_OPTS", "TF_XLA_FLAGS", "TF_NUM_INTEROP_THREADS", "TF_NUM_INTRAOP_THREADS"),
+    *("TF_GPU_ALLOCATOR", "TF_FORCE_GPU_ALLOW_GROWTH"),
 )
 """Environment variables (names, or prefixes ending in _) that change what a cell measures:
 which devices it sees, how collectives and thread pools behave, torch's and its libraries'

@@ -14,9 +14,11 @@ it runs in; a cell outside those is refused before anything runs, in one line.
 
 from __future__ import annotations
 
+import itertools
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from accelbench import workloads
 from accelbench.errors import AccelbenchError
@@ -74,6 +76,43 @@ class Device(Place, Protocol):
         ...
 
 
+class Latest(Protocol):
+    latest: Any
+    """The output of the last step dispatched, which the device's synchronize() waits for."""
+
+
+class LaggedTimer:
+    """Intervals between the ends of consecutive steps on the host's clock, for an engine that
+    dispatches steps asynchronously and has no device events (JAX, TensorFlow): a mark waits for
+    the step before the one just dispatched, so one step stays queued and the device never
+    drains between steps, and `intervals_ms` waits for the last. The first interval runs from
+    the window's first mark to its first step's end."""
+
+    method: TimerMethod = "wall-clock"
+
+    def __init__(self, wait: Callable[[Any], object], device: Latest) -> None:
+        self.wait, self.device = wait, device
+        self._times: list[float] = []
+        self._pending: Any = None
+
+    def mark(self, pending: object = None) -> None:
+        if pending is None:  # a window's first mark: nothing queued yet
+            self._times.append(time.perf_counter())
+            return
+        if self._pending is not None:
+            self.wait(self._pending)
+            self._times.append(time.perf_counter())
+        self._pending = self.device.latest = pending
+
+    def intervals_ms(self) -> list[float]:
+        if self._pending is not None:
+            self.wait(self._pending)
+            self._times.append(time.perf_counter())
+            self._pending = None
+        times, self._times = self._times, []
+        return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
+
+
 @dataclass(frozen=True)
 class Framework:
     """An engine plug-in: which cells it can measure, and the measure for each scenario."""
@@ -126,7 +165,7 @@ class Framework:
 
 TORCH = Framework("torch", "PyTorch, eager or torch.compile: every scenario, workload and layout")
 
-BUILT_IN = ("accelbench.engines.jax",)
+BUILT_IN = ("accelbench.engines.jax", "accelbench.engines.tensorflow")
 """The engine plug-ins besides torch: modules that each define a FRAMEWORK."""
 
 _REGISTRY: dict[str, Framework] = {}

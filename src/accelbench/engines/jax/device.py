@@ -1,45 +1,12 @@
-"""A JAX device behind the engine seam (engines.Device), and its step timer."""
+"""A JAX device behind the engine seam (engines.Device)."""
 
 from __future__ import annotations
 
-import itertools
-import time
 from typing import Any
 
 import jax
 
-from accelbench.engines import TimerMethod
-
-
-class LaggedTimer:
-    """Intervals between the ends of consecutive steps, on the host's clock, with one step
-    always queued: a mark waits for the step before the one just dispatched (JAX dispatches
-    asynchronously, so the device never drains between steps), and `intervals_ms` waits for
-    the last. The first interval runs from the window's first mark to its first step's end."""
-
-    method: TimerMethod = "wall-clock"
-
-    def __init__(self, device: JaxDevice) -> None:
-        self.device = device
-        self._times: list[float] = []
-        self._pending: Any = None
-
-    def mark(self, pending: object = None) -> None:
-        if pending is None:  # a window's first mark: nothing queued yet
-            self._times.append(time.perf_counter())
-            return
-        if self._pending is not None:
-            jax.block_until_ready(self._pending)
-            self._times.append(time.perf_counter())
-        self._pending = self.device.latest = pending
-
-    def intervals_ms(self) -> list[float]:
-        if self._pending is not None:
-            jax.block_until_ready(self._pending)
-            self._times.append(time.perf_counter())
-            self._pending = None
-        times, self._times = self._times, []
-        return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
+from accelbench.engines import LaggedTimer
 
 
 class JaxDevice:
@@ -62,7 +29,7 @@ class JaxDevice:
             jax.block_until_ready(self.latest)
 
     def timer(self) -> LaggedTimer:
-        return LaggedTimer(self)
+        return LaggedTimer(jax.block_until_ready, self)
 
     def reset_peak_memory(self) -> None:
         """XLA keeps one peak per process and cannot reset it: the peak read is since start."""

@@ -1,0 +1,53 @@
+"""TensorFlow (Keras 3 on its TensorFlow backend) as an engine: the train scenario of the seeds'
+small models (tiny_mlp, lenet5 and the paper's autoencoder, whose training log in the seeds is
+Keras output), each a Keras model with the torch model's layers and parameters (models.py; equal
+trainable counts, a test), trained by a tf.function step with Keras' optimizer (train.py) and
+measured by the kit every scenario shares.
+
+This module describes the engine (it imports neither tensorflow nor torch); the registry of
+engines (accelbench/engines) names it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from accelbench.engines import Framework
+
+if TYPE_CHECKING:
+    from accelbench.records.spec import RunSpec
+
+
+def _rules(spec: RunSpec) -> None:
+    if spec.distributed:
+        raise ValueError(
+            "--framework tensorflow runs one process so far: leave out --replicas, --fsdp, "
+            "--tensor-parallel and --pipeline-stages"
+        )
+    if spec.device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--framework tensorflow runs on cpu or cuda, not {spec.device}")
+    given = [
+        option
+        for option, on in (
+            ("--channels-last (Keras lays images out so)", spec.channels_last),
+            ("--data", spec.data is not None),
+            ("--workers", spec.workers != 0),
+            ("--grad-accum", spec.grad_accum > 1),
+            ("--recompute", spec.recompute),
+            ("--lora-rank", spec.lora_rank is not None),
+            ("--model-arg", bool(spec.model_args)),
+        )
+        if on
+    ]
+    if given:
+        raise ValueError(f"--framework tensorflow takes none of these so far: leave out {given[0]}")
+
+
+FRAMEWORK = Framework(
+    name="tensorflow",
+    summary="TensorFlow with Keras 3: training of the seeds' small models on one device",
+    measures={"train": "accelbench.engines.tensorflow.train:measure"},
+    workloads=("tiny_mlp", "lenet5", "autoencoder"),
+    precisions=("fp32", "amp-bf16"),
+    rules=_rules,
+)

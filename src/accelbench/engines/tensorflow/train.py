@@ -1,0 +1,150 @@
+"""The train scenario under TensorFlow: a tf.function step (the loss's gradient by a
+GradientTape, Keras' optimizer applying it) over synthetic host batches made for each step as
+torch's are (or a few kept on the device, with --inputs-on-device), timed by the lagged timer
+(each mark waits for the step before) and measured by the shared kit: first epoch apart (tracing
+the graph), steady rate and interval, divergence, energy and host activity. FLOPs are not
+counted: TensorFlow has no counter of a step's kernels but its profiler of graphs, which
+counts differently from both torch's counter and XLA's."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from accelbench.engines import LaggedTimer
+from accelbench.engines.tensorflow import models
+from accelbench.execution.device import host_peak_rss_gib
+from accelbench.records.metrics import Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
+
+DEVICE_BATCHES = 4
+"""Distinct batches cycled with inputs_on_device, as torch's train scenario cycles them."""
+
+
+class TensorFlowDevice:
+    """TensorFlow's CPU or its first GPU ("cuda")."""
+
+    def __init__(self, device_type: str) -> None:
+        self.type = device_type
+        self.index = 0 if device_type == "cuda" else None
+        self.name = "/GPU:0" if device_type == "cuda" else "/CPU:0"
+        self.latest: Any = None
+
+    def synchronize(self) -> None:
+        if self.latest is not None:
+            self.latest.numpy()
+
+    def timer(self) -> LaggedTimer:
+        return LaggedTimer(lambda tensor: tensor.numpy(), self)
+
+    def reset_peak_memory(self) -> None:
+        if self.type == "cuda":
+            import tensorflow as tf
+
+            tf.config.experimental.reset_memory_stats("GPU:0")
+
+    def peak_memory_gib(self) -> tuple[float | None, float | None]:
+        if self.type != "cuda":
+            return None, None
+        import tensorflow as tf
+
+        return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, None
+
+
+def measure(spec: RunSpec) -> Metrics:
+    tf, keras = _imported()
+    start = time.perf_counter()
+    device = TensorFlowDevice(spec.device)
+    keras.utils.set_random_seed(spec.seed)
+    keras.mixed_precision.set_global_policy(
+        "mixed_bfloat16" if spec.precision == "amp-bf16" else "float32"
+    )
+    chosen = models.MODELS[spec.workload]
+    with tf.device(device.name):
+        model, loss_fn = chosen.build(), chosen.loss()
+        optimizer = _optimizer(spec, keras)
+        optimizer.build(model.trainable_variables)
+
+        @tf.function
+        def step(x: Any, y: Any) -> Any:
+            with tf.GradientTape() as tape:
+                loss = tf.cast(loss_fn(y, model(x, training=True)), tf.float32)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply(grads, model.trainable_variables)
+            return loss
+
+        rng = np.random.default_rng(spec.seed)
+        batches = _batches(spec, chosen, rng, tf)
+        build_s = time.perf_counter() - start
+        timer, raw, losses = device.timer(), Raw(), []
+        for _ in measured_epochs(spec, device, raw):
+            timer.mark()
+            for _ in range(spec.steps_per_epoch):
+                wait_start = time.perf_counter()  # host time making the next batch
+                x, y = next(batches)
+                raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+                loss = step(x, y)
+                losses.append(loss)
+                timer.mark(loss)
+            raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+            raw.step_loss += [float(loss) for loss in losses]
+            losses.clear()
+    raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
+    weights = [*model.weights, *optimizer.variables]
+    raw.state_gib = sum(int(np.prod(w.shape)) * tf.as_dtype(w.dtype).size for w in weights) / 2**30
+    raw.host_rss = host_peak_rss_gib()
+    metrics = build_metrics(spec, chosen, raw, [], timer=timer.method, build_s=build_s, flops=None)
+    return metrics.model_copy(update={"trainable_params": models.trainable(model)})
+
+
+def _imported() -> tuple[Any, Any]:
+    """tensorflow and keras, imported quietly, with the threads the cell was given (torch's,
+    set by the cell from --threads or the host's free CPUs) before any op runs."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import keras
+    import tensorflow as tf
+    import torch
+
+    threads = torch.get_num_threads()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(min(threads, 2))
+    return tf, keras
+
+
+def _optimizer(spec: RunSpec, keras: Any) -> Any:
+    """torch's: SGD with momentum 0.9, or AdamW with torch's weight decay (0.01), at the scaled
+    learning rate after the same linear warm-up."""
+
+    warmup = spec.warmup_steps
+    rate: Any = spec.scaled_lr
+    if warmup:
+
+        class Warmup(keras.optimizers.schedules.LearningRateSchedule):
+            def __call__(self, count: Any) -> Any:
+                return spec.scaled_lr * keras.ops.minimum(1.0, (count + 1) / warmup)
+
+        rate = Warmup()
+    if spec.optimizer == "adamw":
+        return keras.optimizers.AdamW(rate, weight_decay=0.01)
+    return keras.optimizers.SGD(rate, momentum=0.9)
+
+
+def _batches(
+    spec: RunSpec, model: models.Model, rng: np.random.Generator, tf: Any
+) -> Iterator[tuple[Any, Any]]:
+    """Host batches made for each step, or with inputs_on_device a few made tensors on the
+    device once and cycled."""
+    if spec.inputs_on_device:
+        pool = [
+            tuple(tf.constant(a) for a in model.sample(rng, spec.batch_size))
+            for _ in range(DEVICE_BATCHES)
+        ]
+        return itertools.cycle(pool)
+    return (model.sample(rng, spec.batch_size) for _ in itertools.count())

@@ -1,0 +1,88 @@
+"""TensorFlow (Keras 3) as a third engine behind the seam: the same models as torch's (trainable
+parameters), cells measured and stored as torch's are, refusals in one line."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from accelbench.cli import app
+from accelbench.report.database import ResultStore
+
+if importlib.util.find_spec("tensorflow") is None:
+    pytest.skip("the [tensorflow] extra is not installed", allow_module_level=True)
+
+QUICK = ["--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--device", "cpu"]
+
+MODELS = """
+import json, os
+os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+from accelbench import workloads
+from accelbench.engines.tensorflow import models
+found = {}
+for name, model in models.MODELS.items():
+    built = workloads.get(name).build_model()
+    found[name] = [models.trainable(model.build()), sum(p.numel() for p in built.parameters())]
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def counted() -> dict[str, list[int]]:
+    """Each model's trainable parameters under Keras and torch, counted in a process of its own
+    (TensorFlow starts threads, and the suite's processes fork cells after this)."""
+    done = subprocess.run([sys.executable, "-c", MODELS], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    found: dict[str, list[int]] = json.loads(done.stdout.strip().splitlines()[-1])
+    return found
+
+
+@pytest.mark.parametrize("name", ["tiny_mlp", "lenet5", "autoencoder"])
+def test_each_keras_model_has_the_torch_models_parameters(
+    counted: dict[str, list[int]], name: str
+) -> None:
+    keras_count, torch_count = counted[name]
+    assert keras_count == torch_count
+
+
+def test_tensorflow_cells_run_beside_torch_ones_and_are_stored_alike(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "lenet5", "--framework", "torch,tensorflow", "--batch-size", "4", *QUICK]
+    done = CliRunner().invoke(app, [*args, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    found = {r.spec.framework: r for r in ResultStore(db).query()}
+    ours, theirs = found["tensorflow"], found["torch"]
+    assert ours.status == "ok" and ours.metrics is not None, ours.reason
+    m = ours.metrics
+    steady = [e for e in m.epochs if e.index > m.steady_from_step // 6]
+    assert m.delivered.num_items == sum(e.num_items for e in steady)
+    assert m.items_per_s == pytest.approx(m.delivered.num_items / m.delivered.time_s)
+    assert len(m.step_ms) == len(m.loss) == 12 and m.flops is None
+    assert theirs.metrics is not None and m.trainable_params == theirs.metrics.trainable_params
+    versions = ours.env.versions
+    assert (versions.get("tensorflow") or versions.get("tensorflow-cpu")) and versions.get("keras")
+    assert not any(name.startswith("TF_VAR") for name in ours.env.env_vars)
+    assert "lenet5 bs=4 tensorflow fp32" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["lenet5", "--framework", "tensorflow", "--scenario", "infer"], "measures train, not"),
+        (["lenet5", "--framework", "tensorflow", "--precision", "bf16"], "not bf16"),
+        (["lenet5", "--framework", "tensorflow", "--channels-last"], "--channels-last"),
+    ],
+)
+def test_a_cell_tensorflow_cannot_run_is_refused_in_one_line(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    done = CliRunner().invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
+    assert done.exit_code == 2, done.output
+    assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
