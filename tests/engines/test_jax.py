@@ -166,7 +166,7 @@ def test_a_torch_cells_key_does_not_change() -> None:
     spec = RunSpec(workload="tiny_mlp", batch_size=4, device="cpu")
     assert "framework" not in spec.identity()
     assert "framework" in spec.model_copy(update={"framework": "jax"}).identity()
-    assert engines.names() == ["torch", "jax"]
+    assert engines.names() == ["torch", "jax", "tensorflow"]
 
 
 def test_a_users_jax_model_runs_and_a_torch_one_is_refused_by_name(tmp_path: Path) -> None:

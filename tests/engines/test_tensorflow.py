@@ -52,30 +52,35 @@ def test_each_keras_model_has_the_torch_models_parameters(
     assert keras_count == torch_count
 
 
-def test_tensorflow_cells_run_beside_torch_ones_and_are_stored_alike(tmp_path: Path) -> None:
+def test_tensorflow_cells_train_and_infer_and_are_stored_as_torchs(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
-    args = ["run", "lenet5", "--framework", "torch,tensorflow", "--batch-size", "4", *QUICK]
+    args = ["run", "lenet5", "--framework", "tensorflow", "--batch-size", "4", *QUICK]
     done = CliRunner().invoke(app, [*args, "--db", str(db)])
     assert done.exit_code == 0, done.output
-    found = {r.spec.framework: r for r in ResultStore(db).query()}
-    ours, theirs = found["tensorflow"], found["torch"]
+    (ours,) = ResultStore(db).query()
     assert ours.status == "ok" and ours.metrics is not None, ours.reason
     m = ours.metrics
     steady = [e for e in m.epochs if e.index > m.steady_from_step // 6]
     assert m.delivered.num_items == sum(e.num_items for e in steady)
     assert m.items_per_s == pytest.approx(m.delivered.num_items / m.delivered.time_s)
     assert len(m.step_ms) == len(m.loss) == 12 and m.flops is None
-    assert theirs.metrics is not None and m.trainable_params == theirs.metrics.trainable_params
+    assert m.trainable_params == 61_706  # torch's LeNet-5's
     versions = ours.env.versions
     assert (versions.get("tensorflow") or versions.get("tensorflow-cpu")) and versions.get("keras")
     assert not any(name.startswith("TF_VAR") for name in ours.env.env_vars)
     assert "lenet5 bs=4 tensorflow fp32" in done.stdout
+    inferred = ["run", "lenet5", "--framework", "tensorflow", "--scenario", "infer"]
+    done = CliRunner().invoke(app, [*inferred, "--batch-size", "4", *QUICK, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    (answered,) = [r for r in ResultStore(db).query() if r.spec.scenario == "infer"]
+    assert answered.status == "ok" and answered.metrics is not None, answered.reason
+    assert len(answered.metrics.step_ms) == 12 and answered.metrics.step_ms_steady.n > 0
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lenet5", "--framework", "tensorflow", "--scenario", "infer"], "measures train, not"),
+        (["lenet5", "--framework", "tensorflow", "--scenario", "generate"], "train, infer, not"),
         (["lenet5", "--framework", "tensorflow", "--precision", "bf16"], "not bf16"),
         (["lenet5", "--framework", "tensorflow", "--channels-last"], "--channels-last"),
     ],

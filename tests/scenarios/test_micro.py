@@ -110,7 +110,8 @@ def test_matmul_and_triad_run_through_the_cli_with_their_lines(tmp_path: Path) -
     assert units == {"micro/matmul": "TFLOP/s", "micro/triad": "GB/s"}
 
 
-def test_collectives_over_2_and_4_gloo_ranks_through_the_cli(tmp_path: Path) -> None:
+def test_collectives_over_2_gloo_ranks_through_the_cli(tmp_path: Path) -> None:
+    # Over 4 ranks too, in the bus-bandwidth arithmetic above; here the cells as a user runs them.
     db, sweep = tmp_path / "r.sqlite", tmp_path / "sweep.toml"
     sweep.write_text(
         'fixed = { scenario = "micro", batch_size = 2, epochs = 2, steps_per_epoch = 4, '
@@ -120,18 +121,16 @@ def test_collectives_over_2_and_4_gloo_ranks_through_the_cli(tmp_path: Path) -> 
     )
     done = CliRunner().invoke(app, ["run", "--sweep", str(sweep), "--db", str(db)])
     assert done.exit_code == 0, done.output
-    four = ["run", "micro/all_reduce", "--scenario", "micro", "--replicas", "4", *QUICK]
-    done = CliRunner().invoke(app, [*four, "--model-arg", "bytes=65536", "--db", str(db)])
-    assert done.exit_code == 0, done.output
-    assert "all_reduce 0.0625 MiB float32 over 4 ranks:" in done.stdout
+    assert "all_reduce 0.0625 MiB float32 over 2 ranks:" in done.stdout
     with ResultStore(db) as store:
         found = {(r.spec.workload, r.spec.replicas): r for r in store.query()}
-    assert len(found) == 6 and all(r.status == "ok" for r in found.values())
+    assert len(found) == 5 and all(r.status == "ok" for r in found.values())
     for (workload, ranks), r in found.items():  # every collective: its S and its ranks
         record = r.metrics.record if r.metrics else None
         assert isinstance(record, MicroMetrics) and record.algorithm_bytes == 65536
         assert record.measure == workload.removeprefix("micro/")
         assert record.shape.endswith(f"over {ranks} ranks")
+        assert record.calls_per_step is not None and record.calls_per_step % 2 == 0
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""TensorFlow (Keras 3 on its TensorFlow backend) as an engine: the train scenario of the seeds'
-small models (tiny_mlp, lenet5 and the paper's autoencoder, whose training log in the seeds is
+"""TensorFlow (Keras 3 on its TensorFlow backend) as an engine: the train and infer scenarios of
+the seeds' small models (tiny_mlp, lenet5 and the paper's autoencoder, whose training log in the seeds is
 Keras output), each a Keras model with the torch model's layers and parameters (models.py; equal
 trainable counts, a test), trained by a tf.function step with Keras' optimizer (train.py) and
 measured by the kit every scenario shares.
@@ -45,8 +45,11 @@ def _rules(spec: RunSpec) -> None:
 
 FRAMEWORK = Framework(
     name="tensorflow",
-    summary="TensorFlow with Keras 3: training of the seeds' small models on one device",
-    measures={"train": "accelbench.engines.tensorflow.train:measure"},
+    summary="TensorFlow with Keras 3: training and inference of the seeds' small models",
+    measures={
+        "train": "accelbench.engines.tensorflow.train:measure",
+        "infer": "accelbench.engines.tensorflow.infer:measure",
+    },
     workloads=("tiny_mlp", "lenet5", "autoencoder"),
     precisions=("fp32", "amp-bf16"),
     rules=_rules,

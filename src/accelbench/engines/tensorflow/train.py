@@ -57,15 +57,22 @@ class TensorFlowDevice:
         return tf.config.experimental.get_memory_info("GPU:0")["peak"] / 2**30, None
 
 
-def measure(spec: RunSpec) -> Metrics:
+def built(spec: RunSpec) -> tuple[Any, TensorFlowDevice, models.Model]:
+    """tensorflow, the cell's device and its model's recipe, the seed and the precision policy
+    set (build the model under `tf.device(device.name)`)."""
     tf, keras = _imported()
-    start = time.perf_counter()
-    device = TensorFlowDevice(spec.device)
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(
         "mixed_bfloat16" if spec.precision == "amp-bf16" else "float32"
     )
-    chosen = models.MODELS[spec.workload]
+    return tf, TensorFlowDevice(spec.device), models.MODELS[spec.workload]
+
+
+def measure(spec: RunSpec) -> Metrics:
+    start = time.perf_counter()
+    tf, device, chosen = built(spec)
+    import keras
+
     with tf.device(device.name):
         model, loss_fn = chosen.build(), chosen.loss()
         optimizer = _optimizer(spec, keras)
@@ -80,14 +87,14 @@ def measure(spec: RunSpec) -> Metrics:
             return loss
 
         rng = np.random.default_rng(spec.seed)
-        batches = _batches(spec, chosen, rng, tf)
+        queued = batches(spec, chosen, rng, tf)
         build_s = time.perf_counter() - start
         timer, raw, losses = device.timer(), Raw(), []
         for _ in measured_epochs(spec, device, raw):
             timer.mark()
             for _ in range(spec.steps_per_epoch):
                 wait_start = time.perf_counter()  # host time making the next batch
-                x, y = next(batches)
+                x, y = next(queued)
                 raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
                 loss = step(x, y)
                 losses.append(loss)
@@ -136,7 +143,7 @@ def _optimizer(spec: RunSpec, keras: Any) -> Any:
     return keras.optimizers.SGD(rate, momentum=0.9)
 
 
-def _batches(
+def batches(
     spec: RunSpec, model: models.Model, rng: np.random.Generator, tf: Any
 ) -> Iterator[tuple[Any, Any]]:
     """Host batches made for each step, or with inputs_on_device a few made tensors on the
