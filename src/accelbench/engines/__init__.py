@@ -163,6 +163,21 @@ class Framework:
         return resolve(self.measures[scenario])
 
 
+def one_device(name: str, spec: RunSpec, lacks: Mapping[str, bool]) -> None:
+    """The rules an engine besides torch has so far: one process, on a CPU or a CUDA GPU, and
+    none of the options it lacks (`lacks`: each option with whether the spec gives it)."""
+    if spec.distributed:
+        raise ValueError(
+            f"--framework {name} runs one process so far: leave out --replicas, --fsdp, "
+            "--tensor-parallel and --pipeline-stages"
+        )
+    if spec.device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--framework {name} runs on cpu or cuda, not {spec.device}")
+    given = [option for option, on in lacks.items() if on]
+    if given:
+        raise ValueError(f"--framework {name} takes none of these so far: leave out {given[0]}")
+
+
 TORCH = Framework("torch", "PyTorch, eager or torch.compile: every scenario, workload and layout")
 
 BUILT_IN = ("accelbench.engines.jax", "accelbench.engines.tensorflow")

@@ -10,7 +10,7 @@ import math
 import socket
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -59,6 +59,33 @@ def measured_epochs(spec: RunSpec, device: Device | torch.device, raw: Raw) -> I
         raw.epoch_s.append(time.perf_counter() - epoch_start)
     raw.energy, raw.host = meter.stop(), monitor.stop()
     raw.measure_s = time.perf_counter() - measure_start
+
+
+def lagged_epochs(
+    spec: RunSpec,
+    device: Device,
+    raw: Raw,
+    batches: Iterator[Any],
+    step: Callable[[Any], Any],
+    floats: Callable[[list[Any]], list[float]],
+) -> TimerMethod:
+    """The measured epochs of an engine that dispatches steps asynchronously and times them by
+    its device's timer (engines.LaggedTimer): `step(batch)` dispatches one and returns its loss
+    without waiting for it. Each step's input wait and time go into raw, and the epoch's losses,
+    read back once an epoch by `floats`. Returns the timer's method."""
+    timer, losses = device.timer(), []
+    for _ in measured_epochs(spec, device, raw):
+        timer.mark()
+        for _ in range(spec.steps_per_epoch):
+            wait_start = time.perf_counter()  # host time making the next batch
+            batch = next(batches)
+            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+            losses.append(loss := step(batch))
+            timer.mark(loss)
+        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+        raw.step_loss += floats(losses)
+        losses.clear()
+    return timer.method
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from accelbench import workloads
-from accelbench.engines import Framework
+from accelbench.engines import Framework, one_device
 
 if TYPE_CHECKING:
     from accelbench.records.spec import RunSpec
@@ -23,29 +23,17 @@ if TYPE_CHECKING:
 
 def _rules(spec: RunSpec) -> None:
     user = workloads.is_user(spec.workload)
-    if spec.distributed:
-        raise ValueError(
-            "--framework jax runs one process so far: leave out --replicas, --fsdp, "
-            "--tensor-parallel and --pipeline-stages"
-        )
-    if spec.device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"--framework jax runs on cpu or cuda, not {spec.device}")
-    given = [
-        option
-        for option, on in (
-            ("--compile (jax compiles every step)", spec.compile),
-            ("--channels-last", spec.channels_last),
-            ("--data", spec.data is not None),
-            ("--workers", spec.workers != 0),
-            ("--grad-accum", spec.grad_accum > 1),
-            ("--recompute", spec.recompute),
-            ("--lora-rank", spec.lora_rank is not None),
-            ("--model-arg (a user's model takes them)", bool(spec.model_args) and not user),
-        )
-        if on
-    ]
-    if given:
-        raise ValueError(f"--framework jax takes none of these so far: leave out {given[0]}")
+    lacks = {
+        "--compile (jax compiles every step)": spec.compile,
+        "--channels-last": spec.channels_last,
+        "--data": spec.data is not None,
+        "--workers": spec.workers != 0,
+        "--grad-accum": spec.grad_accum > 1,
+        "--recompute": spec.recompute,
+        "--lora-rank": spec.lora_rank is not None,
+        "--model-arg (a user's model takes them)": bool(spec.model_args) and not user,
+    }
+    one_device("jax", spec, lacks)
 
 
 FRAMEWORK = Framework(

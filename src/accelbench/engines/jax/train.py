@@ -27,7 +27,7 @@ from accelbench.execution import efficiency
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import NO_CPU_PEAK, Flops, Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
+from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epochs
 
 log = logging.getLogger(__name__)
 
@@ -71,25 +71,23 @@ def measure(spec: RunSpec) -> Metrics:
     batches = _batches(spec, model, rng, device)
     build_s = time.perf_counter() - start
 
-    timer, raw, losses = device.timer(), Raw(), []
-    for _ in measured_epochs(spec, device, raw):
-        timer.mark()
-        for _ in range(spec.steps_per_epoch):
-            wait_start = time.perf_counter()  # host time making the next batch
-            batch = next(batches)
-            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-            params, opt_state, state, loss = step(params, opt_state, state, batch)
-            losses.append(loss)
-            timer.mark(loss)
-        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
-        raw.step_loss += [float(x) for x in jax.device_get(losses)]
-        losses.clear()
+    carry = [params, opt_state, state]  # the step's donated buffers, replaced each step
+
+    def one(batch: dict[str, Any]) -> jax.Array:
+        carry[0], carry[1], carry[2], loss = step(*carry, batch)
+        return loss
+
+    raw = Raw()
+    method = lagged_epochs(
+        spec, device, raw, batches, one, lambda got: [float(x) for x in jax.device_get(got)]
+    )
+    params, opt_state, state = carry
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves((params, opt_state, state))) / 2**30
     raw.host_rss = host_peak_rss_gib()
     flops = xla_flops(spec, model, device, step, (params, opt_state, state, next(batches)))
     return build_metrics(
-        spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops
+        spec, model, raw, [], timer=method, build_s=build_s, flops=flops
     ).model_copy(update={"trainable_params": models.num_params(params)})
 
 

@@ -12,35 +12,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accelbench.engines import Framework
+from accelbench.engines import Framework, one_device
 
 if TYPE_CHECKING:
     from accelbench.records.spec import RunSpec
 
 
 def _rules(spec: RunSpec) -> None:
-    if spec.distributed:
-        raise ValueError(
-            "--framework tensorflow runs one process so far: leave out --replicas, --fsdp, "
-            "--tensor-parallel and --pipeline-stages"
-        )
-    if spec.device not in ("auto", "cpu", "cuda"):
-        raise ValueError(f"--framework tensorflow runs on cpu or cuda, not {spec.device}")
-    given = [
-        option
-        for option, on in (
-            ("--channels-last (Keras lays images out so)", spec.channels_last),
-            ("--data", spec.data is not None),
-            ("--workers", spec.workers != 0),
-            ("--grad-accum", spec.grad_accum > 1),
-            ("--recompute", spec.recompute),
-            ("--lora-rank", spec.lora_rank is not None),
-            ("--model-arg", bool(spec.model_args)),
-        )
-        if on
-    ]
-    if given:
-        raise ValueError(f"--framework tensorflow takes none of these so far: leave out {given[0]}")
+    lacks = {
+        "--channels-last (Keras lays images out so)": spec.channels_last,
+        "--data": spec.data is not None,
+        "--workers": spec.workers != 0,
+        "--grad-accum": spec.grad_accum > 1,
+        "--recompute": spec.recompute,
+        "--lora-rank": spec.lora_rank is not None,
+        "--model-arg": bool(spec.model_args),
+    }
+    one_device("tensorflow", spec, lacks)
 
 
 FRAMEWORK = Framework(

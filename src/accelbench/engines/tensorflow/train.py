@@ -21,7 +21,7 @@ from accelbench.engines.tensorflow import models
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
+from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epochs
 
 DEVICE_BATCHES = 4
 """Distinct batches cycled with inputs_on_device, as torch's train scenario cycles them."""
@@ -89,24 +89,15 @@ def measure(spec: RunSpec) -> Metrics:
         rng = np.random.default_rng(spec.seed)
         queued = batches(spec, chosen, rng, tf)
         build_s = time.perf_counter() - start
-        timer, raw, losses = device.timer(), Raw(), []
-        for _ in measured_epochs(spec, device, raw):
-            timer.mark()
-            for _ in range(spec.steps_per_epoch):
-                wait_start = time.perf_counter()  # host time making the next batch
-                x, y = next(queued)
-                raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-                loss = step(x, y)
-                losses.append(loss)
-                timer.mark(loss)
-            raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
-            raw.step_loss += [float(loss) for loss in losses]
-            losses.clear()
+        raw = Raw()
+        method = lagged_epochs(
+            spec, device, raw, queued, lambda b: step(*b), lambda got: [float(x) for x in got]
+        )
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     weights = [*model.weights, *optimizer.variables]
     raw.state_gib = sum(int(np.prod(w.shape)) * tf.as_dtype(w.dtype).size for w in weights) / 2**30
     raw.host_rss = host_peak_rss_gib()
-    metrics = build_metrics(spec, chosen, raw, [], timer=timer.method, build_s=build_s, flops=None)
+    metrics = build_metrics(spec, chosen, raw, [], timer=method, build_s=build_s, flops=None)
     return metrics.model_copy(update={"trainable_params": models.trainable(model)})
 
 
