@@ -130,6 +130,8 @@ def test_history_finds_and_attributes_a_slowdown_and_the_gate_fails(nightly: Pat
     document = json.loads(answer.stdout)
     assert document["format"] == "accelbench-history" and document["version"] == 1
     (cell,) = document["series"]
+    with ResultStore(nightly) as store:  # each run names its stored result
+        assert {run["key"] for run in cell["runs"]} == {r.key for r in store.query()}
     (change,) = cell["changes"]
     assert change["at"].startswith("2026-11-16") and change["moved"]["torch"][1] == "2.15.0"
     assert change["interval_pct"][0] <= -8 <= change["interval_pct"][1]

@@ -184,3 +184,21 @@ def test_a_users_jax_model_runs_and_a_torch_one_is_refused_by_name(tmp_path: Pat
     assert theirs.status == "error" and "must return an accelbench.engines.jax" in (
         theirs.reason or ""
     )
+
+
+def test_a_lagged_mark_waits_for_the_step_before_and_the_window_for_the_last() -> None:
+    waited: list[object] = []
+
+    class Recorded(engines.LaggedDevice):
+        def wait(self, output: object) -> None:
+            waited.append(output)
+
+    device = Recorded()
+    timer = device.timer()
+    timer.mark()  # the window opens: nothing waited for
+    for step in ("a", "b", "c"):
+        timer.mark(step)  # dispatched; the one before it is waited for
+        assert waited == ["a", "b", "c"][: ["a", "b", "c"].index(step)]
+    assert len(timer.intervals_ms()) == 3 and waited == ["a", "b", "c"]
+    device.synchronize()  # the last step dispatched
+    assert waited[-1] == "c" and device.latest == "c"

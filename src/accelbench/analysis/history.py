@@ -35,6 +35,7 @@ MIN_SIDE = 4
 class Point:
     at: datetime
     key: str
+    """The run's stored result (`accelbench export` or the JSON answer names it)."""
     value: float
     """The headline rate (higher is better)."""
     flagged: bool

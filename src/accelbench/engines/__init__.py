@@ -76,11 +76,6 @@ class Device(Place, Protocol):
         ...
 
 
-class Latest(Protocol):
-    latest: Any
-    """The output of the last step dispatched, which the device's synchronize() waits for."""
-
-
 class LaggedTimer:
     """Intervals between the ends of consecutive steps on the host's clock, for an engine that
     dispatches steps asynchronously and has no device events (JAX, TensorFlow): a mark waits for
@@ -90,8 +85,8 @@ class LaggedTimer:
 
     method: TimerMethod = "wall-clock"
 
-    def __init__(self, wait: Callable[[Any], object], device: Latest) -> None:
-        self.wait, self.device = wait, device
+    def __init__(self, device: LaggedDevice) -> None:
+        self.device = device
         self._times: list[float] = []
         self._pending: Any = None
 
@@ -100,17 +95,36 @@ class LaggedTimer:
             self._times.append(time.perf_counter())
             return
         if self._pending is not None:
-            self.wait(self._pending)
+            self.device.wait(self._pending)
             self._times.append(time.perf_counter())
         self._pending = self.device.latest = pending
 
     def intervals_ms(self) -> list[float]:
         if self._pending is not None:
-            self.wait(self._pending)
+            self.device.wait(self._pending)
             self._times.append(time.perf_counter())
             self._pending = None
         times, self._times = self._times, []
         return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
+
+
+class LaggedDevice:
+    """What a device of such an engine shares: it waits for a step by its output (`wait`), keeps
+    the last step dispatched, and synchronizes by waiting for that one (a step's output is
+    ready once it, and every step before it that it reads, has run)."""
+
+    latest: Any = None
+    """The output of the last step dispatched."""
+
+    def wait(self, output: Any) -> None:
+        raise NotImplementedError
+
+    def synchronize(self) -> None:
+        if self.latest is not None:
+            self.wait(self.latest)
+
+    def timer(self) -> LaggedTimer:
+        return LaggedTimer(self)
 
 
 @dataclass(frozen=True)

@@ -48,14 +48,14 @@ def series(
     """The ok runs of the selected cells, each cell on each host a series in time order, with
     its change points."""
     grouped: dict[tuple[str, str, str], tuple[str, str, list[history.Point]]] = {}
-    for at, row, software in _rows(wheres, workload, platform):
+    for at, key, row, software in _rows(wheres, workload, platform):
         words, name_platform, hostname, cell, rate, flags, unit = row
         if (host is not None and hostname != host) or not rate:
             continue
         name = f"{words} on {name_platform}, {hostname}"  # its first run's: repeat 0
         group = (cell, name_platform, hostname)
         _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
-        points.append(history.Point(at, "", rate, bool(flags), software))
+        points.append(history.Point(at, key, rate, bool(flags), software))
     return [
         Series(name, hostname, unit, points, history.changes(points))
         for (_, _, hostname), (name, unit, points) in sorted(grouped.items(), key=lambda g: g[1][0])
@@ -64,7 +64,7 @@ def series(
 
 def _rows(
     wheres: Sequence[Path | str] | None, workload: str | None, platform: str | None
-) -> Iterator[tuple[datetime, list[Any], Mapping[str, str]]]:
+) -> Iterator[tuple[datetime, str, list[Any], Mapping[str, str]]]:
     """(when, the listing's _READ fields, the software) of each ok run, oldest first, each once
     over the databases; a database of another schema, or a row whose listing other code made,
     from its record."""
@@ -89,9 +89,9 @@ def _rows(
                 result = taken if isinstance(taken, Result) else store.records([key])[0]
                 made = listing.of(result)
                 row = [getattr(made, name) for name in _READ]
-                yield result.created_at, row, _software_of(result)
+                yield result.created_at, key, row, _software_of(result)
             else:
-                yield datetime.fromisoformat(at), row, _Software(taken)
+                yield datetime.fromisoformat(at), key, row, _Software(taken)
 
 
 class _Software(Mapping[str, str]):
@@ -193,7 +193,7 @@ def document(found: Sequence[Series]) -> dict[str, Any]:
                 "host": s.host,
                 "unit": s.unit,
                 "runs": [
-                    {"at": p.at.isoformat(), "value": p.value, "flagged": p.flagged}
+                    {"at": p.at.isoformat(), "key": p.key, "value": p.value, "flagged": p.flagged}
                     for p in s.points
                 ],
                 "changes": [

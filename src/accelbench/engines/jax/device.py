@@ -6,30 +6,22 @@ from typing import Any
 
 import jax
 
-from accelbench.engines import LaggedTimer
+from accelbench.engines import LaggedDevice
 
 
-class JaxDevice:
+class JaxDevice(LaggedDevice):
     """One of JAX's devices: "cpu", or "cuda" for its GPU backend."""
 
     def __init__(self, device_type: str) -> None:
         platform = "gpu" if device_type == "cuda" else device_type
         self.device = jax.devices(platform)[0]
         self.type, self.index = device_type, (self.device.id if device_type != "cpu" else None)
-        self.latest: Any = None
-        """The output of the last step dispatched, which synchronize() waits for."""
 
     def put(self, tree: Any) -> Any:
         return jax.device_put(tree, self.device)
 
-    def synchronize(self) -> None:
-        """Waits for the last step dispatched (JAX has no wait for a whole device: a step's
-        output is ready once the step, and every one before it that it reads, has run)."""
-        if self.latest is not None:
-            jax.block_until_ready(self.latest)
-
-    def timer(self) -> LaggedTimer:
-        return LaggedTimer(jax.block_until_ready, self)
+    def wait(self, output: Any) -> None:
+        jax.block_until_ready(output)
 
     def reset_peak_memory(self) -> None:
         """XLA keeps one peak per process and cannot reset it: the peak read is since start."""

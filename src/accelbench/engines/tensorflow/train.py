@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.engines import LaggedTimer
+from accelbench.engines import LaggedDevice
 from accelbench.engines.tensorflow import models
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
@@ -27,21 +27,16 @@ DEVICE_BATCHES = 4
 """Distinct batches cycled with inputs_on_device, as torch's train scenario cycles them."""
 
 
-class TensorFlowDevice:
-    """TensorFlow's CPU or its first GPU ("cuda")."""
+class TensorFlowDevice(LaggedDevice):
+    """TensorFlow's CPU or its first GPU ("cuda"); a step is waited for by reading its loss."""
 
     def __init__(self, device_type: str) -> None:
         self.type = device_type
         self.index = 0 if device_type == "cuda" else None
         self.name = "/GPU:0" if device_type == "cuda" else "/CPU:0"
-        self.latest: Any = None
 
-    def synchronize(self) -> None:
-        if self.latest is not None:
-            self.latest.numpy()
-
-    def timer(self) -> LaggedTimer:
-        return LaggedTimer(lambda tensor: tensor.numpy(), self)
+    def wait(self, output: Any) -> None:
+        output.numpy()
 
     def reset_peak_memory(self) -> None:
         if self.type == "cuda":
