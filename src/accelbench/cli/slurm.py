@@ -39,6 +39,7 @@ def slurm(
     from accelbench.orchestration import slurm as slurm_job
     from accelbench.storage.connect import default_path, is_url, redacted
 
+    check_out(out)  # before the cells' pre-flight, which takes seconds
     run_args = list(ctx.args)
     if not run_args or run_args[0] != "run":
         raise AccelbenchError(
@@ -67,7 +68,6 @@ def slurm(
     specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
     slurm_job.check_allocation(job, specs)
     launch.preflight_in_child(check_cells(specs), parsed.params["timeout_s"])
-    check_out(out)
     where = slurm_job.database_path(db or default_path())
     if slurm_job.node_local(where):
         console.print(
