@@ -202,3 +202,25 @@ def test_a_lagged_mark_waits_for_the_step_before_and_the_window_for_the_last() -
     assert len(timer.intervals_ms()) == 3 and waited == ["a", "b", "c"]
     device.synchronize()  # the last step dispatched
     assert waited[-1] == "c" and device.latest == "c"
+
+
+def test_once_steps_are_short_a_mark_waits_once_a_stride_and_shares_its_time() -> None:
+    waited: list[object] = []
+
+    class Recorded(engines.LaggedDevice):
+        def wait(self, output: object) -> None:
+            waited.append(output)
+
+    timer = Recorded().timer()
+    timer.mark()
+    for step in range(4):  # steps of microseconds: far shorter than SPAN_MS
+        timer.mark(step)
+    assert len(timer.intervals_ms()) == 4 and timer.stride > 100
+    waited.clear()
+    timer.stride = 3
+    timer.mark()
+    for step in "abcdefg":
+        timer.mark(step)
+    steps = timer.intervals_ms()
+    assert waited == ["c", "f", "g"]  # each stride's last, then the window's last
+    assert len(steps) == 7 and len(set(steps[:3])) == 1 and len(set(steps[3:6])) == 1

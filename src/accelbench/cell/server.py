@@ -10,7 +10,7 @@ and no CUDA call, which a forked process could not use again (CUDA starts in the
 Protocol, one JSON object a line: the sweep writes {"argv", "log", "cwd", "env"} on stdin; this
 answers {"pid"} when the cell has started and {"returncode"} (negative: killed by that signal)
 when it has ended, as subprocess reports it, then reads the next request. "ready" comes first,
-once the imports are done. A module the package does not import, as child.py is.
+once torch is imported; the rest of a cell's imports are done while the first request runs. A module the package does not import, as child.py is.
 """
 
 import json
@@ -34,14 +34,12 @@ def main() -> int:
     # The sweep stops a cell, not this: it ends when its input does, or with the sweep.
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _warm()
-    import torch
+    import torch  # all that the first request (the sweep's probe of the platform) needs
 
-    if torch.cuda.is_initialized():  # a forked cell could not use CUDA: let the sweep exec
-        print("an import started CUDA in the cell server: cells start afresh", file=sys.stderr)
+    if _cuda_started(torch):
         return 3
     replies.write("ready\n")
-    server = os.getpid()
+    server, warm = os.getpid(), False
     for line in sys.stdin:
         request = json.loads(line)
         sys.stdout.flush()
@@ -50,9 +48,23 @@ def main() -> int:
         if pid == 0:
             _cell(request, replies.fileno(), server)
         replies.write(json.dumps({"pid": pid}) + "\n")
+        if not warm:  # the rest of a cell's imports, while the probe runs, for the cells after
+            _warm()
+            warm = True
         _, status = os.waitpid(pid, 0)
         replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
+        if _cuda_started(torch):
+            return 3
     return 0
+
+
+def _cuda_started(torch: Any) -> bool:
+    """Whether an import started CUDA here, which a forked cell could not use: the sweep then
+    starts its cells in fresh interpreters."""
+    if torch.cuda.is_initialized():
+        print("an import started CUDA in the cell server: cells start afresh", file=sys.stderr)
+        return True
+    return False
 
 
 def _warm() -> None:
@@ -116,4 +128,9 @@ def _die_with(server: int) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # Nothing is left to tear down: the interpreter's own teardown with torch loaded took about
+    # a second, which every sweep waited for at its end.
+    os._exit(code)

@@ -71,8 +71,9 @@ def lagged_epochs(
 ) -> TimerMethod:
     """The measured epochs of an engine that dispatches steps asynchronously and times them by
     its device's timer (engines.LaggedTimer): `step(batch)` dispatches one and returns its loss
-    without waiting for it. Each step's input wait and time go into raw, and the epoch's losses,
-    read back once an epoch by `floats`. Returns the timer's method."""
+    without waiting for it. Each step's input wait and time go into raw, and the losses, read
+    back by `floats` once the epochs are over: read each epoch, a copy a step cost 0.1 ms of an
+    epoch of 0.13 ms steps. Returns the timer's method."""
     timer, losses = device.timer(), []
     for _ in measured_epochs(spec, device, raw):
         timer.mark()
@@ -83,8 +84,7 @@ def lagged_epochs(
             losses.append(loss := step(batch))
             timer.mark(loss)
         raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
-        raw.step_loss += floats(losses)
-        losses.clear()
+    raw.step_loss = floats(losses)
     return timer.method
 
 
