@@ -4,9 +4,11 @@ host and the variables that change speed (a secret's name only, never its value)
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import os
 import platform
+import re
 import socket
 from pathlib import Path
 
@@ -41,14 +43,15 @@ def secret(name: str, value: str) -> bool:
 
 
 def accelbench_commit() -> str | None:
-    """The git commit of accelbench's source, with "-dirty" for uncommitted changes, where it
-    runs from a checkout (an editable install); None for an installed wheel."""
+    """The git commit of accelbench's source, with "-dirty" for uncommitted changes: asked of
+    git where it runs from a checkout (an editable install), else the one setuptools-scm baked
+    into the built package (_version.py); None where neither says."""
     import subprocess
 
     package = Path(__file__).resolve().parents[1]  # .../src/accelbench
     root = package.parents[1]  # the checkout, above src/
     if not (root / ".git").exists():
-        return None
+        return _built_commit()
     try:
         found = subprocess.run(
             ["git", "-C", str(root), "describe", "--always", "--dirty", "--abbrev=12"],
@@ -57,8 +60,27 @@ def accelbench_commit() -> str | None:
             timeout=10,
         )
     except (OSError, subprocess.SubprocessError):
+        return _built_commit()
+    return found.stdout.strip() or None if found.returncode == 0 else _built_commit()
+
+
+def _built_commit() -> str | None:
+    """The commit setuptools-scm baked in: whole where the package was built from git, else
+    (a wheel built from the sdist, which has no git) the short one its version carries, as in
+    0.1.dev382+g202901fc0.d20261127 (the date: built with uncommitted changes)."""
+    try:
+        _version = importlib.import_module("accelbench._version")
+    except ImportError:  # a source tree never built
         return None
-    return found.stdout.strip() or None if found.returncode == 0 else None
+    node, dirty = getattr(_version, "__commit__", None), getattr(_version, "__dirty__", False)
+    if not node:
+        local = str(getattr(_version, "__version__", "")).partition("+")[2].split(".")
+        node = next((part for part in local if re.fullmatch(r"g[0-9a-f]{7,}", part)), None)
+        dirty = any(re.fullmatch(r"d\d{8}", part) for part in local)
+    if not node:
+        return None
+    node = node[1:] if re.fullmatch(r"g[0-9a-f]{7,}", node) else node  # git describe's g<hash>
+    return node[:12] + ("-dirty" if dirty else "")
 
 
 def resolve_device(requested: str) -> str:
