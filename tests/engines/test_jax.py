@@ -219,8 +219,8 @@ def test_once_steps_are_short_a_mark_waits_once_a_stride_and_shares_its_time() -
     waited.clear()
     timer.stride = 3
     timer.mark()
-    for step in "abcdefg":
-        timer.mark(step)
+    for name in "abcdefg":
+        timer.mark(name)
     steps = timer.intervals_ms()
     assert waited == ["c", "f", "g"]  # each stride's last, then the window's last
     assert len(steps) == 7 and len(set(steps[:3])) == 1 and len(set(steps[3:6])) == 1

@@ -40,11 +40,3 @@ def test_compare_answers_in_json_what_it_ranks(two_platforms: list[Result], tmp_
         expected
     )
     assert {u["workload"] for u in answer["unmatched"]} <= {r.spec.workload for r in ok}
-
-
-def test_compare_against_published_figures_has_no_json_answer_yet(tmp_path: Path) -> None:
-    done = CliRunner().invoke(
-        app, ["compare", "--reference", "--format", "json", "--db", str(tmp_path / "r.sqlite")]
-    )
-    assert done.exit_code == 2
-    assert "compare --reference answers as a table, not json: give --format table" in done.output

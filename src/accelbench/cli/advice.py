@@ -8,10 +8,20 @@ from typing import Annotated
 import typer
 
 from accelbench import scenarios
-from accelbench.cli.app import DbsOption, app, check_filters, console, percent
+from accelbench.cli.app import (
+    AnswerFormat,
+    AnswerOption,
+    DbsOption,
+    app,
+    check_filters,
+    console,
+    percent,
+    print_answer,
+)
 from accelbench.cli.results import TokensOption
 from accelbench.errors import AccelbenchError
 from accelbench.report.advice import advice_lines, constraints_text, published_lines
+from accelbench.report.answers import recommendation
 from accelbench.storage.several import stream_all
 
 
@@ -55,6 +65,7 @@ def recommend(
             "--reference", help="Also list what published results give on other platforms."
         ),
     ] = False,
+    fmt: AnswerOption = AnswerFormat.table,
     db: DbsOption = None,
 ) -> None:
     """Which platform, batch size, device count and precision for an objective, from the stored
@@ -81,6 +92,13 @@ def recommend(
     each = stream_all(db, workload=workload)  # a result at a time: a site's are not held
     answers = advice.recommend(each, workload, objective, constraints, scenario)
     goal = objectives.goal_of(objective, constraints)
+    refs = advice.published(workload, [a.platform for a in answers]) if reference else None
+    if fmt is AnswerFormat.json:
+        read_from = [scenario] if scenario else list(goal.scenarios)
+        print_answer(
+            recommendation(workload, objective, goal.unit, read_from, constraints, answers, refs)
+        )
+        return
     read = scenario or " and ".join(goal.scenarios)
     console.print(
         f"{workload}, objective {objective} ({goal.unit}), {read} results"
@@ -97,7 +115,6 @@ def recommend(
         )
     for line in advice_lines(answers, objective, constraints):
         console.print(line)
-    if reference:
-        refs = advice.published(workload, [a.platform for a in answers])
+    if refs is not None:
         for line in published_lines(refs) or ["no published throughput for this workload"]:
             console.print(line)

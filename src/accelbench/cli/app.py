@@ -22,8 +22,9 @@ from accelbench import scenarios, workloads
 from accelbench.cli.options import OPTION_NAMES
 from accelbench.errors import AccelbenchError, missing_extra
 from accelbench.orchestration import launch
+from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result, Status
-from accelbench.report import inert, tables
+from accelbench.report import answers, inert, tables
 from accelbench.report.results import Records, Rows, grid, listed, row_notes
 from accelbench.secrets import scrub, scrubbing_filter
 from accelbench.storage.several import query_all
@@ -126,6 +127,25 @@ class Format(StrEnum):
     table = "table"
     json = "json"
     csv = "csv"
+
+
+class AnswerFormat(StrEnum):
+    table = "table"
+    json = "json"
+
+
+AnswerOption = Annotated[
+    AnswerFormat,
+    typer.Option(
+        "--format",
+        help="table, or json: one document on standard output, its schema in docs/schemas/.",
+    ),
+]
+
+
+def print_answer(answer: Frozen) -> None:
+    """A command's answer as JSON (report.answers), the whole of standard output."""
+    sys.stdout.write(answers.dump(answer))
 
 
 def validation_message(exc: ValidationError) -> str:

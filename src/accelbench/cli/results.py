@@ -17,6 +17,8 @@ from accelbench import workloads
 from accelbench.analysis import comparison, references
 from accelbench.cell.environment import capture
 from accelbench.cli.app import (
+    AnswerFormat,
+    AnswerOption,
     DbOption,
     DbsOption,
     Format,
@@ -29,15 +31,17 @@ from accelbench.cli.app import (
     check_out,
     console,
     load,
+    print_answer,
     show_grid,
     show_rows,
     write_stream,
 )
 from accelbench.cli.options import spec_help
 from accelbench.errors import AccelbenchError
+from accelbench.records.result import Result
 from accelbench.records.spec import DeviceType
+from accelbench.report import answers, tabular
 from accelbench.report import compare as compare_text
-from accelbench.report import tabular
 from accelbench.report.database import ResultStore, compared, source_all
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
 from accelbench.storage import exchange
@@ -55,16 +59,29 @@ TokensOption = Annotated[
 
 
 @app.command("list")
-def list_workloads() -> None:
+def list_workloads(fmt: AnswerOption = AnswerFormat.table) -> None:
     """The workloads, one line each."""
+    forms = [
+        "timm/<model>",
+        "hf/<model_type>",
+        "path/to/file.py:function",
+        "served/<model> (--scenario serve)",
+        "micro/<kind> (--scenario micro)",
+    ]
+    if fmt is AnswerFormat.json:
+        named = [
+            answers.Workload(name=name, description=workloads.describe(name))
+            for name in workloads.WORKLOADS
+        ]
+        print_answer(answers.ListAnswer(workloads=named, forms=forms, micro=list(workloads.MICRO)))
+        return
     width = max(map(len, workloads.WORKLOADS))
     for name in workloads.WORKLOADS:
         console.print(f"{name:<{width}}  {workloads.describe(name)}", soft_wrap=True)
     console.print(
-        "\nAlso: timm/<model>, hf/<model_type>, path/to/file.py:function, served/<model> "
-        "(--scenario serve), micro/<kind> (--scenario micro: "
-        + ", ".join(workloads.MICRO)
-        + ") (see docs/usage.md)"
+        f"\nAlso: {', '.join(forms)}, where micro/<kind> is one of {', '.join(workloads.MICRO)} "
+        "(see docs/usage.md)",
+        soft_wrap=True,
     )
 
 
@@ -206,10 +223,7 @@ def compare(
     tolerance: Annotated[
         float, typer.Option(help="Band around the published figure, percent.", min=0)
     ] = references.DEFAULT_TOLERANCE_PCT,
-    fmt: Annotated[
-        Format,
-        typer.Option("--format", help="table or json (with --by: one document, docs/formats.md)."),
-    ] = Format.table,
+    fmt: AnswerOption = AnswerFormat.table,
     db: DbsOption = None,
 ) -> None:
     """Throughput ratios between configurations (--by), with intervals; or stored runs against
@@ -219,19 +233,13 @@ def compare(
             "give --by FIELD (e.g. --by platform) to compare configurations, or --reference to "
             "compare with published results"
         )
-    if fmt is Format.csv or (fmt is Format.json and reference):
-        raise AccelbenchError(
-            f"compare {'--reference' if reference else '--by'} answers as a table"
-            + (" or json" if not reference else "")
-            + f", not {fmt}: give --format table"
-        )
     check_filters(workload, platform, "ok")
     if by is not None:  # from the listings: a site's records are not read
         cells = compared(db, by, workload=workload, platform=platform)
         found_ratios = comparison.ratios(cells, by, baseline)
         summary = comparison.summary(found_ratios)
         alone = comparison.unmatched(cells, by, baseline)
-        if fmt is Format.json:  # standard output holds the JSON alone
+        if fmt is AnswerFormat.json:  # standard output holds the JSON alone
             answer = compare_text.ratios_json(by, baseline, found_ratios, summary, alone)
             sys.stdout.write(json.dumps(answer, indent=1) + "\n")
             return
@@ -247,19 +255,15 @@ def compare(
         return
     found, _ = load(db, workload, platform, status="ok")
     matches = [m for m in map(references.match, found) if m is not None]
-    if matches:
-        console.print(compare_text.reference_table(matches, tolerance))
-        for line in compare_text.reference_notes(matches, tolerance):
-            console.print(line)
     unmatched = sorted(
         {(r.spec.workload, r.platform) for r in found}
         - {(m.result.spec.workload, m.result.platform) for m in matches}
     )
-    for name, where in unmatched:
-        console.print(f"{name} on {where}: no published throughput for this device family")
-    if not found:
-        console.print("no stored results match")
     outside = [m for m in matches if m.verdict(tolerance)[0] is not references.Agreement.AGREES]
+    if fmt is AnswerFormat.json:
+        print_answer(answers.reference_answer(matches, unmatched, tolerance))
+    else:
+        _reference_text(found, matches, unmatched, tolerance)
     if outside:  # an acceptance test: the node does not deliver what it should
         typer.echo(
             f"error: {len(outside)} of {len(matches)} run(s) outside ±{tolerance:g}% of their "
@@ -267,6 +271,22 @@ def compare(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _reference_text(
+    found: list[Result],
+    matches: list[references.Match],
+    unmatched: list[tuple[str, str]],
+    tolerance: float,
+) -> None:
+    if matches:
+        console.print(compare_text.reference_table(matches, tolerance))
+        for line in compare_text.reference_notes(matches, tolerance):
+            console.print(line)
+    for name, where in unmatched:
+        console.print(f"{name} on {where}: no published throughput for this device family")
+    if not found:
+        console.print("no stored results match")
 
 
 class ReportFormat(StrEnum):

@@ -14,12 +14,15 @@ import typer
 from accelbench.analysis import validity
 from accelbench.cli import progress
 from accelbench.cli.app import (
+    AnswerFormat,
+    AnswerOption,
     DbOption,
     LatencyBoundOption,
     app,
     console,
     key_values,
     percent,
+    print_answer,
     show,
     split,
     stderr_console,
@@ -37,10 +40,12 @@ from accelbench.orchestration.sweep import (
     stored_result,
 )
 from accelbench.records import contention, environment
-from accelbench.records.result import MEASURED
+from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import MAX_REPEATS, RunSpec, knobs, owners
+from accelbench.report import answers
 from accelbench.report.cells import describe
 from accelbench.report.database import ResultStore
+from accelbench.report.results import listed
 
 AXES = (
     "batch_size",
@@ -191,6 +196,7 @@ def run(
             "--dry-run", help="List the cells, each as stored already or to run; run nothing."
         ),
     ] = False,
+    fmt: AnswerOption = AnswerFormat.table,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -214,6 +220,8 @@ def run(
     **knobs: Any,
 ) -> None:
     """Run the grid of the comma lists, each cell in a fresh process, and store every cell."""
+    if dry_run and fmt == AnswerFormat.json:  # the options arrive as plain strings
+        raise AccelbenchError("--dry-run answers as a table: leave out --format json")
     tags: dict[str, str] = key_values(tag or [], "--tag", typed=False)
     envs: dict[str, environment.Environment] = {}  # a suite's probe serves the plan too
     busy = BusySince()  # sampled while the plan is made, not in a sleep of its own
@@ -230,7 +238,10 @@ def run(
                 results = progress.sweep(
                     cells, store, force, timeout_s, verbose=verbose, quiet=quiet, tags=tags
                 )
-    show(results, latency_bound_ms)
+    if fmt == AnswerFormat.json:
+        print_answer(answers.RunAnswer(results=_rows(results)))
+    else:
+        show(results, latency_bound_ms)
     if not any(r.status in MEASURED for r in results):
         typer.echo("error: every cell failed: the reasons are above", err=True)
         raise typer.Exit(1)
@@ -246,6 +257,13 @@ def run(
             err=True,
         )
         raise typer.Exit(1)
+
+
+def _rows(results: list[Result]) -> list[answers.Row]:
+    """The results as the table names and judges them."""
+    rows, _ = listed(results)
+    by_key = {r.key: r for r in results}
+    return [answers.row(by_key[r.key], rows.name(r), rows.verdict_text(r)) for r in rows.rows]
 
 
 def _list(cells: list[Cell], db: str | None, force: bool) -> None:
