@@ -68,8 +68,16 @@ def test_each_reading_command_answers_in_json_what_it_computes(
 ) -> None:
     db = str(tmp_path / "r.sqlite")
     a100 = _on_an_a100(two_platforms[0], 5000.0)
+    here = two_platforms[0]  # batch 4 training, measured here: the same cell on five nodes
+    assert here.items_per_s is not None
+    nodes = [
+        with_rate(here, here.items_per_s * factor).model_copy(
+            update={"env": here.env.model_copy(update={"hostname": f"n{i}"}), "key": f"n{i}"}
+        )
+        for i, factor in enumerate((1.0, 1.01, 0.99, 1.02, 0.5))
+    ]
     with ResultStore(db) as store:
-        store.add([*two_platforms, a100])
+        store.add([*two_platforms, a100, *nodes])
 
     listed = answer("list")
     assert {"tiny_mlp", "autoencoder", "resnet50"} <= {w["name"] for w in listed["workloads"]}
@@ -93,6 +101,15 @@ def test_each_reading_command_answers_in_json_what_it_computes(
 
     assert answer("compare", "--by", "platform", "--db", db)["ratios"]
     assert answer("history", "--db", db)["series"]
+
+    (cell,) = answer("fleet", "--db", db)["cells"]
+    assert [n["name"] for n in cell["nodes"] if n["outlier"]] == ["n4"], cell  # half as fast
+    baseline = tmp_path / "baseline.csv"
+    baseline.write_text(f"workload,value\ntiny_mlp,{here.items_per_s * 0.9}\n")
+    judged = answer("accept", "--baseline", str(baseline), "--db", db, code=1)  # n4 fails
+    outcomes = {j["key"]: j["outcome"] for j in judged["results"]}
+    assert outcomes["n4"] == "fail" and outcomes["n0"] == "pass"
+    assert answer("roofline", "--db", db)["results"] == []  # no ceiling measured here
 
 
 def test_a_run_answers_with_the_cells_it_stored(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ import typer
 from accelbench.analysis import acceptance
 from accelbench.analysis import roofline as roofline_analysis
 from accelbench.cli.app import (
+    AnswerFormat,
+    AnswerOption,
     DbsOption,
     PlatformFilter,
     WorkloadFilter,
@@ -18,12 +20,13 @@ from accelbench.cli.app import (
     check_filters,
     console,
     load,
+    print_answer,
     show_grid,
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
+from accelbench.report import answers, sections
 from accelbench.report import fleet as fleet_text
-from accelbench.report import sections
 from accelbench.report.database import chosen_all, source_all
 
 
@@ -37,6 +40,7 @@ def fleet(
             "--fail-on-outliers", help="Exit 1 when any node is an outlier: for acceptance."
         ),
     ] = False,
+    fmt: AnswerOption = AnswerFormat.table,
     db: DbsOption = None,
 ) -> None:
     """The nodes whose rate in a cell lies outside the rates of the other nodes of their platform
@@ -45,10 +49,13 @@ def fleet(
     check_filters(workload, platform, None)  # only cells run on two hosts or more are read
     with source_all(db, workload=workload, platform=platform) as (source, _):
         cells = list(source.fleet)  # from the listings: a record read for each cell's name
-    for line in fleet_text.lines(cells):
-        console.print(line)
-    if not cells:
-        console.print("no cell was run on two nodes or more of one platform: no fleet to judge")
+    if fmt is AnswerFormat.json:
+        print_answer(answers.fleet_answer(cells))
+    else:
+        for line in fleet_text.lines(cells):
+            console.print(line)
+        if not cells:
+            console.print("no cell was run on two nodes or more of one platform: no fleet to judge")
     outliers = sum(len(c.outliers) for c in cells)
     if outliers and fail_on_outliers:
         typer.echo(f"error: {outliers} outlier(s) in the fleet (--fail-on-outliers)", err=True)
@@ -82,6 +89,7 @@ def accept(
     ] = None,
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,
+    fmt: AnswerOption = AnswerFormat.table,
     db: DbsOption = None,
 ) -> None:
     """Pass or fail for each stored result against a baseline (a centre's file, or the fleet's
@@ -95,12 +103,15 @@ def accept(
         chosen = chosen.model_copy(update={"min_ratio": min_ratio})
     baselines = acceptance.load_baselines(baseline) if baseline else []
     found, _ = load(db, workload, platform)
-    if not found:
+    if not found and fmt is AnswerFormat.table:
         console.print("no stored results match")
         return
     judged = acceptance.judge(found, chosen, baselines, use_fleet)
-    show_grid(acceptance_text.grid(judged, chosen))
-    console.print(acceptance_text.summary(judged))
+    if fmt is AnswerFormat.json:
+        print_answer(answers.accept_answer(judged, chosen))
+    else:
+        show_grid(acceptance_text.grid(judged, chosen))
+        console.print(acceptance_text.summary(judged))
     failed = [j for j in judged if j.outcome is acceptance.Outcome.FAIL]
     if failed:
         typer.echo(
@@ -113,6 +124,7 @@ def accept(
 def roofline(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,
+    fmt: AnswerOption = AnswerFormat.table,
     db: DbsOption = None,
 ) -> None:
     """Which ceiling binds each model result, from what was measured on its platform and host
@@ -122,6 +134,9 @@ def roofline(
     check_filters(workload, platform, None)
     found, matched = chosen_all(db, sections.for_roofline, workload=workload, platform=platform)
     roofs = roofline_analysis.roofs(found)
+    if fmt is AnswerFormat.json:
+        print_answer(answers.roofline_answer(roofs))
+        return
     if not roofs:
         console.print(
             "no measured model result beside a ceiling: run micro/matmul and the loader on the "

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from accelbench.records.frozen import Frozen
 
 if TYPE_CHECKING:
-    from accelbench.analysis import advice, references
+    from accelbench.analysis import acceptance, advice, fleet, references, roofline
     from accelbench.analysis.objectives import Constraints
     from accelbench.records.result import Result
 
@@ -250,6 +250,88 @@ class HistoryAnswer(Frozen):
     series: list[HistorySeries]
 
 
+class Node(Frozen):
+    name: str
+    """The node's host name."""
+    rate: float
+    """The median of its measured repeats, items/s."""
+    runs: int
+    z: float
+    """Its modified z-score in the fleet (median and MAD)."""
+    p_slower: float | None
+    """The rank test's one-sided p-value that its runs lie below the others' (None: too few)."""
+    outlier: bool
+
+
+class FleetCell(Frozen):
+    cell: str
+    platform: str
+    median: float
+    nodes: list[Node]
+    judged: bool
+    """Enough nodes to judge (three or more)."""
+    left_out: int
+    """Results not counted: contended, or without a rate."""
+    detectable: float | None
+    """The smallest slowdown (a share of the median) a node would be found at."""
+
+
+class FleetAnswer(Frozen):
+    """`accelbench fleet --format json`: each cell run on two nodes or more of a platform."""
+
+    format: Literal["accelbench-fleet"] = "accelbench-fleet"
+    version: Literal[1] = 1
+    cells: list[FleetCell]
+
+
+class Judged(Frozen):
+    key: str
+    cell: str
+    platform: str
+    value: float | None
+    baseline: float | None
+    ratio: float | None
+    outcome: str
+    """pass, fail or no baseline."""
+    source: str
+
+
+class AcceptAnswer(Frozen):
+    """`accelbench accept --format json`."""
+
+    format: Literal["accelbench-accept"] = "accelbench-accept"
+    version: Literal[1] = 1
+    min_ratio: float
+    judge: str
+    """value or interval: what must reach min_ratio x the baseline."""
+    results: list[Judged]
+
+
+class Ceiling(Frozen):
+    name: str
+    """compute, memory, communication or input."""
+    share: float
+    """The model's reach: its rate over the ceiling."""
+    evidence: str
+
+
+class Roof(Frozen):
+    key: str
+    cell: str
+    platform: str
+    ceilings: list[Ceiling]
+    binding: str | None
+    """The ceiling that binds it, where it reaches one closely enough."""
+
+
+class RooflineAnswer(Frozen):
+    """`accelbench roofline --format json`."""
+
+    format: Literal["accelbench-roofline"] = "accelbench-roofline"
+    version: Literal[1] = 1
+    results: list[Roof]
+
+
 def dump(answer: Frozen) -> str:
     """The answer as one JSON document and a newline."""
     return answer.model_dump_json(indent=1) + "\n"
@@ -376,6 +458,78 @@ def reference_answer(
     )
 
 
+def fleet_answer(cells: Sequence[fleet.FleetCell]) -> FleetAnswer:
+    from accelbench.report.cells import describe
+
+    found = []
+    for c in cells:
+        outliers = {n.name for n in c.outliers}
+        nodes = [
+            Node(
+                name=n.name,
+                rate=n.rate,
+                runs=n.runs,
+                z=n.z,
+                p_slower=n.p_slower,
+                outlier=n.name in outliers,
+            )
+            for n in c.nodes
+        ]
+        found.append(
+            FleetCell(
+                cell=describe(c.example.spec),
+                platform=c.example.platform,
+                median=c.median,
+                nodes=nodes,
+                judged=c.judged,
+                left_out=c.left_out,
+                detectable=c.detectable,
+            )
+        )
+    return FleetAnswer(cells=found)
+
+
+def accept_answer(judged: Sequence[acceptance.Judged], rule: acceptance.Rule) -> AcceptAnswer:
+    from accelbench.report.cells import describe
+
+    return AcceptAnswer(
+        min_ratio=rule.min_ratio,
+        judge=rule.judge,
+        results=[
+            Judged(
+                key=j.result.key,
+                cell=describe(j.result.spec),
+                platform=j.result.platform,
+                value=j.result.items_per_s,
+                baseline=j.baseline,
+                ratio=j.ratio,
+                outcome=str(j.outcome),
+                source=j.source,
+            )
+            for j in judged
+        ],
+    )
+
+
+def roofline_answer(roofs: Sequence[roofline.Roof]) -> RooflineAnswer:
+    from accelbench.report.cells import describe
+
+    return RooflineAnswer(
+        results=[
+            Roof(
+                key=r.result.key,
+                cell=describe(r.result.spec),
+                platform=r.result.platform,
+                ceilings=[
+                    Ceiling(name=c.name, share=c.share, evidence=c.evidence) for c in r.ceilings
+                ],
+                binding=r.binding.name if r.binding else None,
+            )
+            for r in roofs
+        ]
+    )
+
+
 ANSWERS: Mapping[str, type[Frozen]] = {
     model.model_fields["format"].default: model
     for model in (
@@ -385,6 +539,9 @@ ANSWERS: Mapping[str, type[Frozen]] = {
         ReferenceAnswer,
         CompareAnswer,
         HistoryAnswer,
+        FleetAnswer,
+        AcceptAnswer,
+        RooflineAnswer,
     )
 }
 """Every answer's model by its format: what scripts/schemas.py writes a schema for."""
