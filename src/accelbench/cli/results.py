@@ -86,17 +86,30 @@ def list_workloads(fmt: AnswerOption = AnswerFormat.table) -> None:
 
 
 @app.command("suites")
-def list_suites() -> None:
+def list_suites(fmt: AnswerOption = AnswerFormat.table) -> None:
     """The suites `run --suite` runs: cells at published figures' configurations."""
     from accelbench import suites
 
-    for name in suites.names():
-        suite = suites.load(name)
-        console.print(f"{name}: {suite.description}", soft_wrap=True)
+    found = [
+        answers.Suite(
+            name=name,
+            description=suite.description,
+            parts=[
+                answers.SuitePart(devices=list(p.devices), figure=p.figure, cells=len(p.specs()))
+                for p in suite.parts
+            ],
+        )
+        for name in suites.names()
+        for suite in [suites.load(name)]
+    ]
+    if fmt is AnswerFormat.json:
+        print_answer(answers.SuitesAnswer(suites=found))
+        return
+    for suite in found:
+        console.print(f"{suite.name}: {suite.description}", soft_wrap=True)
         for part in suite.parts:
             where = ", ".join(part.devices) if part.devices else "any device"
-            cells = len(part.specs())
-            console.print(f"  {cells} cell(s) on {where}: {part.figure}", soft_wrap=True)
+            console.print(f"  {part.cells} cell(s) on {where}: {part.figure}", soft_wrap=True)
 
 
 @app.command()

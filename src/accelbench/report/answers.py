@@ -332,6 +332,28 @@ class RooflineAnswer(Frozen):
     results: list[Roof]
 
 
+class SuitePart(Frozen):
+    devices: list[str]
+    """The device families it runs on; empty: any device."""
+    figure: str
+    """The published figure its cells are set beside."""
+    cells: int
+
+
+class Suite(Frozen):
+    name: str
+    description: str
+    parts: list[SuitePart]
+
+
+class SuitesAnswer(Frozen):
+    """`accelbench suites --format json`: what `run --suite NAME` runs."""
+
+    format: Literal["accelbench-suites"] = "accelbench-suites"
+    version: Literal[1] = 1
+    suites: list[Suite]
+
+
 def dump(answer: Frozen) -> str:
     """The answer as one JSON document and a newline."""
     return answer.model_dump_json(indent=1) + "\n"
@@ -542,6 +564,7 @@ ANSWERS: Mapping[str, type[Frozen]] = {
         FleetAnswer,
         AcceptAnswer,
         RooflineAnswer,
+        SuitesAnswer,
     )
 }
 """Every answer's model by its format: what scripts/schemas.py writes a schema for."""
