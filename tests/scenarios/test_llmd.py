@@ -79,3 +79,21 @@ def test_the_export_writes_a_report_a_line_and_leaves_out_other_results(
     assert [json.loads(line)["run"]["uid"] for line in lines] == [
         f"{served.key}-{k}" for k in (0, 1)
     ]
+
+
+def test_into_a_folder_a_report_a_file_as_llm_ds_import_reads_them(
+    served: Result, tmp_path: Path
+) -> None:
+    db, out = tmp_path / "r.sqlite", tmp_path / "reports"
+    with ResultStore(db) as store:
+        store.add([served])
+    done = CliRunner().invoke(
+        app, ["export", "--format", "br0.2", "--out", f"{out}/", "--db", str(db)]
+    )
+    assert done.exit_code == 0, done.output
+    assert "wrote 2 serving trial(s) as llm-d reports" in done.stdout
+    written = {path.name: json.loads(path.read_text()) for path in out.iterdir()}
+    assert written == {f"{r['run']['uid']}.json": r for r in llmd.reports(served)}
+    refused = CliRunner().invoke(app, ["export", "--out", str(out), "--db", str(db)])
+    assert refused.exit_code == 2
+    assert "is a folder, and json is written to one file: give a file path" in refused.output

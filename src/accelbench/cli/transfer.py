@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated
 
@@ -21,9 +22,12 @@ from accelbench.cli.app import (
     check_filters,
     check_out,
     console,
+    write_file,
     write_stream,
 )
 from accelbench.cli.options import choice
+from accelbench.errors import AccelbenchError
+from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 from accelbench.scenarios.base import resolve
 from accelbench.storage import exchange
@@ -40,7 +44,14 @@ def export(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,
     status: StatusFilter = None,
-    out: Annotated[Path | None, typer.Option(help="Write here, not to standard output.")] = None,
+    out_text: Annotated[
+        str | None,
+        typer.Option(
+            "--out",
+            help="Write here, not to standard output; a folder (DIR/, or one that exists): a file "
+            "a document, for the formats whose tools read one a file.",
+        ),
+    ] = None,
     format: Annotated[
         ExportFormat,  # type: ignore[valid-type]  # the registry's formats
         typer.Option(
@@ -54,11 +65,26 @@ def export(
 ) -> None:
     """Stored results as JSON, for `accelbench import` on another machine; or training runs as
     MLPerf logs, serving trials as llm-d benchmark reports."""
+    field = FIELD_FORMATS.get(format)
+    out = None if out_text is None else Path(out_text)
+    folder = out_text is not None and (out_text.endswith("/") or Path(out_text).is_dir())
+    if folder and (field is None or field.files is None):
+        raise AccelbenchError(
+            f"--out {out} is a folder, and {format} is written to one file: give a file path"
+        )
     if out is not None:
-        check_out(out)
+        check_out(out, "a folder" if folder else "a file")
     check_filters(workload, platform, status)
     filters = {"workload": workload, "platform": platform, "status": status}
-    if field := FIELD_FORMATS.get(format):  # a result at a time, other kinds left out
+    if folder and field is not None and field.files is not None:
+        assert out is not None
+        out.mkdir(exist_ok=True)
+        written, left_out = _files(resolve(field.files), stream_all(db, **filters), out)
+        if left_out:
+            typer.echo(f"{left_out} result(s) are not {field.takes}: left out", err=True)
+        console.print(f"wrote {written} {field.writes} to {out}, a file each")
+        return
+    if field:  # a result at a time, other kinds left out
         writer, each = resolve(field.write), stream_all(db, **filters)
         written, left_out = (
             writer(each, sys.stdout)
@@ -77,6 +103,21 @@ def export(
         return
     count = write_stream(out, lambda f: write(texts, f))
     console.print(f"wrote {count} results to {out}")
+
+
+def _files(
+    files: Callable[[Result], list[tuple[str, str]]], results: Iterable[Result], folder: Path
+) -> tuple[int, int]:
+    """Each result's documents into a file each in `folder` (whole or not at all); returns
+    (files written, results that have none)."""
+    written = left_out = 0
+    for result in results:
+        found = files(result)
+        left_out += not found
+        for name, text in found:
+            write_file(folder / name, text)
+            written += 1
+    return written, left_out
 
 
 @app.command("import")

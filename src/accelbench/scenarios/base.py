@@ -185,6 +185,10 @@ class Export:
     """What it writes, after a count ("serving trial(s) as llm-d reports")."""
     help: str
     """What it is, in a sentence of export's --help."""
+    files: str | Callable[..., Any] | None = None
+    """(result) -> [(file name, text)], or "module:function" naming it: the result's documents
+    a file each, written into the folder `--out DIR/` names, for tools that read one document a
+    file; None: the format is one file."""
 
 
 def no_rules(spec: RunSpec) -> None:

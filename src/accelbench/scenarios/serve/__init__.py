@@ -382,7 +382,8 @@ SCENARIO = ClientScenario(
             takes="serve results",
             writes="serving trial(s) as llm-d reports",
             help="each serving trial as an llm-d benchmark report (schema 0.2), a JSON object "
-            "a line",
+            "a line; with --out DIR/, a file a report, as llm-d's import reads them",
+            files="accelbench.scenarios.serve.exports:files",
         ),
     ),
     verdict_rules="accelbench.scenarios.serve.verdicts:serve_flags",

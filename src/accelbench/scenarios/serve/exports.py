@@ -66,6 +66,12 @@ def write(results: Iterable[Result], out: TextIO) -> tuple[int, int]:
     return written, left_out
 
 
+def files(result: Result) -> list[tuple[str, str]]:
+    """Each trial's report as a file of its own (llm-d's import_benchmark_report reads one
+    report a file), named by its uid: the result's key and the trial's stage."""
+    return [(f"{report['run']['uid']}.json", json.dumps(report)) for report in reports(result)]
+
+
 def _report(result: Result, trial: ServeTrial, stage: int) -> dict[str, Any]:
     spec, own = result.spec, ServeSettings.of(result.spec)
     ok = [r for r in trial.requests if r.error is None]
