@@ -1,8 +1,10 @@
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -17,6 +19,7 @@ from accelbench.report.database import ResultStore
 from .test_advice import at
 
 MODEL = Path(__file__).parents[1] / "models" / "bounded.py"
+ROOT = Path(__file__).parents[2]
 
 
 def fake_device(base: Result, fits: int, fastest: int) -> tuple[tuple[list[int]], tuning.Measure]:
@@ -107,6 +110,15 @@ def test_tune_command_searches_in_fresh_processes_and_stores_every_trial(tmp_pat
     assert re.search(r"fastest micro batch: \d+, [\d.,]+ samples/s", out.output)  # its unit
     again = CliRunner().invoke(app, args)  # run again: every trial is reused, none re-run
     assert again.output.count("stored earlier, skipped") == len(trials)
+    answered = CliRunner().invoke(app, [*args, "--format", "json"])  # the same, as data
+    assert answered.exit_code == 0 and answered.stderr.count("stored earlier") == len(trials)
+    found = json.loads(answered.stdout)
+    schema = json.loads((ROOT / "docs" / "schemas" / "accelbench-tune.json").read_text())
+    jsonschema.Draft202012Validator(schema).validate(found)
+    (search,) = found["searches"]
+    oom = min(b for b, s in trials.items() if s == "oom")
+    assert (search["largest_fit"], search["first_oom"]) == (48, oom)
+    assert {t["at"]: t["result"]["status"] for t in search["trials"]} == trials
 
 
 def test_the_replica_curve_is_scaled_like_with_like_only(two_platforms: list[Result]) -> None:

@@ -7,13 +7,24 @@ from typing import Annotated, Any
 
 import typer
 
-from accelbench.cli.app import DbOption, app, console, counts, key_values
+from accelbench.cli.app import (
+    AnswerFormat,
+    AnswerOption,
+    DbOption,
+    app,
+    console,
+    counts,
+    key_values,
+    print_answer,
+    stderr_console,
+)
 from accelbench.cli.options import spec_help, with_fields
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import forks, searches
 from accelbench.orchestration.sweep import check_timeout
 from accelbench.records.result import Result
 from accelbench.records.spec import MAX_REPEATS, RunSpec
+from accelbench.report import answers
 from accelbench.report.advice import fewest_lines, tune_lines
 from accelbench.report.database import ResultStore
 from accelbench.report.results import cell_line
@@ -84,6 +95,7 @@ def tune(
             max=MAX_REPEATS,
         ),
     ] = 1,
+    fmt: AnswerOption = AnswerFormat.table,
     db: DbOption = None,
     **knobs: Any,
 ) -> None:
@@ -103,13 +115,16 @@ def tune(
         }
     )
 
+    as_json = fmt == AnswerFormat.json  # the options arrive as plain strings
+    say = stderr_console if as_json else console  # standard output holds the JSON alone
+
     def printed(r: Result, skipped: bool) -> None:
-        console.print(cell_line(r, skipped))
+        say.print(cell_line(r, skipped))
 
     with forks.serving():  # one cell server for every trial
         if fewest_devices:
             env, most, start, why = searches.fewest_devices_start(base, max_devices)
-            console.print(why)
+            say.print(why)
             with ResultStore(db) as store:
                 trial = searches.trials(
                     base,
@@ -120,12 +135,29 @@ def tune(
                     on_result=printed,
                 )
                 fewest = searches.fewest_devices(trial, start=start, most=most, budget_s=budget_s)
+            if as_json:
+                tried = [
+                    answers.Trial(at=n, result=answers.plain_row(r))
+                    for n, r in sorted(fewest.trials.items())
+                ]
+                print_answer(
+                    answers.TuneAnswer(
+                        workload=workload,
+                        searches=[],
+                        fewest_devices=None
+                        if fewest.fewest is None
+                        else fewest.fewest * base.tensor_parallel,
+                        device_trials=tried,
+                    )
+                )
+                return
             for line in fewest_lines(fewest, base, most):
                 console.print(line)
             return
         replica_counts = counts(replicas, "--replicas")
+        found_all = []
         with ResultStore(db) as store:
-            console.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
+            say.print(f"tuning {workload} within {budget_s:g} s; trials go to {store.where}")
             trial = searches.trials(
                 base, store, timeout_s=timeout_s, repeats=repeats, on_result=printed
             )
@@ -137,8 +169,17 @@ def tune(
                 resolution=resolution,
                 replica_counts=replica_counts,
             ):
-                for line in tune_lines(found, max_batch):
-                    console.print(line if held is None else f"x{held} replicas, fsdp: {line}")
+                found_all.append(answers.batch_search(found, held))
+                if not as_json:
+                    for line in tune_lines(found, max_batch):
+                        console.print(line if held is None else f"x{held} replicas, fsdp: {line}")
+        if as_json:
+            print_answer(
+                answers.TuneAnswer(
+                    workload=workload, searches=found_all, fewest_devices=None, device_trials=[]
+                )
+            )
+            return
         console.print(
             f"next: `accelbench recommend {workload}` answers from these and every stored run"
         )

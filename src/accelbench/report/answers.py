@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from accelbench.records.frozen import Frozen
 
 if TYPE_CHECKING:
-    from accelbench.analysis import acceptance, advice, fleet, references, roofline
+    from accelbench.analysis import acceptance, advice, fleet, references, roofline, tuning
     from accelbench.analysis.objectives import Constraints
     from accelbench.records.result import Result
 
@@ -354,6 +354,40 @@ class SuitesAnswer(Frozen):
     suites: list[Suite]
 
 
+class Trial(Frozen):
+    """A trial of the search: its micro batch (or device count) and its stored result."""
+
+    at: int
+    result: Row
+
+
+class BatchSearch(Frozen):
+    replicas: int | None
+    """With --fsdp, the replica count this search held (what fits depends on it); else None."""
+    largest_fit: int | None
+    first_oom: int | None
+    fastest: int | None
+    batch_range: list[int]
+    """The micro batches within 5% of the fastest one's throughput."""
+    trials: list[Trial]
+    scaling: list[Trial]
+    """The fastest micro batch at each replica count asked for (`at`: the count)."""
+    budget_spent: bool
+
+
+class TuneAnswer(Frozen):
+    """`accelbench tune --format json`: the searches' findings and every trial."""
+
+    format: Literal["accelbench-tune"] = "accelbench-tune"
+    version: Literal[1] = 1
+    workload: str
+    searches: list[BatchSearch]
+    """One a replica count held (--fsdp), else one."""
+    fewest_devices: int | None
+    """With --fewest-devices: the fewest devices it trained on (searches is then empty)."""
+    device_trials: list[Trial]
+
+
 def dump(answer: Frozen) -> str:
     """The answer as one JSON document and a newline."""
     return answer.model_dump_json(indent=1) + "\n"
@@ -552,6 +586,35 @@ def roofline_answer(roofs: Sequence[roofline.Roof]) -> RooflineAnswer:
     )
 
 
+def plain_row(result: Result) -> Row:
+    """A result on its own, as the table names and judges it alone."""
+    from accelbench.analysis import validity
+    from accelbench.report.cells import describe
+
+    return row(result, describe(result.spec), validity.verdict_text(result))
+
+
+def batch_search(found: tuning.Search, replicas: int | None) -> BatchSearch:
+    from accelbench.analysis import advice
+
+    fastest = found.fastest
+    near = (
+        advice.batch_range(found.trials[fastest], list(found.trials.values()))
+        if fastest is not None
+        else []
+    )
+    return BatchSearch(
+        replicas=replicas,
+        largest_fit=found.largest_fit,
+        first_oom=found.first_oom,
+        fastest=fastest,
+        batch_range=list(near),
+        trials=[Trial(at=b, result=plain_row(r)) for b, r in sorted(found.trials.items())],
+        scaling=[Trial(at=n, result=plain_row(r)) for n, r in sorted(found.scaling.items())],
+        budget_spent=found.spent,
+    )
+
+
 ANSWERS: Mapping[str, type[Frozen]] = {
     model.model_fields["format"].default: model
     for model in (
@@ -565,6 +628,7 @@ ANSWERS: Mapping[str, type[Frozen]] = {
         AcceptAnswer,
         RooflineAnswer,
         SuitesAnswer,
+        TuneAnswer,
     )
 }
 """Every answer's model by its format: what scripts/schemas.py writes a schema for."""
