@@ -178,3 +178,18 @@ def test_history_between_two_periods_through_the_command(nightly: Path) -> None:
     assert low <= -8 <= high and pct < 0
     bad = CliRunner().invoke(app, ["history", "--db", str(nightly), "--between", "May", "June"])
     assert bad.exit_code == 2 and bad.stderr.count("\n") == 1 and "give a day" in bad.stderr
+
+
+def test_the_html_report_draws_each_cells_history_with_its_change(
+    nightly: Path, tmp_path: Path
+) -> None:
+    page, folder = tmp_path / "report.html", tmp_path / "figures"
+    done = CliRunner().invoke(
+        app, ["report", "--out", str(page), "--figures", str(folder), "--db", str(nightly)]
+    )
+    assert done.exit_code == 0, done.output
+    assert "History: tiny_mlp bs=4 fp32 on" in page.read_text()
+    (svg,) = folder.glob("history-*.svg")
+    drawn = svg.read_text()  # text stays text in the SVG
+    assert "torch " in drawn and "-&gt; 2.15.0" in drawn and "%" in drawn
+    assert "30 runs, 1 change point(s)" in page.read_text()

@@ -41,6 +41,8 @@ class Point:
     flagged: bool
     software: Mapping[str, str] = field(default_factory=dict)
     """What the environment captured that can change between runs, flat: field -> value."""
+    interval: tuple[float, float] | None = None
+    """The rate's 95% interval within its run, where it has one."""
 
 
 @dataclass(frozen=True)

@@ -336,6 +336,7 @@ def make_report(
     """The stored runs as a report: figures (throughput against batch size, scaling, first
     against steady epoch, latency, time to train, energy and MFU) and the seed paper's tables."""
     from accelbench.report import document, figures, plotted
+    from accelbench.report import history as history_text
 
     if fmt is ReportFormat.html:
         out = out or Path("report.html")
@@ -368,6 +369,9 @@ def make_report(
         plots = []
         if fmt is ReportFormat.html or figures_dir:
             plots = figures.plots([], plotted.read(source))
+            plots += history_text.plots(
+                history_text.series(db, workload=workload, platform=platform)
+            )
         projected = (  # each result's own projection: the records read one at a time
             token_projection_lines(stream_all(db, **filters), tokens) if tokens else []
         )

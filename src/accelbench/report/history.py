@@ -4,6 +4,7 @@ is read whole; its change points (analysis.history), its lines and its JSON answ
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
@@ -17,13 +18,23 @@ from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.report.database import ResultStore
+from accelbench.report.drawing import Plot
 from accelbench.storage.schema import SOFTWARE
 from accelbench.storage.several import merged, open_all
 
 FORMAT = "accelbench-history"
 VERSION = 1
 """The JSON answer's name and version (docs/formats.md)."""
-_READ = ("words", "platform", "hostname", "fleet_cell", "items_per_s", "flags", "unit")
+_READ = (
+    "words",
+    "platform",
+    "hostname",
+    "fleet_cell",
+    "items_per_s",
+    "flags",
+    "unit",
+    "interval",
+)
 """What a run of a series is read as: fleet_cell is its cell without the platform, whose key
 holds the torch version, so that a series runs through an upgrade."""
 
@@ -49,13 +60,14 @@ def series(
     its change points."""
     grouped: dict[tuple[str, str, str], tuple[str, str, list[history.Point]]] = {}
     for at, key, row, software in _rows(wheres, workload, platform):
-        words, name_platform, hostname, cell, rate, flags, unit = row
+        words, name_platform, hostname, cell, rate, flags, unit, interval = row
         if (host is not None and hostname != host) or not rate:
             continue
         name = f"{words} on {name_platform}, {hostname}"  # its first run's: repeat 0
         group = (cell, name_platform, hostname)
         _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
-        points.append(history.Point(at, key, rate, bool(flags), software))
+        low_high = (interval[0], interval[1]) if interval else None
+        points.append(history.Point(at, key, rate, bool(flags), software, low_high))
     return [
         Series(name, hostname, unit, points, history.changes(points))
         for (_, _, hostname), (name, unit, points) in sorted(grouped.items(), key=lambda g: g[1][0])
@@ -210,3 +222,90 @@ def document(found: Sequence[Series]) -> dict[str, Any]:
             for s in found
         ],
     }
+
+
+FIGURE_RUNS = 6
+"""The runs a series needs, on two days or more, for the report to draw it."""
+MOST_FIGURES = 12
+"""The report draws at most this many series: those with a change point first, then those
+with the most runs (`accelbench history` lists every one)."""
+
+
+def plots(found: Sequence[Series]) -> list[Plot]:
+    """The report's history figures: each drawn series' rate over time with its runs' intervals,
+    flagged runs hollow, and each change point marked with its size and what moved."""
+    drawn = [
+        s
+        for s in found
+        if len(s.points) >= FIGURE_RUNS and len({p.at.date() for p in s.points}) > 1
+    ]
+    drawn.sort(key=lambda s: (not s.changes, -len(s.points)))
+    return [_plot(s, len(drawn)) for s in drawn[:MOST_FIGURES]]
+
+
+def _plot(s: Series, among: int) -> Plot:
+    from matplotlib.dates import date2num
+
+    from accelbench.report.drawing import finish, new_figure, slug
+
+    fig, (ax,) = new_figure()
+    ax.xaxis_date()
+    for flagged in (False, True):
+        runs = [p for p in s.points if p.flagged == flagged]
+        if not runs:
+            continue
+        low = [p.value - p.interval[0] if p.interval else 0.0 for p in runs]
+        high = [p.interval[1] - p.value if p.interval else 0.0 for p in runs]
+        ax.errorbar(
+            date2num([p.at for p in runs]),
+            [p.value for p in runs],
+            yerr=[low, high],
+            fmt="o",
+            color="tab:blue",
+            mfc="none" if flagged else "tab:blue",
+            ms=5,
+            capsize=2,
+            label="flagged (not used)" if flagged else "run",
+        )
+    changed = {c.index for c in s.changes}
+    for i, (before, after) in enumerate(itertools.pairwise(s.points), 1):
+        moved = history.moved_between(before.software, after.software)
+        if moved and i not in changed:  # a version that moved with no change in the rate
+            ax.axvline(date2num(after.at), color="grey", ls=":", lw=1)
+            ax.annotate(
+                ", ".join(f"{k} {new}" for k, (_, new) in moved.items()),
+                (date2num(after.at), 0.02),
+                xycoords=("data", "axes fraction"),
+                fontsize=6,
+                color="grey",
+                rotation=90,
+                va="bottom",
+                ha="right",
+            )
+    for c in s.changes:
+        at = s.points[c.index].at
+        ax.axvline(date2num(at), color="crimson", ls="--", lw=1)
+        ax.annotate(
+            f"{c.text()}\n{c.cause}",
+            (date2num(at), 1.0),
+            xycoords=("data", "axes fraction"),
+            fontsize=7,
+            color="crimson",
+            va="top",
+            ha="left",
+            xytext=(3, -2),
+            textcoords="offset points",
+        )
+    finish(ax, "date of the run", s.unit)
+    fig.autofmt_xdate()
+    title = f"History: {s.name}"
+    ax.set_title(title, fontsize=10)
+    changes = f"{len(s.changes)} change point(s)" if s.changes else "no change point"
+    shown = f"; {among - MOST_FIGURES} other series are listed by `accelbench history`"
+    caption = (
+        f"{len(s.points)} runs, {changes}: the rate of each run with its 95% interval, flagged "
+        "runs hollow (never used to find a change), each change dashed with its size and "
+        "interval and the captured software that moved there, and software that moved with no "
+        "change in the rate dotted" + (shown if among > MOST_FIGURES else "")
+    )
+    return Plot(slug("history", s.name), title, caption, fig)
