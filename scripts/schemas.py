@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from accelbench.report.answers import ANSWERS
+from accelbench.report import answers
 
 FOLDER = Path(__file__).parents[1] / "docs" / "schemas"
 
@@ -17,7 +17,7 @@ FOLDER = Path(__file__).parents[1] / "docs" / "schemas"
 def schemas() -> dict[str, str]:
     """Each schema file's name and text."""
     found = {}
-    for name, model in ANSWERS.items():
+    for name, model in answers.every().items():
         schema = {"$schema": "https://json-schema.org/draft/2020-12/schema"}
         schema |= model.model_json_schema(mode="serialization")
         found[f"{name}.json"] = json.dumps(schema, indent=1) + "\n"

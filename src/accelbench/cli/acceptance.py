@@ -25,8 +25,8 @@ from accelbench.cli.app import (
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
-from accelbench.report import answers, sections
 from accelbench.report import fleet as fleet_text
+from accelbench.report import sections
 from accelbench.report.database import chosen_all, source_all
 
 
@@ -50,7 +50,7 @@ def fleet(
     with source_all(db, workload=workload, platform=platform) as (source, _):
         cells = list(source.fleet)  # from the listings: a record read for each cell's name
     if fmt is AnswerFormat.json:
-        print_answer(answers.fleet_answer(cells))
+        print_answer(fleet_text.fleet_answer(cells))
     else:
         for line in fleet_text.lines(cells):
             console.print(line)
@@ -108,7 +108,7 @@ def accept(
         return
     judged = acceptance.judge(found, chosen, baselines, use_fleet)
     if fmt is AnswerFormat.json:
-        print_answer(answers.accept_answer(judged, chosen))
+        print_answer(acceptance_text.accept_answer(judged, chosen))
     else:
         show_grid(acceptance_text.grid(judged, chosen))
         console.print(acceptance_text.summary(judged))
@@ -135,7 +135,7 @@ def roofline(
     found, matched = chosen_all(db, sections.for_roofline, workload=workload, platform=platform)
     roofs = roofline_analysis.roofs(found)
     if fmt is AnswerFormat.json:
-        print_answer(answers.roofline_answer(roofs))
+        print_answer(acceptance_text.roofline_answer(roofs))
         return
     if not roofs:
         console.print(

@@ -20,8 +20,12 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.results import TokensOption
 from accelbench.errors import AccelbenchError
-from accelbench.report.advice import advice_lines, constraints_text, published_lines
-from accelbench.report.answers import recommendation
+from accelbench.report.advice import (
+    advice_lines,
+    constraints_text,
+    published_lines,
+    recommendation,
+)
 from accelbench.storage.several import stream_all
 
 

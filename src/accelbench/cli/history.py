@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -75,7 +74,7 @@ def history_command(
         history.period(text)  # a bad period is refused before the database is read
     found = history.series(db, workload=workload, platform=platform, host=host)
     if fmt == "json":
-        sys.stdout.write(json.dumps(history.document(found), separators=(",", ":")) + "\n")
+        sys.stdout.write(history.document(found).model_dump_json() + "\n")  # compact: a site's
     elif not found:
         console.print("no stored results match")
     elif fmt == "table":  # plain lines: a site's 30,000 took rich 2 s

@@ -253,8 +253,7 @@ def compare(
         summary = comparison.summary(found_ratios)
         alone = comparison.unmatched(cells, by, baseline)
         if fmt is AnswerFormat.json:  # standard output holds the JSON alone
-            answer = compare_text.ratios_json(by, baseline, found_ratios, summary, alone)
-            sys.stdout.write(json.dumps(answer, indent=1) + "\n")
+            print_answer(compare_text.ratios_json(by, baseline, found_ratios, summary, alone))
             return
         if found_ratios:
             show_grid(compare_text.ratio_grid(found_ratios, by))  # plain text when long
@@ -274,7 +273,7 @@ def compare(
     )
     outside = [m for m in matches if m.verdict(tolerance)[0] is not references.Agreement.AGREES]
     if fmt is AnswerFormat.json:
-        print_answer(answers.reference_answer(matches, unmatched, tolerance))
+        print_answer(compare_text.reference_answer(matches, unmatched, tolerance))
     else:
         _reference_text(found, matches, unmatched, tolerance)
     if outside:  # an acceptance test: the node does not deliver what it should

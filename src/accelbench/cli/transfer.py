@@ -67,7 +67,7 @@ def export(
     MLPerf logs, serving trials as llm-d benchmark reports."""
     field = FIELD_FORMATS.get(format)
     out = None if out_text is None else Path(out_text)
-    folder = out_text is not None and (out_text.endswith("/") or Path(out_text).is_dir())
+    folder = out_text is not None and _is_folder(out_text)
     if folder and (field is None or field.files is None):
         raise AccelbenchError(
             f"--out {out} is a folder, and {format} is written to one file: give a file path"
@@ -103,6 +103,14 @@ def export(
         return
     count = write_stream(out, lambda f: write(texts, f))
     console.print(f"wrote {count} results to {out}")
+
+
+def _is_folder(text: str) -> bool:
+    """Whether --out names a folder: DIR/, or one that exists."""
+    try:
+        return text.endswith("/") or Path(text).is_dir()
+    except OSError:  # a name the system cannot hold: check_out says so
+        return False
 
 
 def _files(

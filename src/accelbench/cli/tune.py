@@ -24,6 +24,7 @@ from accelbench.orchestration import forks, searches
 from accelbench.orchestration.sweep import check_timeout
 from accelbench.records.result import Result
 from accelbench.records.spec import MAX_REPEATS, RunSpec
+from accelbench.report import advice as advice_text
 from accelbench.report import answers
 from accelbench.report.advice import fewest_lines, tune_lines
 from accelbench.report.database import ResultStore
@@ -137,11 +138,11 @@ def tune(
                 fewest = searches.fewest_devices(trial, start=start, most=most, budget_s=budget_s)
             if as_json:
                 tried = [
-                    answers.Trial(at=n, result=answers.plain_row(r))
+                    advice_text.Trial(at=n, result=answers.plain_row(r))
                     for n, r in sorted(fewest.trials.items())
                 ]
                 print_answer(
-                    answers.TuneAnswer(
+                    advice_text.TuneAnswer(
                         workload=workload,
                         searches=[],
                         fewest_devices=None
@@ -169,13 +170,13 @@ def tune(
                 resolution=resolution,
                 replica_counts=replica_counts,
             ):
-                found_all.append(answers.batch_search(found, held))
+                found_all.append(advice_text.batch_search(found, held))
                 if not as_json:
                     for line in tune_lines(found, max_batch):
                         console.print(line if held is None else f"x{held} replicas, fsdp: {line}")
         if as_json:
             print_answer(
-                answers.TuneAnswer(
+                advice_text.TuneAnswer(
                     workload=workload, searches=found_all, fewest_devices=None, device_trials=[]
                 )
             )

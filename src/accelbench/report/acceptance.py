@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from typing import Literal
 
 from accelbench.analysis.acceptance import Judged, Rule
 from accelbench.analysis.roofline import Roof
+from accelbench.records.frozen import Frozen
 from accelbench.report.cells import describer, rate_text
 from accelbench.report.results import listed
 from accelbench.report.tables import Grid
@@ -96,3 +98,93 @@ def roofline_lines(roofs: Sequence[Roof]) -> list[str]:
     return [
         f"{name(roof.result.spec)}: {c.name}: {c.evidence}" for roof in roofs for c in roof.ceilings
     ]
+
+
+class JudgedResult(Frozen):
+    key: str
+    cell: str
+    platform: str
+    value: float | None
+    baseline: float | None
+    ratio: float | None
+    outcome: str
+    """pass, fail or no baseline."""
+    source: str
+
+
+class AcceptAnswer(Frozen):
+    """`accelbench accept --format json`."""
+
+    format: Literal["accelbench-accept"] = "accelbench-accept"
+    version: Literal[1] = 1
+    min_ratio: float
+    judge: str
+    """value or interval: what must reach min_ratio x the baseline."""
+    results: list[JudgedResult]
+
+
+class CeilingReach(Frozen):
+    name: str
+    """compute, memory, communication or input."""
+    share: float
+    """The model's reach: its rate over the ceiling."""
+    evidence: str
+
+
+class ResultRoof(Frozen):
+    key: str
+    cell: str
+    platform: str
+    ceilings: list[CeilingReach]
+    binding: str | None
+    """The ceiling that binds it, where it reaches one closely enough."""
+
+
+class RooflineAnswer(Frozen):
+    """`accelbench roofline --format json`."""
+
+    format: Literal["accelbench-roofline"] = "accelbench-roofline"
+    version: Literal[1] = 1
+    results: list[ResultRoof]
+
+
+def accept_answer(judged: Sequence[Judged], rule: Rule) -> AcceptAnswer:
+    from accelbench.report.cells import describe
+
+    return AcceptAnswer(
+        min_ratio=rule.min_ratio,
+        judge=rule.judge,
+        results=[
+            JudgedResult(
+                key=j.result.key,
+                cell=describe(j.result.spec),
+                platform=j.result.platform,
+                value=j.result.items_per_s,
+                baseline=j.baseline,
+                ratio=j.ratio,
+                outcome=str(j.outcome),
+                source=j.source,
+            )
+            for j in judged
+        ],
+    )
+
+
+def roofline_answer(roofs: Sequence[Roof]) -> RooflineAnswer:
+    from accelbench.report.cells import describe
+
+    return RooflineAnswer(
+        results=[
+            ResultRoof(
+                key=r.result.key,
+                cell=describe(r.result.spec),
+                platform=r.result.platform,
+                ceilings=[
+                    CeilingReach(name=c.name, share=c.share, evidence=c.evidence)
+                    for c in r.ceilings
+                ],
+                binding=r.binding.name if r.binding else None,
+            )
+            for r in roofs
+        ]
+    )

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from typing import Any, Literal
 
 from accelbench.analysis import advice, objectives, scaling, tuning, validity
 from accelbench.analysis.advice import Level
 from accelbench.analysis.references import Reference
 from accelbench.analysis.tally import Out, Run
+from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
+from accelbench.report.answers import Row, plain_row
 from accelbench.report.cells import configuration, rate_text
 
 
@@ -279,3 +283,182 @@ def fewest_lines(found: tuning.DeviceSearch, base: RunSpec, most: int) -> list[s
         last = list(found.trials.values())[-1] if found.trials else None
         lines.append(f"stopped: {last.reason if last else 'nothing was tried'}")
     return lines
+
+
+class Configuration(Frozen):
+    """A configuration on a platform: the runs (repeats, seeds) it rests on and the objective's
+    value with its interval."""
+
+    cell: str
+    batch_size: int
+    global_batch: int
+    num_devices: int
+    precision: str
+    framework: str
+    value: float
+    low: float | None
+    high: float | None
+    runs: list[str]
+    """The stored results' keys."""
+
+
+class PlatformAdvice(Frozen):
+    platform: str
+    best: Configuration | None
+    """None: no configuration meets the objective and constraints."""
+    confidence: str | None
+    """high, few-runs, low, alone, no-interval or no-runner-up-interval (docs/advice.md)."""
+    runner_up: Configuration | None
+    batch_range: list[int]
+    """The micro batches within 5% of the best's throughput (seed 003's effective range)."""
+    trade_offs: list[Configuration]
+    """Configurations none beats on throughput, devices, p99 latency and energy together."""
+    left_out: dict[str, int]
+    """Measured runs the constraints or their verdicts left out, by reason."""
+
+
+class Published(Frozen):
+    """A published figure, labelled as such: never part of the answer."""
+
+    platform: str
+    num_devices: int
+    value: float
+    unit: str
+    source: str
+
+
+class RecommendAnswer(Frozen):
+    """`accelbench recommend --format json`: per platform, the best configuration first."""
+
+    format: Literal["accelbench-recommend"] = "accelbench-recommend"
+    version: Literal[1] = 1
+    workload: str
+    objective: str
+    unit: str
+    """The objective's unit (items/s, s, J/item, $ per million items, ...)."""
+    scenarios: list[str]
+    constraints: dict[str, Any]
+    """Those given, by name (global_batch, max_devices, memory_headroom_pct, ...)."""
+    platforms: list[PlatformAdvice]
+    published: list[Published] | None
+    """With --reference: the best published figure on each other platform."""
+
+
+class Trial(Frozen):
+    """A trial of the search: its micro batch (or device count) and its stored result."""
+
+    at: int
+    result: Row
+
+
+class BatchSearch(Frozen):
+    replicas: int | None
+    """With --fsdp, the replica count this search held (what fits depends on it); else None."""
+    largest_fit: int | None
+    first_oom: int | None
+    fastest: int | None
+    batch_range: list[int]
+    """The micro batches within 5% of the fastest one's throughput."""
+    trials: list[Trial]
+    scaling: list[Trial]
+    """The fastest micro batch at each replica count asked for (`at`: the count)."""
+    budget_spent: bool
+
+
+class TuneAnswer(Frozen):
+    """`accelbench tune --format json`: the searches' findings and every trial."""
+
+    format: Literal["accelbench-tune"] = "accelbench-tune"
+    version: Literal[1] = 1
+    workload: str
+    searches: list[BatchSearch]
+    """One a replica count held (--fsdp), else one."""
+    fewest_devices: int | None
+    """With --fewest-devices: the fewest devices it trained on (searches is then empty)."""
+    device_trials: list[Trial]
+
+
+def option(o: advice.Option) -> Configuration:
+    from accelbench.report.cells import describe
+
+    spec = o.result.spec
+    return Configuration(
+        cell=describe(spec),
+        batch_size=spec.batch_size,
+        global_batch=spec.global_batch,
+        num_devices=o.result.num_devices,
+        precision=spec.precision,
+        framework=spec.framework,
+        value=o.value,
+        low=o.low,
+        high=o.high,
+        runs=[r.key for r in o.runs],
+    )
+
+
+def recommendation(
+    workload: str,
+    objective: str,
+    unit: str,
+    read: Sequence[str],
+    constraints: objectives.Constraints,
+    found: Sequence[advice.Advice],
+    published: Sequence[Reference] | None,
+) -> RecommendAnswer:
+    given = {k: v for k, v in dataclasses.asdict(constraints).items() if v not in (None, {})}
+    return RecommendAnswer(
+        workload=workload,
+        objective=objective,
+        unit=unit,
+        scenarios=list(read),
+        constraints=given,
+        platforms=[
+            PlatformAdvice(
+                platform=a.platform,
+                best=option(a.options[0]) if a.options else None,
+                confidence=str(a.confidence.level) if a.confidence else None,
+                runner_up=(
+                    option(a.confidence.runner_up)
+                    if a.confidence and a.confidence.runner_up
+                    else None
+                ),
+                batch_range=list(a.batch_range),
+                trade_offs=[option(o) for o in a.pareto],
+                left_out={str(why): n for why, n in a.excluded.items()},
+            )
+            for a in found
+        ],
+        published=None
+        if published is None
+        else [
+            Published(
+                platform=r.platform,
+                num_devices=r.num_devices,
+                value=r.value,
+                unit=r.unit,
+                source=r.source,
+            )
+            for r in published
+        ],
+    )
+
+
+def batch_search(found: tuning.Search, replicas: int | None) -> BatchSearch:
+    from accelbench.analysis import advice
+
+    fastest = found.fastest
+    near = (
+        advice.batch_range(found.trials[fastest], list(found.trials.values()))
+        if fastest is not None
+        else []
+    )
+    return BatchSearch(
+        replicas=replicas,
+        largest_fit=found.largest_fit,
+        first_oom=found.first_oom,
+        fastest=fastest,
+        batch_range=list(near),
+        trials=[Trial(at=b, result=plain_row(r)) for b, r in sorted(found.trials.items())],
+        scaling=[Trial(at=n, result=plain_row(r)) for n, r in sorted(found.scaling.items())],
+        budget_spent=found.spent,
+    )

@@ -4,13 +4,14 @@ published platforms against each other."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from rich.table import Table
 
 from accelbench import scenarios
 from accelbench.analysis import comparison, references
 from accelbench.analysis.references import Reference
+from accelbench.records.frozen import Frozen
 from accelbench.report import tables
 from accelbench.report.cells import describe, label, rate_text
 from accelbench.scenarios.base import ClientScenario
@@ -195,60 +196,169 @@ def _batch(ref: Reference) -> str:
     return "" if ref.micro_batch is None else f" (micro batch {ref.micro_batch})"
 
 
-JSON_FORMAT = "accelbench-compare"
-JSON_VERSION = 1
-"""The version of compare's JSON answer (docs/formats.md): raised with any change to it."""
-
-
 def ratios_json(
     by: str,
     baseline: str | None,
     ratios: Sequence[comparison.Ratio],
     summary: Sequence[comparison.Summary],
     alone: Sequence[comparison.Unmatched],
-) -> dict[str, Any]:
+) -> CompareAnswer:
     """compare --by's answer as data: each ratio with its interval and ranking, the summary per
     value, and the configurations compared with nothing."""
 
-    def band(b: comparison.Band) -> dict[str, Any]:
-        return {"median": b.median, "low": b.low, "high": b.high, "runs": b.num_runs}
+    def band(b: comparison.Band) -> RepeatsBand:
+        return RepeatsBand(median=b.median, low=b.low, high=b.high, runs=b.num_runs)
 
     def cell(named: comparison.Named) -> dict[str, Any]:
         spec = named.spec
         return {"cell": describe(spec), "workload": spec.workload, "platform": named.platform}
 
-    return {
-        "format": JSON_FORMAT,
-        "version": JSON_VERSION,
-        "by": by,
-        "baseline": baseline,
-        "ratios": [
-            cell(r.cell)
-            | {
-                "value": r.value,
-                "baseline": r.baseline,
-                "ratio": r.ratio,
-                "interval": None if r.interval is None else list(r.interval),
-                "ranking": str(r.ranking),
-                "measured": band(r.measured),
-                "reference": band(r.reference),
-            }
+    return CompareAnswer(
+        by=by,
+        baseline=baseline,
+        ratios=[
+            RatioRow(
+                **cell(r.cell),
+                value=r.value,
+                baseline=r.baseline,
+                ratio=r.ratio,
+                interval=None if r.interval is None else list(r.interval),
+                ranking=str(r.ranking),
+                measured=band(r.measured),
+                reference=band(r.reference),
+            )
             for r in ratios
         ],
-        "summary": [
-            {
-                "value": s.value,
-                "baseline": s.baseline,
-                "geomean": s.geomean,
-                "matched": s.num_matched,
-                "faster": s.num_faster,
-                "slower": s.num_slower,
-            }
+        summary=[
+            ValueSummary(
+                value=s.value,
+                baseline=s.baseline,
+                geomean=s.geomean,
+                matched=s.num_matched,
+                faster=s.num_faster,
+                slower=s.num_slower,
+            )
             for s in summary
         ],
-        "unmatched": [
-            cell(u.result)
-            | {"missing_baseline": u.missing_baseline, "nearest": [list(n) for n in u.nearest]}
+        unmatched=[
+            UnmatchedCell(
+                **cell(u.result),
+                missing_baseline=u.missing_baseline,
+                nearest=[list(n) for n in u.nearest],
+            )
             for u in alone
         ],
-    }
+    )
+
+
+class ReferenceMatch(Frozen):
+    key: str
+    cell: str
+    workload: str
+    platform: str
+    measured: float
+    published: float
+    unit: str
+    per_device: bool
+    """Both figures per device, as the device counts differ."""
+    ratio: float
+    agreement: str
+    """agrees (within the tolerance), below-reference or above-reference."""
+    causes: list[str]
+    """What the record shows could explain a disagreement: its flags, the differences."""
+    source: str
+    table: str
+
+
+class ReferenceAnswer(Frozen):
+    """`accelbench compare --reference --format json`."""
+
+    format: Literal["accelbench-reference"] = "accelbench-reference"
+    version: Literal[1] = 1
+    tolerance_pct: float
+    matches: list[ReferenceMatch]
+    unmatched: list[list[str]]
+    """[workload, platform] of stored runs with no published figure of their device family."""
+
+
+class RepeatsBand(Frozen):
+    """A configuration's repeats: the median rate and the span of their 95% intervals."""
+
+    median: float
+    low: float | None
+    high: float | None
+    runs: int
+
+
+class RatioRow(Frozen):
+    cell: str
+    workload: str
+    platform: str
+    value: str
+    baseline: str
+    ratio: float
+    interval: list[float] | None
+    ranking: str
+    """faster, slower, overlap, no-interval, contended or drifting."""
+    measured: RepeatsBand
+    reference: RepeatsBand
+
+
+class ValueSummary(Frozen):
+    value: str
+    baseline: str
+    geomean: float | None
+    matched: int
+    faster: int
+    slower: int
+
+
+class UnmatchedCell(Frozen):
+    cell: str
+    workload: str
+    platform: str
+    missing_baseline: str | None
+    nearest: list[list[Any]]
+    """[field, its value, the nearest other's] that kept it apart."""
+
+
+class CompareAnswer(Frozen):
+    """`accelbench compare --by FIELD --format json` (report.compare.ratios_json)."""
+
+    format: Literal["accelbench-compare"] = "accelbench-compare"
+    version: Literal[1] = 1
+    by: str
+    baseline: str | None
+    ratios: list[RatioRow]
+    summary: list[ValueSummary]
+    unmatched: list[UnmatchedCell]
+
+
+def reference_answer(
+    matches: Sequence[references.Match], unmatched: Sequence[tuple[str, str]], tolerance_pct: float
+) -> ReferenceAnswer:
+    from accelbench.report.cells import describe
+
+    found = []
+    for m in matches:
+        agreement, causes = m.verdict(tolerance_pct)
+        found.append(
+            ReferenceMatch(
+                key=m.result.key,
+                cell=describe(m.result.spec),
+                workload=m.result.spec.workload,
+                platform=m.result.platform,
+                measured=m.measured,
+                published=m.published,
+                unit=m.reference.unit,
+                per_device=m.per_device,
+                ratio=m.ratio,
+                agreement=str(agreement),
+                causes=causes,
+                source=m.reference.source,
+                table=m.reference.table,
+            )
+        )
+    return ReferenceAnswer(
+        tolerance_pct=tolerance_pct, matches=found, unmatched=[list(u) for u in unmatched]
+    )

@@ -11,10 +11,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from accelbench.analysis import history
 from accelbench.errors import AccelbenchError
+from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.report.database import ResultStore
@@ -22,9 +23,6 @@ from accelbench.report.drawing import Plot
 from accelbench.storage.schema import SOFTWARE
 from accelbench.storage.several import merged, open_all
 
-FORMAT = "accelbench-history"
-VERSION = 1
-"""The JSON answer's name and version (docs/formats.md)."""
 _READ = (
     "words",
     "platform",
@@ -194,34 +192,32 @@ def lines(found: Sequence[Series]) -> list[str]:
     return out
 
 
-def document(found: Sequence[Series]) -> dict[str, Any]:
+def document(found: Sequence[Series]) -> HistoryAnswer:
     """The JSON answer: each series' runs and change points."""
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "series": [
-            {
-                "cell": s.name,
-                "host": s.host,
-                "unit": s.unit,
-                "runs": [
-                    {"at": p.at.isoformat(), "key": p.key, "value": p.value, "flagged": p.flagged}
+    return HistoryAnswer(
+        series=[
+            HistorySeries(
+                cell=s.name,
+                host=s.host,
+                unit=s.unit,
+                runs=[
+                    HistoryRun(at=p.at.isoformat(), key=p.key, value=p.value, flagged=p.flagged)
                     for p in s.points
                 ],
-                "changes": [
-                    {
-                        "at": s.points[c.index].at.isoformat(),
-                        "pct": c.pct,
-                        "interval_pct": [c.low_pct, c.high_pct],
-                        "p": c.p,
-                        "moved": {k: list(v) for k, v in c.moved.items()},
-                    }
+                changes=[
+                    HistoryChange(
+                        at=s.points[c.index].at.isoformat(),
+                        pct=c.pct,
+                        interval_pct=[c.low_pct, c.high_pct],
+                        p=c.p,
+                        moved={k: list(v) for k, v in c.moved.items()},
+                    )
                     for c in s.changes
                 ],
-            }
+            )
             for s in found
-        ],
-    }
+        ]
+    )
 
 
 FIGURE_RUNS = 6
@@ -309,3 +305,38 @@ def _plot(s: Series, among: int) -> Plot:
         "change in the rate dotted" + (shown if among > MOST_FIGURES else "")
     )
     return Plot(slug("history", s.name), title, caption, fig)
+
+
+class HistoryRun(Frozen):
+    at: str
+    """When it was stored (ISO 8601)."""
+    key: str
+    value: float
+    flagged: bool
+
+
+class HistoryChange(Frozen):
+    at: str
+    """Its first run after the change."""
+    pct: float
+    interval_pct: list[float]
+    p: float
+    """Welch's p-value."""
+    moved: dict[str, list[str | None]]
+    """Each captured field that changed there: [old, new]."""
+
+
+class HistorySeries(Frozen):
+    cell: str
+    host: str
+    unit: str
+    runs: list[HistoryRun]
+    changes: list[HistoryChange]
+
+
+class HistoryAnswer(Frozen):
+    """`accelbench history --format json` (report.history.document)."""
+
+    format: Literal["accelbench-history"] = "accelbench-history"
+    version: Literal[1] = 1
+    series: list[HistorySeries]
