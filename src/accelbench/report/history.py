@@ -4,6 +4,7 @@ is read whole; its change points (analysis.history), its lines and its JSON answ
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -53,11 +54,13 @@ def series(
     workload: str | None = None,
     platform: str | None = None,
     host: str | None = None,
+    software: bool = True,
 ) -> list[Series]:
     """The ok runs of the selected cells, each cell on each host a series in time order, with
-    its change points."""
+    its change points; without `software`, no run's software is read (nor a change attributed:
+    with_software() reads it for the series that need it)."""
     grouped: dict[tuple[str, str, str], tuple[str, str, list[history.Point]]] = {}
-    for at, key, row, software in _rows(wheres, workload, platform):
+    for at, key, row, software_of in _rows(wheres, workload, platform, software):
         words, name_platform, hostname, cell, rate, flags, unit, interval = row
         if (host is not None and hostname != host) or not rate:
             continue
@@ -65,15 +68,33 @@ def series(
         group = (cell, name_platform, hostname)
         _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
         low_high = (interval[0], interval[1]) if interval else None
-        points.append(history.Point(at, key, rate, bool(flags), software, low_high))
+        points.append(history.Point(at, key, rate, bool(flags), software_of, low_high))
     return [
         Series(name, hostname, unit, points, history.changes(points))
         for (_, _, hostname), (name, unit, points) in sorted(grouped.items(), key=lambda g: g[1][0])
     ]
 
 
+def with_software(wheres: Sequence[Path | str] | None, found: Sequence[Series]) -> list[Series]:
+    """These series with each run's software read from its record, and their changes
+    attributed: for a few series read without it."""
+    keys = [p.key for s in found for p in s.points]
+    held: dict[str, Result] = {}
+    with ExitStack() as stack:
+        for store in open_all(stack, wheres, ResultStore):
+            held |= store.held([k for k in keys if k not in held])
+    read = []
+    for s in found:
+        points = [dataclasses.replace(p, software=_software_of(held[p.key])) for p in s.points]
+        read.append(dataclasses.replace(s, points=points, changes=history.changes(points)))
+    return read
+
+
 def _rows(
-    wheres: Sequence[Path | str] | None, workload: str | None, platform: str | None
+    wheres: Sequence[Path | str] | None,
+    workload: str | None,
+    platform: str | None,
+    software: bool = True,
 ) -> Iterator[tuple[datetime, str, list[Any], Mapping[str, str]]]:
     """(when, the listing's _READ fields, the software) of each ok run, oldest first, each once
     over the databases; a database of another schema, or a row whose listing other code made,
@@ -86,7 +107,7 @@ def _rows(
                 workload=workload,
                 platform=platform,
                 status="ok",
-                software=True,
+                software=software,
                 listing_at=listing.positions(_READ),
             )
             found.append(((at, key, text, taken, store) for at, key, text, taken in rows or ()))
@@ -101,7 +122,7 @@ def _rows(
                 row = [getattr(made, name) for name in _READ]
                 yield result.created_at, key, row, _software_of(result)
             else:
-                yield datetime.fromisoformat(at), key, row, _Software(taken)
+                yield datetime.fromisoformat(at), key, row, _Software(taken) if software else {}
 
 
 class _Software(Mapping[str, str]):
@@ -227,16 +248,20 @@ MOST_FIGURES = 12
 with the most runs (`accelbench history` lists every one)."""
 
 
-def plots(found: Sequence[Series]) -> list[Plot]:
+def plots(
+    wheres: Sequence[Path | str] | None, *, workload: str | None, platform: str | None
+) -> list[Plot]:
     """The report's history figures: each drawn series' rate over time with its runs' intervals,
-    flagged runs hollow, and each change point marked with its size and what moved."""
+    flagged runs hollow, and each change point marked with its size and what moved. The runs'
+    software is read for the drawn series only (at a site, reading every run's took seconds)."""
+    found = series(wheres, workload=workload, platform=platform, software=False)
     drawn = [
         s
         for s in found
         if len(s.points) >= FIGURE_RUNS and len({p.at.date() for p in s.points}) > 1
     ]
     drawn.sort(key=lambda s: (not s.changes, -len(s.points)))
-    return [_plot(s, len(drawn)) for s in drawn[:MOST_FIGURES]]
+    return [_plot(s, len(drawn)) for s in with_software(wheres, drawn[:MOST_FIGURES])]
 
 
 def _plot(s: Series, among: int) -> Plot:

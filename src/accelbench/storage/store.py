@@ -282,8 +282,12 @@ class Store:
 
     def records(self, keys: Sequence[str]) -> list[Result]:
         """The results of these keys, in their order."""
-        found = {key: schema.record(text) for key, text in self._texts(keys)}
+        found = self.held(keys)
         return [found[k] for k in keys]
+
+    def held(self, keys: Sequence[str]) -> dict[str, Result]:
+        """The results of those of these keys that it holds, by key."""
+        return {key: schema.record(text) for key, text in self._texts(keys)}
 
     def _texts(self, keys: Sequence[str], table: str = "results") -> Iterator[tuple[str, str]]:
         """(key, record) of these keys, read 500 at a time."""
