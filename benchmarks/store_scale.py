@@ -12,7 +12,7 @@ printed is the JSON Lines export's time ratio. Last, each size's JSON and JSON L
 imported into a new SQLite database (on --postgres too: the import's reading is what grows).
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
-    python benchmarks/store_scale.py --quick     # 1,000 and 3,000: what the test suite runs
+    python benchmarks/store_scale.py --quick     # 1,000 and 3,000, four commands: the suite's
     python benchmarks/store_scale.py --postgres postgresql://me@host/db   # on that server
 
 With --postgres the two databases are made on that server (it must let the user create
@@ -59,6 +59,10 @@ COMMANDS = {
 }
 IMPORTS = {"import (json)": "json", "import (jsonl)": "jsonl"}
 """Each size's export, made untimed, imported into a new SQLite database."""
+QUICK = ("results (table)", "report --format md", "history", "export --format jsonl")
+QUICK_IMPORTS = ("import (jsonl)",)
+"""What --quick times (the suite's run: the script whole, but a command is a process start of
+a second or two here, and each command's own test reads its output)."""
 RUN = (
     "import sys\n"
     "from pathlib import Path\n"
@@ -213,7 +217,9 @@ def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--records", type=int, default=10_000)
     options.add_argument("--device", default="cpu", help="where the one measured cell runs")
-    options.add_argument("--quick", action="store_true", help="1,000 and 3,000 records")
+    options.add_argument(
+        "--quick", action="store_true", help="1,000 and 3,000 records, a few commands (QUICK)"
+    )
     options.add_argument("--postgres", metavar="URL", help="on this PostgreSQL server instead")
     options.add_argument(
         "--only",
@@ -222,10 +228,11 @@ def main() -> None:
         help="time only this command (a name of the table, again for more); default: all",
     )
     args = options.parse_args()
-    commands = {k: v for k, v in COMMANDS.items() if not args.only or k in args.only}
-    imports = {k: v for k, v in IMPORTS.items() if not args.only or k in args.only}
     if args.quick:
         args.records = 1000
+        args.only = args.only or [*QUICK, *QUICK_IMPORTS]
+    commands = {k: v for k, v in COMMANDS.items() if not args.only or k in args.only}
+    imports = {k: v for k, v in IMPORTS.items() if not args.only or k in args.only}
     bases = {
         scenario: run(
             RunSpec(
