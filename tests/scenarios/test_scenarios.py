@@ -34,12 +34,22 @@ runner = CliRunner()
 
 
 def test_every_builtin_plugin_names_code_that_exists() -> None:
+    """Every "module:function" a plug-in names (its measure, and the hooks whose modules import
+    what a plug-in's registration must not: matplotlib, the report) resolves, and lies in a
+    scenario's folder: the core names none of it, and no import the layer test cannot see
+    reaches outside the plug-ins."""
+    folders = tuple(f"accelbench.scenarios.{n.replace('-', '_')}." for n in scenarios.names())
     for s in scenarios.all_scenarios():
-        folder = f"accelbench.scenarios.{s.name.replace('-', '_')}."
-        for target in (s.measure, s.notes, s.verdict_rules, s.cell_text):
+        own = f"accelbench.scenarios.{s.name.replace('-', '_')}."
+        hooks = [s.measure, s.notes, s.verdict_rules, s.cell_text, s.table, s.findings]
+        hooks += [f.draw for f in s.figures]
+        hooks += [target for e in s.exports for target in (e.write, e.files)]
+        for target in hooks:
             assert target is None or callable(resolve(target)), (s.name, target)
-            # A plug-in's code is in its own folder: the core names none of it.
-            assert not isinstance(target, str) or target.startswith(folder), target
+            assert not isinstance(target, str) or target.startswith(folders), target
+        # Its measure and verdicts are its own (an exporter may serve two: MLPerf's logs).
+        for target in (s.measure, s.verdict_rules, s.notes, s.cell_text):
+            assert not isinstance(target, str) or target.startswith(own), target
         if s.record is not None:
             assert scenarios.record_type(s.name) is s.record
 
