@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -130,13 +131,29 @@ def test_inference_under_both_frameworks_counts_the_same_forward_pass(tmp_path: 
         assert ours.flops.analytic_per_item == theirs.flops.analytic_per_item
 
 
+def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "tiny_mlp", "--framework", "jax", "--replicas", "2", "--batch-size", "4"]
+    done = CliRunner().invoke(app, [*args, *QUICK, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    (result,) = ResultStore(db).query()
+    m = result.metrics
+    assert result.status == "ok" and m is not None, result.reason
+    assert [r.rank for r in m.ranks] == [0, 1]  # each replica's own record, gathered
+    assert m.epochs[-1].num_items == 6 * 4 * 2  # a step is the global batch of both replicas
+    assert m.flops is not None and m.flops.num_devices == 2
+    assert m.epochs[-1].loss_mean is not None and math.isfinite(m.epochs[-1].loss_mean)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["lenet5", "--framework", "jax", "--scenario", "generate"], "measures train, infer, not"),
         (["resnet50", "--framework", "jax"], "builds tiny_mlp, lenet5, autoencoder"),
         (["lenet5", "--framework", "jax", "--precision", "fp16"], "not fp16"),
-        (["lenet5", "--framework", "jax", "--replicas", "2"], "runs one process so far"),
+        (["lenet5", "--framework", "jax", "--fsdp"], "runs data-parallel replicas only"),
+        (["lenet5", "--framework", "jax", "--scenario", "infer", "--replicas", "2"], "one process"),
+        (["lenet5", "--framework", "tensorflow", "--replicas", "2"], "runs one process so far"),
         (["lenet5", "--framework", "jax", "--compile"], "leave out --compile"),
         (["lenet5", "--framework", "mxnet"], "unknown framework 'mxnet'"),
     ],

@@ -43,8 +43,10 @@ def run(spec: RunSpec) -> Result:
     ):  # a server: nothing to build, place or set here
         return _result(spec, env, lambda: scenario.measure_fn()(spec))
     engine = engines.get(spec.framework)
-    if engine.measures:  # another framework's engine: its own measure, in one process
-        return _result(spec, env, lambda: engine.measure_fn(spec.scenario)(spec))
+    if engine.measures:  # another framework's engine: its own measure, and its own collectives
+        # Replicas also join torch's group on gloo, over which the kit gathers their records.
+        distributed.join(spec, "cpu")
+        return _result(spec, env, lambda: _left(engine.measure_fn(spec.scenario)(spec)))
     check_supported(spec.precision, env.device_type, env.cuda_capability)
     rank = distributed.join(spec, env.device_type)
 
@@ -62,6 +64,11 @@ def run(spec: RunSpec) -> Result:
         return metrics.model_copy(update={"torch_settings": global_settings()})
 
     return _result(spec, env, on_device)
+
+
+def _left(metrics: Metrics) -> Metrics:
+    distributed.leave()
+    return metrics
 
 
 def _result(spec: RunSpec, env: Environment, measure: Callable[[], Metrics]) -> Result:

@@ -200,13 +200,20 @@ class Framework:
         return resolve(self.measures[scenario])
 
 
-def one_device(name: str, spec: RunSpec, lacks: Mapping[str, bool]) -> None:
-    """The rules an engine besides torch has so far: one process, on a CPU or a CUDA GPU, and
-    none of the options it lacks (`lacks`: each option with whether the spec gives it)."""
-    if spec.distributed:
+def one_device(name: str, spec: RunSpec, lacks: Mapping[str, bool], replicas: bool = False) -> None:
+    """The rules an engine besides torch has so far: one process (or, where it has `replicas`,
+    data-parallel replicas, a process each), on a CPU or a CUDA GPU, and none of the options
+    it lacks (`lacks`: each option with whether the spec gives it)."""
+    sharded = spec.fsdp or spec.tensor_parallel > 1 or spec.pipeline_stages > 1
+    if sharded or (spec.distributed and not replicas):
         raise ValueError(
-            f"--framework {name} runs one process so far: leave out --replicas, --fsdp, "
-            "--tensor-parallel and --pipeline-stages"
+            f"--framework {name} runs "
+            + (
+                "data-parallel replicas only: leave out --fsdp"
+                if replicas
+                else "one process so far: leave out --replicas, --fsdp"
+            )
+            + ", --tensor-parallel and --pipeline-stages"
         )
     if spec.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--framework {name} runs on cpu or cuda, not {spec.device}")

@@ -4,7 +4,8 @@ jax.numpy and lax with the torch model's layers, shapes and parameters (models.p
 equal parameter counts, a test), trained by a jitted step with optax's
 optimizer (train.py) and measured by the kit every scenario shares (scenarios/epochs.py): the
 first epoch holds tracing and XLA's compilation, the steady state's delivered rate and interval,
-divergence, energy and the host's activity as for any cell.
+divergence, energy and the host's activity as for any cell. With --replicas N, training is data
+parallel over N processes (jax.distributed; on CPUs over gloo's collectives), each a replica.
 
 This module describes the engine (it imports neither jax nor torch); the registry of engines
 (accelbench/engines) names it.
@@ -33,7 +34,7 @@ def _rules(spec: RunSpec) -> None:
         "--lora-rank": spec.lora_rank is not None,
         "--model-arg (a user's model takes them)": bool(spec.model_args) and not user,
     }
-    one_device("jax", spec, lacks)
+    one_device("jax", spec, lacks, replicas=True)  # infer runs one process: its own rule
 
 
 FRAMEWORK = Framework(

@@ -5,20 +5,43 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from accelbench.engines import LaggedDevice
 
 
 class JaxDevice(LaggedDevice):
-    """One of JAX's devices: "cpu", or "cuda" for its GPU backend."""
+    """One of JAX's devices: "cpu", or "cuda" for its GPU backend; with `replicas`, this
+    process's device among the replicas' (jax.distributed joined), each holding the parameters
+    and its part of the global batch."""
 
-    def __init__(self, device_type: str) -> None:
+    def __init__(self, device_type: str, replicas: int = 1) -> None:
         platform = "gpu" if device_type == "cuda" else device_type
-        self.device = jax.devices(platform)[0]
+        self.device = jax.local_devices(backend=platform)[0]
         self.type, self.index = device_type, (self.device.id if device_type != "cpu" else None)
+        self.mesh = Mesh(np.array(jax.devices(platform)), ("data",)) if replicas > 1 else None
 
     def put(self, tree: Any) -> Any:
-        return jax.device_put(tree, self.device)
+        """The same values on every replica (parameters, optimizer state), or on this device."""
+        if self.mesh is None:
+            return jax.device_put(tree, self.device)
+        return self._global(tree, PartitionSpec())
+
+    def shard(self, batch: Any) -> Any:
+        """This replica's batch as its part of the global batch (as it is, with one replica)."""
+        return batch if self.mesh is None else self._global(batch, PartitionSpec("data"))
+
+    def _global(self, tree: Any, spec: PartitionSpec) -> Any:
+        assert self.mesh is not None
+        sharding = NamedSharding(self.mesh, spec)
+
+        def one(a: Any) -> Any:
+            if isinstance(a, jax.Array) and not a.is_fully_addressable:
+                return a  # made on every replica already (an optimizer's state of its params)
+            return jax.make_array_from_process_local_data(sharding, np.asarray(a))
+
+        return jax.tree.map(one, tree)
 
     def wait(self, output: Any) -> None:
         jax.block_until_ready(output)

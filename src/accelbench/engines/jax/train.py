@@ -27,7 +27,7 @@ from accelbench.execution import efficiency
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import NO_CPU_PEAK, Flops, Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epochs
+from accelbench.scenarios.epochs import Raw, across_ranks, build_metrics, lagged_epochs
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +50,9 @@ class Built:
 
 def built(spec: RunSpec) -> Built:
     """The cell's model built and put on its device, in the spec's precision."""
-    _fit_threads()
-    device = JaxDevice(spec.device)
+    _fit_threads(spec)
+    _join(spec)
+    device = JaxDevice(spec.device, spec.replicas)
     model = models.get(spec.workload, spec.model_args)
     params, state = model.init(jax.random.key(spec.seed))
     dtype = jnp.bfloat16 if spec.precision == "bf16" else jnp.float32
@@ -61,13 +62,21 @@ def built(spec: RunSpec) -> Built:
 
 
 def measure(spec: RunSpec) -> Metrics:
+    try:
+        return _measured(spec)
+    finally:
+        if spec.replicas > 1:
+            jax.distributed.shutdown()
+
+
+def _measured(spec: RunSpec) -> Metrics:
     start = time.perf_counter()
     cell = built(spec)
     device, model, params, state = cell.device, cell.model, cell.params, cell.state
     optimizer = _optimizer(spec)
     opt_state = device.put(optimizer.init(params))
     step = jax.jit(partial(_step, model, optimizer, cell.compute), donate_argnums=(0, 1, 2))
-    rng = np.random.default_rng(spec.seed)
+    rng = np.random.default_rng(spec.seed + jax.process_index())  # each replica its own data
     batches = _batches(spec, model, rng, device)
     build_s = time.perf_counter() - start
 
@@ -78,16 +87,15 @@ def measure(spec: RunSpec) -> Metrics:
         return loss
 
     raw = Raw()
-    method = lagged_epochs(
-        spec, device, raw, batches, one, lambda got: [float(x) for x in jax.device_get(got)]
-    )
+    method = lagged_epochs(spec, device, raw, batches, one, _floats)
     params, opt_state, state = carry
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves((params, opt_state, state))) / 2**30
     raw.host_rss = host_peak_rss_gib()
     flops = xla_flops(spec, model, device, step, (params, opt_state, state, next(batches)))
+    raw, ranks = across_ranks(spec, raw)  # the replicas' records, over torch's gloo group
     return build_metrics(
-        spec, model, raw, [], timer=method, build_s=build_s, flops=flops
+        spec, model, raw, ranks, timer=method, build_s=build_s, flops=flops
     ).model_copy(update={"trainable_params": models.num_params(params)})
 
 
@@ -138,9 +146,12 @@ def _batches(
     """Host batches made for each step (the jitted step copies them over), or with
     inputs_on_device a few put on the device once and cycled."""
     if spec.inputs_on_device:
-        pool = [device.put(model.sample(rng, spec.batch_size)) for _ in range(DEVICE_BATCHES)]
+        pool = [
+            device.shard(device.put(model.sample(rng, spec.batch_size)))
+            for _ in range(DEVICE_BATCHES)
+        ]
         return itertools.cycle(pool)
-    return (model.sample(rng, spec.batch_size) for _ in itertools.count())
+    return (device.shard(model.sample(rng, spec.batch_size)) for _ in itertools.count())
 
 
 def xla_flops(
@@ -170,23 +181,51 @@ def xla_flops(
         peak = efficiency.datasheet_peak(name, spec.precision) or (None, f"no datasheet for {name}")
     formula = model.analytic_flops
     return Flops(
-        per_item=per_step / spec.batch_size,
+        per_item=per_step / spec.global_batch,  # the step's program is the global batch's
         analytic_per_item=formula(training) if formula else None,
         peak_per_s=peak[0],
         peak_source=peak[1],
+        num_devices=spec.num_processes,
     )
 
 
-def _fit_threads() -> None:
+def _join(spec: RunSpec) -> None:
+    """With replicas, join the others as jax.distributed's processes (on CPUs their collectives
+    are gloo's), coordinated beside the port torchrun gave this cell."""
+    if spec.replicas == 1:
+        return
+    if spec.device == "cpu":
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    local = int(os.environ["LOCAL_RANK"])
+    jax.distributed.initialize(
+        coordinator_address=f"{os.environ['MASTER_ADDR']}:{int(os.environ['MASTER_PORT']) + 1}",
+        num_processes=int(os.environ["WORLD_SIZE"]),
+        process_id=int(os.environ["RANK"]),
+        local_device_ids=None if spec.device == "cpu" else [local],  # a GPU a replica
+    )
+
+
+def _floats(losses: list[jax.Array]) -> list[float]:
+    """The losses read back (a replica's copy of each: every replica holds the global one)."""
+    return [float(loss.addressable_data(0)) for loss in losses]
+
+
+def _fit_threads(spec: RunSpec) -> None:
     """XLA's CPU client sizes its thread pool by the CPUs this process may run on: hold it to
     the threads the cell was given (torch's, set by the cell from --threads or the host's free
-    CPUs) by running on that many of the least busy CPUs."""
+    CPUs) by running on that many of the least busy CPUs; a replica on its own share of them,
+    by its local rank."""
     import psutil
     import torch
 
     allowed = sorted(os.sched_getaffinity(0))
     threads = torch.get_num_threads()
     if threads >= len(allowed):
+        return
+    if spec.replicas > 1:  # each its own, in order: replicas sampling the load could collide
+        first = int(os.environ.get("LOCAL_RANK", "0")) * threads
+        if first + threads <= len(allowed):  # else more replicas' threads than CPUs: share
+            os.sched_setaffinity(0, allowed[first : first + threads])
         return
     busy = psutil.cpu_percent(interval=0.1, percpu=True)
     quiet = sorted(allowed, key=lambda cpu: busy[cpu] if cpu < len(busy) else 0.0)
