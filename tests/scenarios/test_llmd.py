@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -20,6 +21,8 @@ from accelbench.scenarios.serve import exports as llmd
 
 from ..conftest import tiny
 from .test_serve import served_once
+
+DATA = Path(__file__).parents[1] / "data"
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +100,12 @@ def test_into_a_folder_a_report_a_file_as_llm_ds_import_reads_them(
     refused = CliRunner().invoke(app, ["export", "--out", str(out), "--db", str(db)])
     assert refused.exit_code == 2
     assert "is a folder, and json is written to one file: give a file path" in refused.output
+
+
+def test_every_report_validates_against_llm_ds_own_schema(served: Result) -> None:
+    schema = json.loads((DATA / "llmd_br_v0_2_json_schema.json").read_text())
+    validator = jsonschema.Draft202012Validator(schema)
+    for report in llmd.reports(served):
+        validator.validate(report)
+        latency = report["results"]["request_performance"]["aggregate"]["latency"]
+        assert latency["inter_token_latency"]["units"] == "s/token"  # ITL, in the schema's form
