@@ -91,3 +91,32 @@ def test_a_cell_tensorflow_cannot_run_is_refused_in_one_line(
     done = CliRunner().invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
     assert done.exit_code == 2, done.output
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+def test_a_users_keras_model_trains_and_infers_and_a_jax_one_is_refused_by_name(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "r.sqlite"
+    examples = Path(__file__).parents[2] / "examples"
+    for model, scenario in [
+        ("my_keras_model.py", "train"),
+        ("my_keras_model.py", "infer"),
+        ("my_jax_model.py", "train"),
+    ]:
+        args = ["run", f"{examples / model}:build", "--framework", "tensorflow"]
+        args += ["--scenario", scenario, "--batch-size", "8", "--model-arg", "width=32"]
+        done = CliRunner().invoke(app, [*args, *QUICK, "--db", str(db)])
+        assert done.exit_code in (0, 1), done.output
+    found = {
+        (Path(r.spec.workload.split(":")[0]).name, r.spec.scenario): r
+        for r in ResultStore(db).query()
+    }
+    for scenario in ("train", "infer"):
+        ours = found["my_keras_model.py", scenario]
+        assert ours.status == "ok" and ours.metrics is not None, ours.reason
+    trained = found["my_keras_model.py", "train"].metrics
+    assert trained is not None and trained.trainable_params == 64 * 32 + 32 + 32 * 10 + 10
+    theirs = found["my_jax_model.py", "train"]
+    assert theirs.status == "error" and "must return an accelbench.engines.tensorflow" in (
+        theirs.reason or ""
+    )

@@ -1,6 +1,6 @@
 """TensorFlow (Keras 3 on its TensorFlow backend) as an engine: the train and infer scenarios of
 the seeds' small models (tiny_mlp, lenet5 and the paper's autoencoder, whose training log in the seeds is
-Keras output), each a Keras model with the torch model's layers and parameters (models.py; equal
+Keras output) and a user's `file.py:build` returning a Model, each a Keras model with the torch model's layers and parameters (models.py; equal
 trainable counts, a test), trained by a tf.function step with Keras' optimizer (train.py) and
 measured by the kit every scenario shares.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from accelbench import workloads
 from accelbench.engines import Framework, one_device
 
 if TYPE_CHECKING:
@@ -26,7 +27,8 @@ def _rules(spec: RunSpec) -> None:
         "--grad-accum": spec.grad_accum > 1,
         "--recompute": spec.recompute,
         "--lora-rank": spec.lora_rank is not None,
-        "--model-arg": bool(spec.model_args),
+        "--model-arg (a user's model takes them)": bool(spec.model_args)
+        and not workloads.is_user(spec.workload),
     }
     one_device("tensorflow", spec, lacks)
 
@@ -39,6 +41,7 @@ FRAMEWORK = Framework(
         "infer": "accelbench.engines.tensorflow.infer:measure",
     },
     workloads=("tiny_mlp", "lenet5", "autoencoder"),
+    user_models="examples/my_keras_model.py",
     precisions=("fp32", "amp-bf16"),
     rules=_rules,
 )

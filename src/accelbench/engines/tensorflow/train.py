@@ -60,7 +60,7 @@ def built(spec: RunSpec) -> tuple[Any, TensorFlowDevice, models.Model]:
     keras.mixed_precision.set_global_policy(
         "mixed_bfloat16" if spec.precision == "amp-bf16" else "float32"
     )
-    return tf, TensorFlowDevice(spec.device), models.MODELS[spec.workload]
+    return tf, TensorFlowDevice(spec.device), models.get(spec.workload, spec.model_args)
 
 
 def measure(spec: RunSpec) -> Metrics:
