@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import itertools
-import json
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -204,7 +203,7 @@ def list_references(
         for line in compare_text.head_to_head(found):
             console.print(line)
     elif fmt is Format.json:
-        print(json.dumps([r.model_dump() for r in found], indent=2))
+        print_answer(compare_text.ReferencesAnswer(references=found))
     else:
         print(tabular.rows_csv([r.model_dump() for r in found]), end="")
 

@@ -145,6 +145,7 @@ def every() -> dict[str, type[Frozen]]:
         advice.RecommendAnswer,
         advice.TuneAnswer,
         compare.ReferenceAnswer,
+        compare.ReferencesAnswer,
         compare.CompareAnswer,
         history.HistoryAnswer,
         fleet.FleetAnswer,

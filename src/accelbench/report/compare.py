@@ -362,3 +362,11 @@ def reference_answer(
     return ReferenceAnswer(
         tolerance_pct=tolerance_pct, matches=found, unmatched=[list(u) for u in unmatched]
     )
+
+
+class ReferencesAnswer(Frozen):
+    """`accelbench references --format json`: the published results shipped, with sources."""
+
+    format: Literal["accelbench-references"] = "accelbench-references"
+    version: Literal[1] = 1
+    references: list[Reference]
