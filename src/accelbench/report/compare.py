@@ -273,7 +273,7 @@ class ReferenceMatch(Frozen):
 class ReferenceAnswer(Frozen):
     """`accelbench compare --reference --format json`."""
 
-    format: Literal["accelbench-reference"] = "accelbench-reference"
+    format: Literal["accelbench-compare-reference"] = "accelbench-compare-reference"
     version: Literal[1] = 1
     tolerance_pct: float
     matches: list[ReferenceMatch]
