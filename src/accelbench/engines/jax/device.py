@@ -19,7 +19,10 @@ class JaxDevice(LaggedDevice):
     def __init__(self, device_type: str, replicas: int = 1) -> None:
         platform = "gpu" if device_type == "cuda" else device_type
         self.device = jax.local_devices(backend=platform)[0]
-        self.type, self.index = device_type, (self.device.id if device_type != "cpu" else None)
+        # The board's index on this host, which NVML reads: a replica's global id is not it.
+        board = getattr(self.device, "local_hardware_id", None)
+        self.type = device_type
+        self.index = None if device_type == "cpu" else (self.device.id if board is None else board)
         self.mesh = Mesh(np.array(jax.devices(platform)), ("data",)) if replicas > 1 else None
 
     def put(self, tree: Any) -> Any:

@@ -206,7 +206,10 @@ def _join(spec: RunSpec) -> None:
 
 
 def _floats(losses: list[jax.Array]) -> list[float]:
-    """The losses read back (a replica's copy of each: every replica holds the global one)."""
+    """The losses read back, in one transfer; a replica reads its copy of each (every replica
+    holds the global loss, which no process may read whole)."""
+    if all(loss.is_fully_addressable for loss in losses):
+        return [float(x) for x in jax.device_get(losses)]
     return [float(loss.addressable_data(0)) for loss in losses]
 
 
