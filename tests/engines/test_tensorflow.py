@@ -93,16 +93,12 @@ def test_a_cell_tensorflow_cannot_run_is_refused_in_one_line(
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
 
 
-def test_a_users_keras_model_trains_and_infers_and_a_jax_one_is_refused_by_name(
+def test_a_users_keras_model_trains_and_a_jax_one_is_refused_by_name(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "r.sqlite"
     examples = Path(__file__).parents[2] / "examples"
-    for model, scenario in [
-        ("my_keras_model.py", "train"),
-        ("my_keras_model.py", "infer"),
-        ("my_jax_model.py", "train"),
-    ]:
+    for model, scenario in [("my_keras_model.py", "train"), ("my_jax_model.py", "train")]:
         args = ["run", f"{examples / model}:build", "--framework", "tensorflow"]
         args += ["--scenario", scenario, "--batch-size", "8", "--model-arg", "width=32"]
         done = CliRunner().invoke(app, [*args, *QUICK, "--db", str(db)])
@@ -111,11 +107,9 @@ def test_a_users_keras_model_trains_and_infers_and_a_jax_one_is_refused_by_name(
         (Path(r.spec.workload.split(":")[0]).name, r.spec.scenario): r
         for r in ResultStore(db).query()
     }
-    for scenario in ("train", "infer"):
-        ours = found["my_keras_model.py", scenario]
-        assert ours.status == "ok" and ours.metrics is not None, ours.reason
-    trained = found["my_keras_model.py", "train"].metrics
-    assert trained is not None and trained.trainable_params == 64 * 32 + 32 + 32 * 10 + 10
+    ours = found["my_keras_model.py", "train"]  # inference builds it as training does
+    assert ours.status == "ok" and ours.metrics is not None, ours.reason
+    assert ours.metrics.trainable_params == 64 * 32 + 32 + 32 * 10 + 10
     theirs = found["my_jax_model.py", "train"]
     assert theirs.status == "error" and "must return an accelbench.engines.tensorflow" in (
         theirs.reason or ""
