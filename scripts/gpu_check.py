@@ -5,7 +5,8 @@ own, then `compare --reference` on it (each figure beside its published counterp
 ratio and a verdict); the micro scenario's matmul (also at MAMF's H100 shape), triad and
 copies; Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile (tokens/s,
 both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor cores; LeNet-5
-and the autoencoder under torch and JAX; benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
+and the autoencoder under torch and JAX (and TensorFlow, where its CUDA build sees the GPU);
+benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
 (the generate scenario against a bare `model.generate` loop), benchmarks/cells.py (what a cell
 costs, forked by the cell server and in a fresh interpreter: the quick suite's cells are forked
 too) and benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at
@@ -30,8 +31,9 @@ STEPS_S = 540
 """Time limit of each step: the whole check must finish within 10 minutes on one H100."""
 
 
-def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
-    """The check's steps; `float8`: the GPU has float8 tensor cores (compute capability 8.9+)."""
+def steps(db: Path, float8: bool = False, tensorflow: bool = False) -> list[tuple[str, list[str]]]:
+    """The check's steps; `float8`: the GPU has float8 tensor cores (compute capability 8.9+);
+    `tensorflow`: TensorFlow sees the GPU (its CUDA build is installed)."""
     python, accelbench = sys.executable, [sys.executable, "-m", "accelbench"]
     peer = [
         "--workload",
@@ -83,9 +85,12 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             else []
         ),
         (
-            "the same model under torch and JAX: LeNet-5 and the autoencoder, bs=256, amp-bf16",
+            "the same model under torch and JAX"
+            + (" and TensorFlow" if tensorflow else "")
+            + ": LeNet-5 and the autoencoder, bs=256, amp-bf16",
             [
-                *(*accelbench, "run", "lenet5,autoencoder", "--framework", "torch,jax"),
+                *(*accelbench, "run", "lenet5,autoencoder"),
+                *("--framework", "torch,jax" + (",tensorflow" if tensorflow else "")),
                 *("--batch-size", "256", "--precision", "amp-bf16", "--device", "cuda"),
                 *("--db", str(db)),
             ],
@@ -108,6 +113,19 @@ def steps(db: Path, float8: bool = False) -> list[tuple[str, list[str]]]:
             [python, "benchmarks/peers.py", "--device", "cuda", *peer],
         ),
     ]
+
+
+def _tensorflow_sees_a_gpu() -> bool:
+    """Whether an installed TensorFlow lists a GPU, asked in a process of its own."""
+    probe = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+        )
+    except subprocess.TimeoutExpired:
+        return False
+    lines = done.stdout.strip().splitlines()
+    return done.returncode == 0 and bool(lines) and lines[-1] != "0"
 
 
 def main() -> int:
@@ -154,7 +172,14 @@ def main() -> int:
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         float8 = torch.cuda.get_device_capability() >= (8, 9)
-        for title, command in steps(Path(tmp, "gpu-check.sqlite"), float8):
+        tensorflow = _tensorflow_sees_a_gpu()
+        if not tensorflow:
+            lines += [
+                "- TensorFlow left out: it sees no GPU here (its CPU build, or none: "
+                "pip install 'tensorflow[and-cuda]')",
+                "",
+            ]
+        for title, command in steps(Path(tmp, "gpu-check.sqlite"), float8, tensorflow):
             if any(text in title for text in args.skip):
                 lines += [f"## {title}: left out (--skip)", ""]
                 continue
