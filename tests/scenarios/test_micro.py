@@ -233,3 +233,15 @@ def test_a_triad_line_gives_its_share_of_the_datasheet(matmul: Result) -> None:
     (line,) = scenarios.get("micro").lines(result, lambda spec: "triad")
     assert line.startswith("triad: triad 3 x 256 MiB float32: 3,000 GB/s, ")
     assert "90% of the datasheet's memory bandwidth, 3,350 GB/s (NVIDIA H100 SXM, Bekman)" in line
+
+
+def test_named_no_workload_the_micro_scenario_measures_arithmetic_and_memory(
+    tmp_path: Path,
+) -> None:
+    db = str(tmp_path / "r.sqlite")
+    planned = CliRunner().invoke(app, ["run", "--scenario", "micro", "--dry-run", "--db", db])
+    assert planned.exit_code == 0, planned.output
+    assert "to run: micro/matmul" in planned.stdout and "to run: micro/triad" in planned.stdout
+    assert "2 cell(s)" in planned.stdout
+    trained = CliRunner().invoke(app, ["run", "--dry-run", "--db", db])  # a model: name one
+    assert trained.exit_code == 2 and "name a workload" in trained.output

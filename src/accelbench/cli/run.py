@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from accelbench import scenarios
 from accelbench.analysis import validity
 from accelbench.cli import progress
 from accelbench.cli.app import (
@@ -292,6 +293,9 @@ def cells_of(
         if p["workload"]:
             raise AccelbenchError("give a workload or --served-model, not both")
         p["workload"] = f"served/{p['served_model']}"
+    no_cells = p["workload"] is None and p["sweep"] is None and p["suite"] is None
+    if no_cells and p["scenario"] in scenarios.names():  # a device scenario's own kernels
+        p["workload"] = ",".join(scenarios.get(p["scenario"]).workloads) or None
     axes: dict[str, list[Any]] = {
         "repeat": list(range(p["repeats"])),  # first: repeats interleave, drift spreads over all
         "seed": list(range(p["seed"], p["seed"] + p["seeds"])),

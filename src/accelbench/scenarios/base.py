@@ -231,6 +231,9 @@ class Scenario:
     """Needs a model that generates text."""
     settings: type[Settings] = Settings
     """The class of its own knobs (Settings): given with another scenario, they are refused."""
+    workloads: tuple[str, ...] = ()
+    """What it measures when `run` names no workload (a device scenario's own kernels); empty:
+    a workload must be named."""
     rules: Callable[[RunSpec], None] = no_rules
     """Its rules over a spec of it: raise ValueError naming the fix."""
     device_rules: Callable[[RunSpec, str], None] = runs_anywhere

@@ -165,6 +165,7 @@ SCENARIO = DeviceScenario(
     summary="the device by itself: matmul TFLOP/s, memory triad GB/s, host-device copy GB/s",
     measure="accelbench.scenarios.micro.measure:measure",
     distributes=True,
+    workloads=("micro/matmul", "micro/triad"),  # what every device runs: arithmetic, memory
     rules=_rules,
     device_rules=_device_rules,
     record=MicroMetrics,
