@@ -367,7 +367,7 @@ def make_report(
         plots = []
         if fmt is ReportFormat.html or figures_dir:
             plots = figures.plots([], plotted.read(source))
-            plots += history_text.plots(db, workload=workload, platform=platform)
+            plots += history_text.plots(source)
         projected = (  # each result's own projection: the records read one at a time
             token_projection_lines(stream_all(db, **filters), tokens) if tokens else []
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -21,6 +21,8 @@ from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.report.database import ResultStore
 from accelbench.report.drawing import Plot
+from accelbench.report.results import Records
+from accelbench.report.sections import Source
 from accelbench.storage.schema import SOFTWARE
 from accelbench.storage.several import merged, open_all
 
@@ -54,13 +56,18 @@ def series(
     workload: str | None = None,
     platform: str | None = None,
     host: str | None = None,
-    software: bool = True,
 ) -> list[Series]:
     """The ok runs of the selected cells, each cell on each host a series in time order, with
-    its change points; without `software`, no run's software is read (nor a change attributed:
-    with_software() reads it for the series that need it)."""
+    its change points."""
+    return _grouped(_rows(wheres, workload, platform), host)
+
+
+def _grouped(
+    runs: Iterable[tuple[datetime, str, Sequence[Any], Mapping[str, str]]], host: str | None
+) -> list[Series]:
+    """Runs (when, key, the listing's _READ fields, the software), oldest first, as series."""
     grouped: dict[tuple[str, str, str], tuple[str, str, list[history.Point]]] = {}
-    for at, key, row, software_of in _rows(wheres, workload, platform, software):
+    for at, key, row, software_of in runs:
         words, name_platform, hostname, cell, rate, flags, unit, interval = row
         if (host is not None and hostname != host) or not rate:
             continue
@@ -75,14 +82,11 @@ def series(
     ]
 
 
-def with_software(wheres: Sequence[Path | str] | None, found: Sequence[Series]) -> list[Series]:
+def _with_software(found: Sequence[Series], records: Records) -> list[Series]:
     """These series with each run's software read from its record, and their changes
     attributed: for a few series read without it."""
     keys = [p.key for s in found for p in s.points]
-    held: dict[str, Result] = {}
-    with ExitStack() as stack:
-        for store in open_all(stack, wheres, ResultStore):
-            held |= store.held([k for k in keys if k not in held])
+    held = dict(zip(keys, records(keys), strict=True))
     read = []
     for s in found:
         points = [dataclasses.replace(p, software=_software_of(held[p.key])) for p in s.points]
@@ -91,10 +95,7 @@ def with_software(wheres: Sequence[Path | str] | None, found: Sequence[Series]) 
 
 
 def _rows(
-    wheres: Sequence[Path | str] | None,
-    workload: str | None,
-    platform: str | None,
-    software: bool = True,
+    wheres: Sequence[Path | str] | None, workload: str | None, platform: str | None
 ) -> Iterator[tuple[datetime, str, list[Any], Mapping[str, str]]]:
     """(when, the listing's _READ fields, the software) of each ok run, oldest first, each once
     over the databases; a database of another schema, or a row whose listing other code made,
@@ -107,7 +108,7 @@ def _rows(
                 workload=workload,
                 platform=platform,
                 status="ok",
-                software=software,
+                software=True,
                 listing_at=listing.positions(_READ),
             )
             found.append(((at, key, text, taken, store) for at, key, text, taken in rows or ()))
@@ -122,7 +123,7 @@ def _rows(
                 row = [getattr(made, name) for name in _READ]
                 yield result.created_at, key, row, _software_of(result)
             else:
-                yield datetime.fromisoformat(at), key, row, _Software(taken) if software else {}
+                yield datetime.fromisoformat(at), key, row, _Software(taken)
 
 
 class _Software(Mapping[str, str]):
@@ -248,20 +249,25 @@ MOST_FIGURES = 12
 with the most runs (`accelbench history` lists every one)."""
 
 
-def plots(
-    wheres: Sequence[Path | str] | None, *, workload: str | None, platform: str | None
-) -> list[Plot]:
+def plots(source: Source) -> list[Plot]:
     """The report's history figures: each drawn series' rate over time with its runs' intervals,
-    flagged runs hollow, and each change point marked with its size and what moved. The runs'
-    software is read for the drawn series only (at a site, reading every run's took seconds)."""
-    found = series(wheres, workload=workload, platform=platform, software=False)
+    flagged runs hollow, and each change point marked with its size and what moved. The series
+    are the report's own listings in the order they were stored; the runs' software is read,
+    from their records, for the drawn series only."""
+    made, unread = source.made, dict[str, str]()  # software: read for the drawn ones below
+    ok = sorted((r for r in source.rows.rows if r.status == "ok"), key=lambda r: made[r.key])
+    runs = [
+        (datetime.fromisoformat(made[r.key]), r.key, [getattr(r, n) for n in _READ], unread)
+        for r in ok
+    ]
+    found = _grouped(runs, None)
     drawn = [
         s
         for s in found
         if len(s.points) >= FIGURE_RUNS and len({p.at.date() for p in s.points}) > 1
     ]
     drawn.sort(key=lambda s: (not s.changes, -len(s.points)))
-    return [_plot(s, len(drawn)) for s in with_software(wheres, drawn[:MOST_FIGURES])]
+    return [_plot(s, len(drawn)) for s in _with_software(drawn[:MOST_FIGURES], source.records)]
 
 
 def _plot(s: Series, among: int) -> Plot:

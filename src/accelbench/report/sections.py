@@ -10,7 +10,7 @@ applies its own rules to what it is given), never less."""
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from accelbench import scenarios
@@ -35,6 +35,8 @@ class Source:
     fleet: Sequence[FleetCell]
     """The cells that several nodes of a platform ran (analysis.fleet), from their records read
     a batch at a time: at a site that is every record, which none holds at once."""
+    made: Mapping[str, str]
+    """When each result was stored (ISO 8601), by key: its place in a cell's history."""
 
     @classmethod
     def held(cls, results: Sequence[Result]) -> Source:
@@ -43,7 +45,8 @@ class Source:
         firsts = first_of_each([brief(r) for r in results])
         by_key = {r.key: r for r in results}
         platforms = [(by_key[k], n) for k, n in firsts]
-        return cls(rows, records, results, platforms, fleet.cells(results))
+        made = {r.key: r.created_at.isoformat() for r in results}
+        return cls(rows, records, results, platforms, fleet.cells(results), made)
 
     @classmethod
     def stored(cls, rows: Rows, briefs: Sequence[Brief], records: Records) -> Source:
@@ -54,7 +57,8 @@ class Source:
         read = {r.key: r for r in records(list(dict.fromkeys([*keys, *(k for k, _ in firsts)])))}
         cells = fleet.judged((row.fleet_point for row in rows.rows), records)
         platforms = [(read[k], n) for k, n in firsts]
-        return cls(rows, records, [read[k] for k in keys], platforms, cells)
+        made = {b.key: b.created_at for b in briefs}
+        return cls(rows, records, [read[k] for k in keys], platforms, cells, made)
 
 
 def first_of_each(briefs: Iterable[Brief]) -> list[tuple[str, int]]:
