@@ -20,7 +20,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from accelbench import workloads
 from accelbench.errors import AccelbenchError
@@ -220,6 +220,22 @@ def one_device(name: str, spec: RunSpec, lacks: Mapping[str, bool], replicas: bo
     given = [option for option, on in lacks.items() if on]
     if given:
         raise ValueError(f"--framework {name} takes none of these so far: leave out {given[0]}")
+
+
+M = TypeVar("M")
+
+
+def user_model(name: str, model_args: Mapping[str, Any] | None, kind: type[M], framework: str) -> M:
+    """A user's `file.py:function` called with the model args, which must return the engine's
+    model class `kind`; AccelbenchError naming the contract otherwise."""
+    model = workloads.user_function(name)(**(model_args or {}))
+    if not isinstance(model, kind):
+        contract = get(framework).user_models
+        raise AccelbenchError(
+            f"{name} returned {type(model).__name__}; under --framework {framework} it must "
+            f"return an {kind.__module__}.{kind.__name__} (see {contract})"
+        )
+    return model
 
 
 TORCH = Framework("torch", "PyTorch, eager or torch.compile: every scenario, workload and layout")

@@ -127,18 +127,9 @@ MODELS: dict[str, Model] = {
 def get(name: str, model_args: dict[str, Any] | None = None) -> Model:
     """A built-in model by its workload name, or a user's `file.py:function` called with the
     model args, which must return a Model (examples/my_keras_model.py)."""
-    if name in MODELS:
-        return MODELS[name]
-    from accelbench.errors import AccelbenchError
-    from accelbench.workloads import user_function
+    from accelbench.engines import user_model
 
-    model = user_function(name)(**(model_args or {}))
-    if not isinstance(model, Model):
-        raise AccelbenchError(
-            f"{name} returned {type(model).__name__}; under --framework tensorflow it must "
-            "return an accelbench.engines.tensorflow.models.Model (see examples/my_keras_model.py)"
-        )
-    return model
+    return MODELS[name] if name in MODELS else user_model(name, model_args, Model, "tensorflow")
 
 
 def trainable(model: Any) -> int:
