@@ -159,7 +159,7 @@ def main() -> int:
             text=True,
             check=True,
         ).stdout
-    )
+    )["environment"]
     lines = [
         "# accelbench gpu-check",
         "",

@@ -335,8 +335,12 @@ def test_a_user_model_that_fails_only_when_it_runs_is_stored_as_an_error(tmp_pat
 def test_env_as_json() -> None:
     code, output = invoke("env", "--device", "cpu", "--format", "json")
     assert code == 0
-    env = json.loads(output)
+    answer = json.loads(output)
+    assert (answer["format"], answer["version"]) == ("accelbench-env", 1)
+    env = answer["environment"]
     assert env["device_type"] == "cpu" and env["num_numa_nodes"] >= 1 and "torch" in env["versions"]
+    code, output = invoke("env", "--format", "csv")  # it printed JSON
+    assert code == 2 and "'csv' is not one of" in output
 
 
 def quick_sweep(path: Path, sql: str, *args: str) -> tuple[list[tuple[object, ...]], str]:

@@ -81,6 +81,8 @@ def test_each_reading_command_answers_in_json_what_it_computes(
 
     shipped = answer("references", "--table", "Table 4")["references"]
     assert shipped and all(r["table"].startswith("Table 4") and r["source"] for r in shipped)
+    captured = answer("env", "--device", "cpu")["environment"]
+    assert captured["device_type"] == "cpu" and captured["versions"]["torch"]
     suites = answer("suites")["suites"]
     assert suites and all(part["cells"] > 0 for suite in suites for part in suite["parts"])
     listed = answer("list")

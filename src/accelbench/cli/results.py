@@ -114,7 +114,7 @@ def list_suites(fmt: AnswerOption = AnswerFormat.table) -> None:
 @app.command()
 def env(
     device: Annotated[str, typer.Option(help=spec_help("device"))] = "auto",
-    fmt: Annotated[Format, typer.Option("--format", help="table or json.")] = Format.table,
+    fmt: AnswerOption = AnswerFormat.table,
 ) -> None:
     """The detected platform: devices, host CPU, NUMA nodes, versions."""
     if device not in get_args(DeviceType):
@@ -122,11 +122,11 @@ def env(
             f"unknown device {device!r}; use one of: {', '.join(get_args(DeviceType))}"
         )
     captured = capture(device)
-    if fmt is Format.table:
-        for field, value in captured.model_dump().items():
-            console.print(f"{field:<18} {value}")
-    else:
-        console.print_json(captured.model_dump_json())
+    if fmt is AnswerFormat.json:
+        print_answer(answers.EnvAnswer(environment=captured))
+        return
+    for field, value in captured.model_dump().items():
+        console.print(f"{field:<18} {value}")
 
 
 @app.command()

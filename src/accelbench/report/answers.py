@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
+from accelbench.records.environment import Environment
 from accelbench.records.frozen import Frozen
 
 if TYPE_CHECKING:
@@ -93,6 +94,15 @@ class SuitesAnswer(Frozen):
     suites: list[Suite]
 
 
+class EnvAnswer(Frozen):
+    """`accelbench env --format json`: the platform as a cell would capture it (the record's
+    `env`: devices, host CPU, NUMA nodes, versions, the numeric variables kept)."""
+
+    format: Literal["accelbench-env"] = "accelbench-env"
+    version: Literal[1] = 1
+    environment: Environment
+
+
 def dump(answer: Frozen) -> str:
     """The answer as one JSON document and a newline."""
     return answer.model_dump_json(indent=1) + "\n"
@@ -142,6 +152,7 @@ def every() -> dict[str, type[Frozen]]:
         RunAnswer,
         ListAnswer,
         SuitesAnswer,
+        EnvAnswer,
         advice.RecommendAnswer,
         advice.TuneAnswer,
         compare.ReferenceAnswer,
