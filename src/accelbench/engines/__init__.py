@@ -87,8 +87,7 @@ class LaggedTimer:
     runs from the window's first mark to its first step's end. Once a window has shown steps
     shorter than SPAN_MS, marks wait only every `stride` steps (enough steps to last SPAN_MS),
     and each step of a stride is given the stride's mean: a wait costs tens of microseconds of
-    host time (about 30 us on a 2-core CPU), which per step held 0.1 ms steps to 0.6-0.8 of a
-    bare loop's rate. The first window (the compilation, and the steps it is told apart by)
+    host time (about 30 us on a 2-core CPU), a third of a 0.1 ms step. The first window (the compilation, and the steps it is told apart by)
     waits at every step."""
 
     method: TimerMethod = "wall-clock"
@@ -202,8 +201,9 @@ class Framework:
 
 def one_device(name: str, spec: RunSpec, lacks: Mapping[str, bool], replicas: bool = False) -> None:
     """The rules an engine besides torch has so far: one process (or, where it has `replicas`,
-    data-parallel replicas, a process each), on a CPU or a CUDA GPU, and none of the options
-    it lacks (`lacks`: each option with whether the spec gives it)."""
+    data-parallel replicas, a process each), on a CPU or a CUDA GPU, none of the options no such
+    engine has built yet, and none it lacks itself (`lacks`: each option with whether the spec
+    gives it)."""
     sharded = spec.fsdp or spec.tensor_parallel > 1 or spec.pipeline_stages > 1
     if sharded or (spec.distributed and not replicas):
         raise ValueError(
@@ -217,7 +217,16 @@ def one_device(name: str, spec: RunSpec, lacks: Mapping[str, bool], replicas: bo
         )
     if spec.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--framework {name} runs on cpu or cuda, not {spec.device}")
-    given = [option for option, on in lacks.items() if on]
+    unbuilt = {
+        "--data": spec.data is not None,
+        "--workers": spec.workers != 0,
+        "--grad-accum": spec.grad_accum > 1,
+        "--recompute": spec.recompute,
+        "--lora-rank": spec.lora_rank is not None,
+        "--model-arg (a user's model takes them)": bool(spec.model_args)
+        and not workloads.is_user(spec.workload),
+    }
+    given = [option for option, on in {**lacks, **unbuilt}.items() if on]
     if given:
         raise ValueError(f"--framework {name} takes none of these so far: leave out {given[0]}")
 

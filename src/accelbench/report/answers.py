@@ -109,9 +109,7 @@ def dump(answer: Frozen) -> str:
 
 
 def row(result: Result, name: str, verdict: str) -> Row:
-    from accelbench import scenarios
-
-    found = scenarios.get(result.spec.scenario).headline(result)
+    found = result.headline
     return Row(
         key=result.key,
         cell=name,

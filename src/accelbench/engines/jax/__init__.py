@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accelbench import workloads
 from accelbench.engines import Framework, one_device
 
 if TYPE_CHECKING:
@@ -23,16 +22,9 @@ if TYPE_CHECKING:
 
 
 def _rules(spec: RunSpec) -> None:
-    user = workloads.is_user(spec.workload)
     lacks = {
         "--compile (jax compiles every step)": spec.compile,
         "--channels-last": spec.channels_last,
-        "--data": spec.data is not None,
-        "--workers": spec.workers != 0,
-        "--grad-accum": spec.grad_accum > 1,
-        "--recompute": spec.recompute,
-        "--lora-rank": spec.lora_rank is not None,
-        "--model-arg (a user's model takes them)": bool(spec.model_args) and not user,
     }
     one_device("jax", spec, lacks, replicas=True)  # infer runs one process: its own rule
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from accelbench import workloads
 from accelbench.engines import Framework, one_device
 
 if TYPE_CHECKING:
@@ -20,16 +19,7 @@ if TYPE_CHECKING:
 
 
 def _rules(spec: RunSpec) -> None:
-    lacks = {
-        "--channels-last (Keras lays images out so)": spec.channels_last,
-        "--data": spec.data is not None,
-        "--workers": spec.workers != 0,
-        "--grad-accum": spec.grad_accum > 1,
-        "--recompute": spec.recompute,
-        "--lora-rank": spec.lora_rank is not None,
-        "--model-arg (a user's model takes them)": bool(spec.model_args)
-        and not workloads.is_user(spec.workload),
-    }
+    lacks = {"--channels-last (Keras lays images out so)": spec.channels_last}
     one_device("tensorflow", spec, lacks)
 
 
