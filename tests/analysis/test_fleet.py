@@ -92,7 +92,7 @@ def test_the_report_has_a_fleet_section_only_for_a_fleet(measured: Result, tmp_p
     page = document.page([on_node(measured, i, r) for i, r in enumerate(rates)], [], ["site"])
     assert f"<h2>{document.FLEET}</h2>" in page and "<li>node07: 700 samples/s" in page
     alone = document.markdown([measured])
-    assert document.FLEET not in alone and "**Notes**" in alone
+    assert document.FLEET not in alone and f"**{document.NOTES}**" in alone
 
 
 # The trial's fleet: five nodes 12% apart (MAD), one 34% below the median, each run 3 times.

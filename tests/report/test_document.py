@@ -16,6 +16,7 @@ from typer.testing import CliRunner
 from accelbench.cli import app
 from accelbench.records.result import Result
 from accelbench.report import document, figures, tables
+from accelbench.report import results as results_text
 from accelbench.report.database import ResultStore
 
 from ..conftest import SIM_PLATFORM
@@ -156,3 +157,34 @@ def test_report_with_nothing_to_show_says_so(tmp_path: Path) -> None:
         assert result.exit_code == 2
         (line,) = result.output.strip().splitlines()
         assert line.startswith("error: ") and fix in line
+
+
+def test_the_report_shows_a_cell_once_with_its_runs_counted_and_their_reasons_folded() -> None:
+    """A site runs each cell many times: the report's table has a row per cell (the median
+    valid run, the one its figure draws) and its notes each reason once, with how many runs
+    it holds for; the results listing keeps every run."""
+    from accelbench.cell.runner import run
+
+    from ..conftest import BUSY_HOST, tiny, with_rate
+    from .test_figures import _quiet
+    from .test_plotted import keyed
+
+    base = run(tiny())
+    rates = (100.0, 101.0, 99.0, 102.0, 98.0, 100.5, 99.5, 101.5, 98.5)
+    runs = [keyed(_quiet(with_rate(base, v)), repeat=i) for i, v in enumerate(rates)]
+    runs.append(keyed(_quiet(with_rate(base, 100.2), host=BUSY_HOST), repeat=len(rates)))
+    alone = keyed(_quiet(with_rate(base, 55.0)), batch_size=8)
+    results = [*runs, alone]
+
+    md = document.markdown(results)
+    table = [line for line in md.splitlines() if line.startswith("| tiny\\_mlp")]
+    assert len(table) == 2
+    assert "Runs (median shown)" in md
+    folded = next(line for line in table if line.endswith("| 10 (1 not valid) |"))
+    assert folded.startswith("| tiny\\_mlp | train |")  # the cell's, not one run's, name
+    assert "| 100 samples/s |" in folded  # the median of the nine valid runs
+    assert any(line.endswith("| 1 |") and "| 55 samples/s |" in line for line in table)
+    notes = md.split(f"**{document.NOTES}**")[1]
+    assert notes.count(": contended: ") == 1 and "(1 of 10 runs)" in notes
+    assert "tiny\\_mlp bs=4 fp32: 10 repeats, median 100, 98 to 102 items/s" in notes
+    assert len(tables.markdown(results_text.results_grid(results)).splitlines()) == 2 + 11

@@ -20,6 +20,7 @@ from accelbench.report import acceptance as acceptance_text
 from accelbench.report import figures, inert, tables
 from accelbench.report import fleet as fleet_text
 from accelbench.report import results as results_text
+from accelbench.report.results import Rows
 from accelbench.report.sections import Source
 
 CSS = """
@@ -37,10 +38,10 @@ li { margin: 0.2em 0; } .meta { color: #555; }
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 
 
-def grids(source: Source) -> list[tables.Grid]:
-    """The report's tables: the results in the seed's Table 4 layout, then Tables 1 and 3, the
-    scenarios' own (time to train's), and the ceilings that bind (roofline) where the results
-    have what they need."""
+def grids(source: Source, rows: Rows | None = None) -> list[tables.Grid]:
+    """The report's tables: the results in the seed's Table 4 layout (`rows`, or the source's
+    one row per cell), then Tables 1 and 3, the scenarios' own (time to train's), the ceilings
+    that bind (roofline) where the results have what they need, and the platforms."""
     results = source.detail
     roofs = [r for r in roofline.roofs(results) if r.ceilings]
     optional = [
@@ -50,8 +51,20 @@ def grids(source: Source) -> list[tables.Grid]:
         acceptance_text.roofline_grid(roofs) if roofs else None,
     ]
     title = "Results (in the layout of PEARC '22, Table 4)"
-    main = results_text.grid(source.rows, title)
-    return [main, *(g for g in optional if g is not None)]
+    main = results_text.grid(rows or source.rows.folded(), title)
+    return [main, *(g for g in optional if g is not None), platforms_grid(source.platforms)]
+
+
+def _parts(
+    source: Source, extra: Sequence[str]
+) -> tuple[list[tables.Grid], list[tuple[str, list[str]]]]:
+    """The tables, and the lists under them with their titles (those that have lines): the
+    verdicts' reasons and notes of each cell (its runs folded into one row), `extra` lines
+    (projections), the fleet."""
+    rows = source.rows.folded()
+    notes = [*results_text.row_notes(rows, source.records), *extra]
+    lists = [(NOTES, notes), (FLEET, fleet_text.lines(source.fleet))]
+    return grids(source, rows), [(title, lines) for title, lines in lists if lines]
 
 
 def platforms_grid(platforms: Sequence[tuple[Result, int]]) -> tables.Grid:
@@ -92,20 +105,20 @@ def markdown(source: Source | Sequence[Result], extra: Sequence[str] = ()) -> st
 
 def markdown_lines(source: Source, extra: Sequence[str] = ()) -> Iterator[str]:
     """markdown() a line at a time (a site's table need not be held twice as text)."""
-    for i, grid in enumerate([*grids(source), platforms_grid(source.platforms)]):
+    shown, lists = _parts(source, extra)
+    for i, grid in enumerate(shown):
         yield "\n" if i else ""
         yield from tables.markdown_lines(grid)
-    notes = [*results_text.row_notes(source.rows, source.records), *extra]
-    for title, lines in (("Notes", notes), (FLEET, fleet_text.lines(source.fleet))):
-        if lines:
-            yield f"\n**{title}**\n\n"
-            yield from (f"- {inert.markdown(line.strip())}\n" for line in lines)
+    for title, lines in lists:
+        yield f"\n**{title}**\n\n"
+        yield from (f"- {inert.markdown(line.strip())}\n" for line in lines)
 
 
 def _source(source: Source | Sequence[Result]) -> Source:
     return source if isinstance(source, Source) else Source.held(source)
 
 
+NOTES = "Verdicts and notes"
 FLEET = "Fleet: each node against the other nodes of its platform"
 
 
@@ -147,13 +160,12 @@ def page_lines(
             f"{e(plot.caption)}</figcaption></figure>"
         )
     yield "\n<h2>Tables</h2>"
-    for grid in [*grids(source), platforms_grid(source.platforms)]:
+    shown, lists = _parts(source, extra)
+    for grid in shown:
         yield "\n"
         yield from tables.html_lines(grid)
-    notes = [*results_text.row_notes(source.rows, source.records), *extra]
-    for title, lines in (("Verdicts and notes", notes), (FLEET, fleet_text.lines(source.fleet))):
-        if lines:
-            yield f"\n<h2>{e(title)}</h2><ul>"
-            yield from (f"\n<li>{e(line.strip())}</li>" for line in lines)
-            yield "\n</ul>"
+    for title, lines in lists:
+        yield f"\n<h2>{e(title)}</h2><ul>"
+        yield from (f"\n<li>{e(line.strip())}</li>" for line in lines)
+        yield "\n</ul>"
     yield "\n</body></html>\n"

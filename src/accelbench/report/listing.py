@@ -35,7 +35,7 @@ from accelbench.report.cells import (
 )
 from accelbench.report.roles import Kind, Point, Role, roles
 
-VERSION = 9
+VERSION = 10
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -54,6 +54,8 @@ class Listing:
     label: str
     words: str
     """describe(spec): the cell in words, without the knobs that a listing adds."""
+    repeat: int
+    """Its repeat index, which label and words name after the workload where not 0."""
     config: str
     """configuration() without batch and replicas, which the table has columns for."""
     knobs: dict[str, Any]
@@ -258,6 +260,7 @@ def of(result: Result) -> Listing:
         scenario=spec.scenario,
         label=label(spec),
         words=describe(spec),
+        repeat=spec.repeat,
         config=configuration(spec, batch=False, replicas=False),
         knobs=knobs_of(spec),
         replicas=spec.replicas,

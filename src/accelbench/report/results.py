@@ -7,8 +7,8 @@ compile's pay-off) is computed here once per listing, from one index per groupin
 from __future__ import annotations
 
 import math
-from collections import ChainMap, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections import ChainMap, Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -29,9 +29,13 @@ from accelbench.report.cells import (
     rate_text,
     wait_text,
 )
+from accelbench.report.drawing import median_pick
 from accelbench.report.listing import NAME, Listing
 
 NOT_VALID_NOTE = "(value): measured, but not a valid result; the status says why."
+
+LISTED_RATES = 8
+"""A cell's repeats' rates are listed in its spread's line up to this many; past it, the range."""
 
 Records = Callable[[Sequence[str]], Sequence[Result]]
 """The whole records of the keys given: what the few lines about several results read."""
@@ -42,6 +46,54 @@ class Rows:
     """A listing's rows with what they say together, each grouping indexed once."""
 
     rows: Sequence[Listing]
+    runs: Mapping[str, Sequence[Listing]] | None = None
+    """Where `rows` shows one row per cell and platform (folded()): the runs each stands for
+    (its repeats on each of the platform's hosts), by the shown row's key."""
+
+    def folded(self) -> Rows:
+        """One row per cell and platform: its median run among the valid ones
+        (drawing.median_pick, the one a figure draws), the others counted in its Runs column and
+        folded into its notes. A site's report then shows its thousand cells, not its hundred
+        thousand runs of them on its hosts."""
+        cells: dict[tuple[str, str], list[Listing]] = defaultdict(list)
+        for r in self.rows:
+            cells[r.platform, r.fleet_cell].append(r)
+        picks = [median_pick(runs, self.verdict_text, _rate)[0] for runs in cells.values()]
+        return Rows(picks, dict(zip([p.key for p in picks], cells.values(), strict=True)))
+
+    @cached_property
+    def every(self) -> list[Listing]:
+        """Every run the rows stand for."""
+        return (
+            list(self.rows)
+            if self.runs is None
+            else [m for r in self.rows for m in self.runs[r.key]]
+        )
+
+    def runs_of(self, row: Listing) -> Sequence[Listing]:
+        return [row] if self.runs is None else self.runs[row.key]
+
+    def runs_text(self, row: Listing) -> str:
+        """How many runs a folded row stands for, and how many of them are not valid."""
+        runs = self.runs_of(row)
+        invalid = sum(self.verdict_text(m) != "valid" for m in runs)
+        return f"{len(runs)}" + (f" ({invalid} not valid)" if invalid else "")
+
+    def reasons(self, row: Listing) -> list[str]:
+        """Why the row is not valid; for a folded row each reason among its runs once (the
+        first run's words), with how many runs it holds for."""
+        runs = self.runs_of(row)
+        if len(runs) == 1:
+            return self.lines(row, row.reasons)
+        counts: Counter[str] = Counter()
+        first: dict[str, str] = {}
+        for run in runs:
+            for reason in run.reasons:  # NAME: flag or status: why
+                what = reason.split(": ", 2)[1]
+                counts[what] += 1
+                first.setdefault(what, reason)
+        n = len(runs)
+        return self.lines(row, [f"{first[w]} ({k} of {n} runs)" for w, k in counts.items()])
 
     @cached_property
     def knobs(self) -> list[str]:
@@ -50,8 +102,16 @@ class Rows:
         return differing_values(defaults, (r.knobs for r in self.rows), defaults)
 
     def name(self, row: Listing) -> str:
-        """describe() of the row's spec with the listing's knobs."""
-        return " ".join(filter(None, [row.words, self.knobs_text(row)]))
+        """describe() of the row's spec with the listing's knobs (a folded row's without its
+        repeat: it stands for the cell)."""
+        label = self.label(row)
+        return " ".join(filter(None, [label + row.words[len(row.label) :], self.knobs_text(row)]))
+
+    def label(self, row: Listing) -> str:
+        """cells.label() of the row's spec; a folded row's of several runs without its repeat."""
+        if len(self.runs_of(row)) == 1:
+            return row.label
+        return row.label.removesuffix(f", repeat {row.repeat}")
 
     def knobs_text(self, row: Listing) -> str:
         return knobs_text(ChainMap(row.knobs, listing.defaults()), self.knobs)
@@ -63,9 +123,9 @@ class Rows:
 
     @cached_property
     def groups(self) -> dict[str, list[Listing]]:
-        """The repeats of each cell."""
+        """The repeats of each cell on each host, among every run."""
         groups: dict[str, list[Listing]] = defaultdict(list)
-        for r in self.rows:
+        for r in self.every:
             groups[r.cell].append(r)
         return groups
 
@@ -138,11 +198,12 @@ def grid(rows: Rows, title: str = "") -> tables.Grid:
     epoch and throughput, with how precisely it is known, MFU, input wait and the verdict; and
     the scenario, which tells a training row from an inference or server row."""
     out = []
+    folded = rows.runs is not None
     for r in rows.rows:
         last_epoch, throughput, ci, mfu, wait = r.cells
         out.append(
             (
-                r.label,
+                rows.label(r),
                 r.scenario,
                 r.platform,
                 str(r.replicas),
@@ -155,6 +216,7 @@ def grid(rows: Rows, title: str = "") -> tables.Grid:
                 mfu,
                 wait,
                 rows.verdict_text(r),
+                *([rows.runs_text(r)] if folded else []),
             )
         )
     headers = (
@@ -171,6 +233,7 @@ def grid(rows: Rows, title: str = "") -> tables.Grid:
         "MFU (%)",
         "Input wait (%)",
         "Verdict",
+        *(["Runs (median shown)"] if folded else []),
     )
     return tables.Grid(title, headers, out, frozenset({0, 1, 2, 5, 12}))
 
@@ -190,21 +253,15 @@ def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = Non
             f"{platform}: {line}"
             for platform in platforms
             for line in row_notes(
-                Rows([r for r in rows.rows if r.platform == platform]), records, latency_bound_ms
+                Rows([r for r in rows.rows if r.platform == platform], rows.runs),
+                records,
+                latency_bound_ms,
             )
             if line != NOT_VALID_NOTE
         ]
         return lines + ([NOT_VALID_NOTE] if _any_invalid(rows.rows) else [])
-    lines = [line for r in rows.rows for line in rows.lines(r, r.reasons)]
-    for cell, spread in rows.spreads.items():
-        members = rows.groups[cell]
-        rates = sorted(m.items_per_s for m in members if m.items_per_s and m.status == "ok")
-        target = members[0].target_pct
-        lines.append(
-            f"{rows.name(members[0])}: {len(members)} repeats, "
-            f"{' '.join(map(rate_text, rates))} items/s, spread {spread:.1f}%"
-            + (f": noisy, target {target:g}%" if spread > target else "")
-        )
+    lines = [line for r in rows.rows for line in rows.reasons(r)]
+    lines += spread_lines(rows)
     lines += [compile_payoff(p, rows.name(r)) for r, p in rows.payoffs()]
     for kind in range(3):  # tokens, then ranks, then the scenarios' own
         lines += [line for r in rows.rows for line in rows.lines(r, r.lines[kind])]
@@ -222,6 +279,48 @@ def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = Non
     if _any_invalid(rows.rows):
         lines.append(NOT_VALID_NOTE)
     return lines
+
+
+def spread_lines(rows: Rows) -> list[str]:
+    """Each cell's repeats: how many, their rates and spread, and whether that is noisy (a
+    folded row's: its runs, on each of its hosts)."""
+    lines = []
+    for row in rows.rows:
+        if rows.runs is not None:
+            runs = rows.runs[row.key]
+        elif row is not (runs := rows.groups[row.cell])[0]:
+            continue  # each cell's line once, at its first repeat
+        spreads = {r.cell: rows.spreads[r.cell] for r in runs if r.cell in rows.spreads}
+        if spreads:
+            lines.append(f"{rows.name(row)}: {_spread_text(runs, spreads, row.target_pct)}")
+    return lines
+
+
+def _spread_text(runs: Sequence[Listing], spreads: Mapping[str, float], target: float) -> str:
+    """The runs' rates (listed, or their range past LISTED_RATES) and the spread of each
+    host's repeats (`spreads`, by cell) against the noisy `target`."""
+    rates = sorted(m.items_per_s for m in runs if m.items_per_s and m.status == "ok")
+    shown = (
+        " ".join(map(rate_text, rates))
+        if len(rates) <= LISTED_RATES
+        else f"median {rate_text(rates[(len(rates) - 1) // 2])}, "
+        f"{rate_text(rates[0])} to {rate_text(rates[-1])}"
+    )
+    noisy = sum(s > target for s in spreads.values())
+    if len({r.cell for r in runs}) == 1:
+        (spread,) = spreads.values()
+        text = f"{len(runs)} repeats, {shown} items/s, spread {spread:.1f}%"
+        return text + (f": noisy, target {target:g}%" if noisy else "")
+    hosts = len({r.hostname for r in runs})
+    return (
+        f"{len(runs)} runs on {hosts} hosts, {shown} items/s; one host's repeats spread "
+        f"{max(spreads.values()):.1f}% at most"
+        + (f": noisy on {noisy} of {len(spreads)}, target {target:g}%" if noisy else "")
+    )
+
+
+def _rate(row: Listing) -> float | None:
+    return row.items_per_s
 
 
 def _any_invalid(rows: Sequence[Listing]) -> bool:
