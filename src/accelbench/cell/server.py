@@ -10,7 +10,8 @@ and no CUDA call, which a forked process could not use again (CUDA starts in the
 Protocol, one JSON object a line: the sweep writes {"argv", "log", "cwd", "env"} on stdin; this
 answers {"pid"} when the cell has started and {"returncode"} (negative: killed by that signal)
 when it has ended, as subprocess reports it, then reads the next request. "ready" comes first,
-once torch is imported; the rest of a cell's imports are done while the first request runs. A module the package does not import, as child.py is.
+once torch is imported (the sweep reads its database meanwhile); the rest of a cell's imports
+are done before the first request is forked. A module the package does not import, as child.py is.
 """
 
 import json
@@ -42,15 +43,15 @@ def main() -> int:
     server, warm = os.getpid(), False
     for line in sys.stdin:
         request = json.loads(line)
+        if not warm:  # before the first fork (the probe), whose checks on the meta device use
+            _warm()  # them too: forked before, it imported them again itself (1.3 s of CPU)
+            warm = True
         sys.stdout.flush()
         sys.stderr.flush()  # or the cell would write what is buffered here into its log
         pid = os.fork()
         if pid == 0:
             _cell(request, replies.fileno(), server)
         replies.write(json.dumps({"pid": pid}) + "\n")
-        if not warm:  # the rest of a cell's imports, while the probe runs, for the cells after
-            _warm()
-            warm = True
         _, status = os.waitpid(pid, 0)
         replies.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n")
         if _cuda_started(torch):
