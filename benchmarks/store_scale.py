@@ -1,17 +1,19 @@
 """How the read commands grow with a site database: time and peak memory of each at two sizes.
 
-Two SQLite databases of N and 3N records shaped as a site's are built: distinct cells (16
-workloads x 8 batch sizes x 4 precisions x 2 scenarios, 1,024; --quick: 4 x 4 x 2 x 2) measured
-on 16 hosts of two clusters (--quick: 4), each cell on each host repeated as the records allow,
-written from two measured results (a training and an inference cell) with their rates drawn
-+-5% at random. Each read command runs on both in a fresh process, as a user runs it; the
-growth exponent between the sizes is log(time ratio) / log(3): 1.0 is linear, 2.0 quadratic
-(each time includes the process's start, so small sizes understate it). Peak memory is the
-process's own peak resident set (Linux's VmHWM), interpreter and imports included. The last line
-printed is the JSON Lines export's time ratio. Last, each size's JSON and JSON Lines exports are
-imported into a new SQLite database (on --postgres too: the import's reading is what grows).
+Two SQLite databases of N and kN records (k: --times, 3) shaped as a site's are built: distinct
+cells (16 workloads x 8 batch sizes x 4 precisions x 2 scenarios, 1,024; --quick: 4 x 4 x 2 x
+2) measured on 16 hosts of two clusters (--quick: 4), each cell on each host repeated as the
+records allow, written from two measured results (a training and an inference cell) with their
+rates drawn +-5% at random. Each read command runs on both in a fresh process, as a user runs
+it: its wall and CPU seconds (user and system, its children's included); the growth exponent
+between the sizes is log(CPU ratio) / log(k): 1.0 is linear, 2.0 quadratic (each includes the
+process's start, so small sizes understate it). Peak memory is the process's own peak resident
+set (Linux's VmHWM), interpreter and imports included. The last line printed is the JSON Lines
+export's CPU time ratio. Last, each size's JSON and JSON Lines exports are imported into a new
+SQLite database (on --postgres too: the import's reading is what grows).
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
+    python benchmarks/store_scale.py --records 100000 --times 10   # 100,000 and 1,000,000
     python benchmarks/store_scale.py --quick     # 1,000 and 3,000, four commands: the suite's
     python benchmarks/store_scale.py --postgres postgresql://me@host/db   # on that server
 
@@ -25,6 +27,7 @@ import argparse
 import itertools
 import math
 import random
+import resource
 import subprocess
 import sys
 import tempfile
@@ -74,6 +77,10 @@ RUN = (
 )
 """A command in a fresh process that reports its own peak resident set (KiB, VmHWM: unlike
 ru_maxrss, which exec keeps from the parent, it is this program's own) last on stderr."""
+
+
+Measured = tuple[float, float, float]
+"""Wall seconds, CPU seconds and peak MB of a command."""
 
 
 @contextmanager
@@ -182,9 +189,10 @@ def _drawn(base: Result, factor: float) -> Metrics:
     return m.model_copy(update={"delivered": scaled})
 
 
-def measure(command: list[str], db: str) -> tuple[float, float]:
-    """Wall seconds and peak MB of one command on one database."""
+def measure(command: list[str], db: str) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds and peak MB of one command on one database."""
     with tempfile.TemporaryDirectory() as here:  # where an HTML report is written
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-c", RUN, *command, "--db", db],
@@ -195,15 +203,21 @@ def measure(command: list[str], db: str) -> tuple[float, float]:
             cwd=here,
         )
         seconds = time.perf_counter() - start
-    return seconds, int(done.stderr.strip().splitlines()[-1]) / 1024
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return seconds, cpu, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
-def line(name: str, first: tuple[float, float], second: tuple[float, float]) -> float:
-    """Print a command's two sizes' times, growth exponent and peak memory; its time ratio."""
-    (t1, m1), (t2, m2) = first, second
-    exponent = math.log(t2 / t1) / math.log(3)
-    print(f"{name:24} {t1:10.2f} s  {t2:10.2f} s  {exponent:8.2f}  {m1:5.0f} -> {m2:5.0f}")
-    return t2 / t1
+def line(name: str, times: float, first: Measured, second: Measured) -> float:
+    """Print a command's two sizes' wall and CPU times, growth exponent and peak memory; its
+    CPU time ratio."""
+    (w1, c1, m1), (w2, c2, m2) = first, second
+    exponent = math.log(c2 / c1) / math.log(times)
+    print(
+        f"{name:24} {w1:8.2f} {c1:8.2f} s  {w2:8.2f} {c2:8.2f} s  {exponent:8.2f}  "
+        f"{m1:5.0f} -> {m2:5.0f}"
+    )
+    return c2 / c1
 
 
 def exported(db: str, form: str, path: Path) -> Path:
@@ -216,6 +230,7 @@ def exported(db: str, form: str, path: Path) -> Path:
 def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--records", type=int, default=10_000)
+    options.add_argument("--times", type=int, default=3, help="the second size: this times N")
     options.add_argument("--device", default="cpu", help="where the one measured cell runs")
     options.add_argument(
         "--quick", action="store_true", help="1,000 and 3,000 records, a few commands (QUICK)"
@@ -247,7 +262,7 @@ def main() -> None:
         for scenario in ("train", "infer")
     }
     shape = site(args.quick)
-    sizes = (args.records, 3 * args.records)
+    sizes = (args.records, args.times * args.records)
     print(
         f"a site: {len(shape.cells):,} cells on {shape.hosts} hosts, "
         f"{sizes[0]:,} and {sizes[1]:,} records"
@@ -255,11 +270,14 @@ def main() -> None:
     with databases(sizes, args.postgres) as dbs:
         for db, n in zip(dbs, sizes, strict=True):
             build(db, bases, n, shape)
-        print(f"{'command':24} {sizes[0]:>8,} rec  {sizes[1]:>8,} rec  exponent  peak MB")
+        print(
+            f"{'':24} {f'{sizes[0]:,} records':>19}  {f'{sizes[1]:,} records':>19}\n"
+            f"{'command':24} {'wall':>8} {'CPU':>8}    {'wall':>8} {'CPU':>8}    exponent  peak MB"
+        )
         ratios = {}
         for name, command in commands.items():
             command = [shape.workloads[0] if c == "WORKLOAD" else c for c in command]
-            ratios[name] = line(name, *(measure(command, db) for db in dbs))
+            ratios[name] = line(name, args.times, *(measure(command, db) for db in dbs))
         with tempfile.TemporaryDirectory() as folder:
             for name, form in imports.items():
                 files = [
@@ -268,10 +286,11 @@ def main() -> None:
                 ]
                 line(
                     name,
+                    args.times,
                     *(measure(["import", str(f)], str(f.with_suffix(".sqlite"))) for f in files),
                 )
     print("(exponent 1.0 is linear, 2.0 quadratic; each time includes the process's start)")
-    print(f"ratio jsonl export time 3N/N: {ratios['export --format jsonl']:.3f}")
+    print(f"ratio jsonl export CPU time kN/N: {ratios['export --format jsonl']:.3f}")
 
 
 if __name__ == "__main__":
