@@ -6,7 +6,7 @@ import numpy as np
 
 from accelbench.analysis import validity
 from accelbench.records.contention import HostActivity
-from accelbench.records.result import Result
+from accelbench.records.result import Result, result_key
 from accelbench.report import document, figures
 from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
 
@@ -202,6 +202,7 @@ def test_a_valid_result_is_drawn_instead_of_a_contended_repeat(
         _quiet(with_rate(base[0], v), host=BUSY_HOST, repeat=i + 1)
         for i, v in enumerate((152.0, 160.0))
     ]
+    busy = [r.model_copy(update={"key": result_key(r.spec, r.env)}) for r in busy]
     plot = by_name([valid, *busy, *base[1:]])["batch-tiny-mlp-train"]
     assert 8835.0 in _drawn_ys(plot)
     assert not {152.0, 160.0} & _drawn_ys(plot)

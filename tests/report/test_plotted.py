@@ -12,10 +12,11 @@ from accelbench.analysis import validity
 from accelbench.cli import app
 from accelbench.records.result import MEASURED, Result, result_key
 from accelbench.report import document, figures, listing, plotted
+from accelbench.report.results import listed
 from accelbench.report.roles import Point, roles
 
 from ..conftest import BUSY_HOST, SIM_PLATFORM, on_platform, tiny, with_rate
-from .test_figures import _quiet, _trained
+from .test_figures import _quiet, _trained, svg_text
 from .test_sections import stored_counting_reads
 
 
@@ -61,28 +62,34 @@ def site(two_platforms: list[Result]) -> list[Result]:
     return out
 
 
-def point(r: Result) -> Point | None:
-    """What the figures choose by, worked out from the whole result: what a listing keeps must
-    equal it."""
+def point(r: Result, verdict: str | None = None) -> Point | None:
+    """What the figures choose by, worked out from the whole result (with `verdict`, else its
+    own): what a listing keeps must equal it."""
     found = roles(r)
     if not found:
         return None
-    verdict = validity.verdict_text(r) if r.status in MEASURED else r.status
+    if verdict is None:
+        verdict = validity.verdict_text(r) if r.status in MEASURED else r.status
     return Point(r.key, r.platform, r.items_per_s, verdict, listing.knobs_of(r.spec), (*found,))
 
 
 def drawn(
-    results: list[Result], each: dict[str, list[Result]] | None = None
+    results: list[Result],
+    each: dict[str, list[Result]] | None = None,
+    verdicts: dict[str, str] | None = None,
 ) -> dict[str, tuple[str, str, bytes]]:
-    return {p.name: (p.title, p.caption, p.render("svg")) for p in figures.plots(results, each)}
+    plots = figures.plots(results, each, verdicts)
+    return {p.name: (p.title, p.caption, p.render("svg")) for p in plots}
 
 
 def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Result]) -> None:
     by_key = {r.key: r for r in site}
-    points = [point(r) for r in site]
+    verdicts = listed(site)[0].verdicts  # the table's: a cell's repeats' spread counted
+    assert any("noisy" in v for v in verdicts.values())
+    points = [point(r, verdicts[r.key]) for r in site]
     each = {name: [by_key[k] for k in keys] for name, keys in plotted.chosen(points).items()}
     assert len({r.key for rs in each.values() for r in rs}) < len(site)
-    assert drawn([], each) == drawn(site)  # byte for byte: every line, point, flag and caption
+    assert drawn([], each, verdicts) == drawn(site)  # byte for byte: every line, point, flag
     assert set(drawn(site)) >= {"batch-tiny-mlp-train", "scaling-tiny-mlp", "first-vs-steady"}
     assert {"generation-llama3-tiny", "time-to-train-tiny-mlp"} <= set(drawn(site))
     assert drawn(site)["efficiency-tiny-mlp"][0].endswith(
@@ -92,7 +99,7 @@ def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Resul
 
 def test_a_listing_keeps_what_the_figures_choose_by(site: list[Result]) -> None:
     stored = [listing.Listing.loads(listing.of(r).dumps()) for r in site]
-    assert [s.plot_point if s else None for s in stored] == [point(r) for r in site]
+    assert [s.plot_point() if s else None for s in stored] == [point(r) for r in site]
 
 
 def test_a_line_keeps_its_median_repeat_and_the_flagged_ones_it_passed_over(
@@ -132,3 +139,19 @@ def _without(text: str, pattern: str) -> str:
     import re
 
     return re.sub(pattern, "", text)
+
+
+def test_a_noisy_cells_point_is_flagged_in_its_figure_as_in_the_table(
+    two_platforms: list[Result],
+) -> None:
+    """The report's figures and its table judge a point alike: a cell whose repeats spread past
+    its target is noisy in both, its point hollow with the flag beside it."""
+    r = next(r for r in two_platforms if r.spec.scenario == "train" and r.metrics)
+    rates = (100.0, 130.0, 80.0)
+    repeats = [keyed(_quiet(with_rate(r, v)), repeat=i) for i, v in enumerate(rates)]
+    other = keyed(_quiet(with_rate(r, 150.0)), batch_size=r.spec.batch_size * 2)
+    rows = listed([*repeats, other])[0]
+    assert [rows.verdict_text(row) for row in rows.rows] == ["noisy"] * 3 + ["valid"]
+    assert validity.verdict_text(repeats[0]) == "valid"  # alone, a repeat is valid
+    (batch,) = [p for p in figures.plots([*repeats, other]) if p.name.startswith("batch-")]
+    assert svg_text(batch).count("noisy") == 1  # the cell's median repeat, flagged

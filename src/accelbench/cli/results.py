@@ -366,7 +366,7 @@ def make_report(
         keys = [r.key for r in source.rows.rows]
         plots = []
         if fmt is ReportFormat.html or figures_dir:
-            plots = figures.plots([], plotted.read(source))
+            plots = figures.plots([], plotted.read(source), source.rows.verdicts)
             plots += history_text.plots(source)
         projected = (  # each result's own projection: the records read one at a time
             token_projection_lines(stream_all(db, **filters), tokens) if tokens else []

@@ -7,8 +7,9 @@ from __future__ import annotations
 import io
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -52,6 +53,27 @@ class Plot:
             # Constrained layout fits the figure already: "tight" would draw it twice.
             self.figure.savefig(buffer, format=fmt, dpi=120, metadata=metadata)
         return buffer.getvalue()
+
+
+_VERDICTS: ContextVar[Mapping[str, str] | None] = ContextVar("verdicts", default=None)
+
+
+def verdict(result: Result) -> str:
+    """The result's verdict as the report's table gives it where the figures are drawn under
+    judged() (its cell's repeats' spread counted: a noisy cell is flagged in both), else its
+    own (validity.verdict_text)."""
+    verdicts = _VERDICTS.get()
+    return (verdicts and verdicts.get(result.key)) or validity.verdict_text(result)
+
+
+@contextmanager
+def judged(verdicts: Mapping[str, str]) -> Iterator[None]:
+    """Draw with these verdicts, by key (report.results.Rows.verdicts)."""
+    token = _VERDICTS.set(verdicts)
+    try:
+        yield
+    finally:
+        _VERDICTS.reset(token)
 
 
 @contextmanager
@@ -117,7 +139,7 @@ def points(
     length (a line, its error bars, its filled and its hollow markers), and a flag's label one
     more per flagged point: a site's figure of hundreds of points draws in a second."""
     ax.plot(xs, ys, "-", color=color, label=label, alpha=0.8)
-    verdicts = [validity.verdict_text(r) for r in results]
+    verdicts = [verdict(r) for r in results]
     if intervals:
         bars = [
             (x, y, ci)
@@ -221,7 +243,7 @@ def median_by_x(
     Flagged repeats passed over for a valid one are added to `left_out`."""
     out = []
     for _, group in sorted(group_by(members, x).items()):
-        pick, passed = median_pick(group, validity.verdict_text, lambda r: r.items_per_s)
+        pick, passed = median_pick(group, verdict, lambda r: r.items_per_s)
         out.append(pick)
         if left_out is not None:
             left_out += passed
@@ -245,7 +267,7 @@ def left_out_note(left_out: Sequence[Result]) -> str:
     """The caption's account of the flagged repeats median_by_x passed over; blank if none."""
     if not left_out:
         return ""
-    flags = sorted({f for r in left_out for f in validity.verdict_text(r).split(", ")})
+    flags = sorted({f for r in left_out for f in verdict(r).split(", ")})
     return (
         f" Left out: {len(left_out)} flagged result(s) ({', '.join(flags)}) of settings that "
         "also have a valid result, which is drawn instead."

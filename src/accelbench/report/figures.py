@@ -22,6 +22,7 @@ from accelbench.report.drawing import (
     colored,
     finish,
     group_by,
+    judged,
     left_out_note,
     median_by_x,
     namer,
@@ -31,6 +32,7 @@ from accelbench.report.drawing import (
     points,
     slug,
     style,
+    verdict,
 )
 from accelbench.scenarios.base import resolve
 
@@ -39,18 +41,26 @@ MAX_EPOCH_BARS = 24
 
 
 def plots(
-    results: Sequence[Result], drawn: Mapping[str, Sequence[Result]] | None = None
+    results: Sequence[Result],
+    drawn: Mapping[str, Sequence[Result]] | None = None,
+    verdicts: Mapping[str, str] | None = None,
 ) -> list[Plot]:
     """Every figure the results have data for; with `drawn` (report.plotted.chosen), each
-    figure from its own results instead, the efficiency figure's panels each from theirs."""
+    figure from its own results instead, the efficiency figure's panels each from theirs. Each
+    point carries its verdict as the report's table gives it: `verdicts` by key (the listing's,
+    Rows.verdicts), else the results' own with their repeats'."""
 
     def own(name: str) -> Sequence[Result]:
         return results if drawn is None else drawn.get(name, [])
 
+    if verdicts is None:
+        from accelbench.report.results import listed
+
+        verdicts = listed(results)[0].verdicts
     panels = {name: own(f"efficiency/{name}") for name, _ in PANELS}
     joined = list({r.key: r for rs in panels.values() for r in rs}.values())
     own_figures = {f.name: f.draw for s in scenarios.all_scenarios() for f in s.figures}
-    with style():
+    with style(), judged(verdicts):
         return [
             *(plot for name, draw in DRAWERS.items() for plot in draw(own(name))),
             *(plot for name, d in own_figures.items() for plot in resolve(d)(own(name))),
@@ -155,7 +165,7 @@ def first_vs_steady(results: Sequence[Result]) -> Iterator[Plot]:
     ax.barh([y + 0.2 for y in ys], first, height=0.4, color="lightgray", label="first epoch")
     ax.barh([y - 0.2 for y in ys], steady, height=0.4, color="tab:blue", label="steady state")
     for y, r, value in zip(ys, cells, steady, strict=True):
-        flags = validity.verdict_text(r)
+        flags = verdict(r)
         if flags != "valid":
             ax.annotate(
                 flags,

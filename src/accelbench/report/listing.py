@@ -126,12 +126,14 @@ class Listing:
             if isinstance(value := getattr(self, name), list):
                 object.__setattr__(self, name, _tupled(value))
 
-    @property
-    def plot_point(self) -> Point | None:
-        """What the figures' choice needs of the result (report.plotted); None if none draws it."""
+    def plot_point(self, verdict: str | None = None) -> Point | None:
+        """What the figures' choice needs of the result (report.plotted), with `verdict` (the
+        listing's, Rows.verdict_text: its repeats counted), else its own; None if no figure
+        draws it."""
         if not self.roles:
             return None
-        verdict = (", ".join(self.flags) or "valid") if self.status in MEASURED else self.status
+        if verdict is None:
+            verdict = (", ".join(self.flags) or "valid") if self.status in MEASURED else self.status
         return Point(
             self.key, self.platform, self.items_per_s, verdict, self.knobs, _roles(self.roles)
         )

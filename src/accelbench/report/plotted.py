@@ -57,8 +57,10 @@ def chosen(drawn: Iterable[Point | None]) -> dict[str, list[str]]:
 
 
 def read(source: Source) -> dict[str, list[Result]]:
-    """Each figure's own records, chosen from the source's listings and read from it once."""
-    each = chosen(row.plot_point for row in source.rows.rows)
+    """Each figure's own records, chosen from the source's listings by their verdicts in the
+    listing (the table's: Rows.verdicts) and read from it once."""
+    verdicts = source.rows.verdicts
+    each = chosen(row.plot_point(verdicts[row.key]) for row in source.rows.rows)
     found = {r.key: r for r in source.records(list(dict.fromkeys(itertools.chain(*each.values()))))}
     return {name: [found[k] for k in keys] for name, keys in each.items()}
 

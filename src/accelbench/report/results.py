@@ -131,13 +131,18 @@ class Rows:
 
     @cached_property
     def spreads(self) -> dict[str, float]:
-        """Each cell's repeats' spread (validity.repeat_spread), where it has one."""
+        """Each cell's repeats' spread (validity.spread_pct of spread_over()), where it has one."""
         found = {}
         for cell, members in self.groups.items():
-            rates = [m.items_per_s for m in members if m.items_per_s and m.status == "ok"]
+            rates = [m.items_per_s or 0.0 for m in spread_over(members)]
             if (spread := validity.spread_pct(rates)) is not None:
                 found[cell] = spread
         return found
+
+    @cached_property
+    def verdicts(self) -> dict[str, str]:
+        """verdict_text() of every run, by key: what the figures mark each point with."""
+        return {r.key: self.verdict_text(r) for r in self.every}
 
     def verdict_text(self, row: Listing) -> str:
         """validity.verdict_text with the row's repeats: "valid", its flags, or its status."""
@@ -299,7 +304,9 @@ def spread_lines(rows: Rows) -> list[str]:
 def _spread_text(runs: Sequence[Listing], spreads: Mapping[str, float], target: float) -> str:
     """The runs' rates (listed, or their range past LISTED_RATES) and the spread of each
     host's repeats (`spreads`, by cell) against the noisy `target`."""
-    rates = sorted(m.items_per_s for m in runs if m.items_per_s and m.status == "ok")
+    counted = spread_over(runs)
+    rates = sorted(m.items_per_s or 0.0 for m in counted)
+    left = sum(bool(m.items_per_s) and m.status == "ok" for m in runs) - len(counted)
     shown = (
         " ".join(map(rate_text, rates))
         if len(rates) <= LISTED_RATES
@@ -309,14 +316,26 @@ def _spread_text(runs: Sequence[Listing], spreads: Mapping[str, float], target: 
     noisy = sum(s > target for s in spreads.values())
     if len({r.cell for r in runs}) == 1:
         (spread,) = spreads.values()
-        text = f"{len(runs)} repeats, {shown} items/s, spread {spread:.1f}%"
+        text = f"{len(runs)} repeats, {shown} items/s{_left(left)}, spread {spread:.1f}%"
         return text + (f": noisy, target {target:g}%" if noisy else "")
     hosts = len({r.hostname for r in runs})
     return (
-        f"{len(runs)} runs on {hosts} hosts, {shown} items/s; one host's repeats spread "
-        f"{max(spreads.values()):.1f}% at most"
+        f"{len(runs)} runs on {hosts} hosts, {shown} items/s{_left(left)}; one host's repeats "
+        f"spread {max(spreads.values()):.1f}% at most"
         + (f": noisy on {noisy} of {len(spreads)}, target {target:g}%" if noisy else "")
     )
+
+
+def spread_over(runs: Sequence[Listing]) -> list[Listing]:
+    """The runs a cell's repeats' spread is taken over: those valid on their own where any is
+    (a flagged run never makes a valid one noisy, as drawing.median_pick never lets it hide
+    one), else every run measured ok."""
+    ok = [m for m in runs if m.items_per_s and m.status == "ok"]
+    return [m for m in ok if not m.flags] or ok
+
+
+def _left(count: int) -> str:
+    return f" ({count} flagged left out)" if count else ""
 
 
 def _rate(row: Listing) -> float | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
-from accelbench.analysis.validity import MIN_P99_ESTIMATE, MIN_P99_SAMPLES, verdict_text
+from accelbench.analysis.validity import MIN_P99_ESTIMATE, MIN_P99_SAMPLES
 from accelbench.records.result import Result, measured
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import Summary
@@ -18,6 +18,7 @@ from accelbench.report.drawing import (
     new_figure,
     palette,
     slug,
+    verdict,
 )
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.serve import ServeMetrics, ServeSettings, ServeTrial
@@ -117,7 +118,7 @@ def curves(results: Sequence[Result]) -> Iterator[Plot]:
             color = next(colors)
             marked = sorted(
                 (
-                    (t, verdict_text(r) == "valid")
+                    (t, verdict(r) == "valid")
                     for r in group
                     if (serve := record_of(r, ServeMetrics))
                     for t in serve.trials
