@@ -6,9 +6,10 @@ from __future__ import annotations
 import gc
 import itertools
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, TextIO, get_args
 
 import typer
 
@@ -44,7 +45,7 @@ from accelbench.report import compare as compare_text
 from accelbench.report.database import ResultStore, compared, source_all
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
 from accelbench.storage import exchange
-from accelbench.storage.several import stream_all
+from accelbench.storage.several import stream_all, texts_all
 
 TokensOption = Annotated[
     float | None,
@@ -162,7 +163,9 @@ def results(
         )
     filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
     with ResultStore(db, writable=False) as store:
-        if fmt is not Format.table:  # a record at a time (csv: a row waits in a file)
+        if fmt is Format.json and not limit:  # the records as stored: none read
+            exchange.write_texts((t for _, _, t in store.stream_texts(**filters)), sys.stdout)
+        elif fmt is not Format.table:  # a record at a time (csv: a row waits in a file)
             found = store.query(**filters, limit=limit) if limit else store.stream(**filters)
             (exchange.write_json if fmt is Format.json else tabular.write_csv)(found, sys.stdout)
         elif rows := store.listings(**filters, limit=limit):  # no record read but a few
@@ -345,11 +348,14 @@ def make_report(
     check_filters(workload, platform, status)
     filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
     if fmt in (ReportFormat.csv, ReportFormat.json):  # the records, a result at a time
-        each = stream_all(db, **filters)
+        csv = fmt is ReportFormat.csv  # json: the records as stored, none read
+        each: Iterator[Any] = stream_all(db, **filters) if csv else texts_all(db, **filters)
         first = next(each, None)
         if first is None:
             raise AccelbenchError(NO_MATCH)
-        write = tabular.write_csv if fmt is ReportFormat.csv else exchange.write_json
+        write: Callable[[Iterable[Any], TextIO], int] = (
+            tabular.write_csv if csv else exchange.write_texts
+        )
         count = (
             write(itertools.chain([first], each), sys.stdout)
             if out is None

@@ -262,7 +262,13 @@ def to_json(results: Sequence[Result]) -> str:
 
 def write_json(results: Iterable[Result], out: TextIO) -> int:
     """to_json written as the results come, a record at a time; returns how many."""
-    count = _json_array((stored_json(r, 2) for r in results), out)
+    return write_texts((stored_json(r, 2) for r in results), out)
+
+
+def write_texts(texts: Iterable[str], out: TextIO) -> int:
+    """Records' JSON as stored (Store.stream_texts) as a JSON list, a record a line, written
+    as they come, none read; returns how many."""
+    count = _json_array(texts, out)
     out.write("\n")
     return count
 
