@@ -86,6 +86,8 @@ def test_results_as_json_and_csv(swept: tuple[Path, str]) -> None:
     records = json.loads(output)
     assert [r["spec"]["batch_size"] for r in records] == [2, 8]
     assert all(r["env"]["device_type"] == "cpu" and r["metrics"]["step_ms"] for r in records)
+    code, newest = invoke("results", "--format", "json", "--limit", "1", "--db", str(path))
+    assert code == 0 and newest.splitlines()[1] == output.splitlines()[-2]  # the same line
     code, output = invoke("results", "--format", "csv", "--db", str(path), "--status", "ok")
     rows = list(csv.DictReader(io.StringIO(output)))
     assert [int(r["micro_batch"]) for r in rows] == [2, 8]

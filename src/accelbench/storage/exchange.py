@@ -255,14 +255,10 @@ def _from_sqlite(path: Path) -> list[Result]:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
 
 
-def to_json(results: Sequence[Result]) -> str:
-    """The full stored records, as a JSON list (NaN and infinity written as strings)."""
-    return text_of(write_json, results)
-
-
 def write_json(results: Iterable[Result], out: TextIO) -> int:
-    """to_json written as the results come, a record at a time; returns how many."""
-    return write_texts((stored_json(r, 2) for r in results), out)
+    """The full stored records as a JSON list, a record a line as write_texts writes the stored
+    ones (NaN and infinity written as strings), written as they come; returns how many."""
+    return write_texts(map(stored_json, results), out)
 
 
 def write_texts(texts: Iterable[str], out: TextIO) -> int:
