@@ -1,5 +1,5 @@
-"""The database as the commands read it: compare's cells from listings and the conditions the
-database takes out of each record are the cells its records give."""
+"""The database as the commands read it: compare's cells from listings are the cells its
+records give, matched on the same text, so that a row read from its record joins its cell."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from accelbench.storage import schema
 
 
 def _cells(cells: comparison.Cells) -> dict[tuple[str, str, str], list[comparison.Point]]:
-    """Cells keyed by what names each configuration (the matched text differs by path)."""
+    """Cells keyed by what names each configuration."""
     out: dict[tuple[str, str, str], list[comparison.Point]] = {}
     for cell in cells.values():
         for value, runs in cell.items():
@@ -32,7 +32,12 @@ def test_compare_reads_from_listings_what_the_records_give(
     with ResultStore(db) as store:
         store.add(two_platforms)
     ok = [r for r in two_platforms if r.status == "ok"]
-    assert _cells(compared([db], by)) == _cells(comparison.grouped(ok, by))
+    with pytest.MonkeyPatch.context() as patch:  # nor any record read
+        patch.setattr(schema, "record", lambda text: pytest.fail("a record was read"))
+        found = compared([db], by)
+    expected = comparison.grouped(ok, by)
+    assert _cells(found) == _cells(expected)
+    assert found.keys() == expected.keys()  # the matched texts too
 
 
 def test_a_row_listed_by_other_code_and_an_older_schema_are_read_as_records(
@@ -46,7 +51,9 @@ def test_a_row_listed_by_other_code_and_an_older_schema_are_read_as_records(
     with sqlite3.connect(db) as con:  # one row as another accelbench listed it
         con.execute("UPDATE results SET listing = '[]' WHERE key = ?", (ok[0].key,))
     con.close()
-    assert _cells(compared([db], "platform")) == expected
+    mixed = compared([db], "platform")
+    assert _cells(mixed) == expected
+    assert mixed.keys() == comparison.grouped(ok, "platform").keys()  # it joined its cell
     with sqlite3.connect(db) as con:  # a schema before: read as it is, from its records
         con.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
     con.close()

@@ -19,11 +19,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError
-from accelbench.records.result import Result, cell_key
+from accelbench.records.result import Result, cell_key, cell_of
 from accelbench.records.spec import RunSpec, knobs
 
 NOT_MATCHED = ("repeat", "seed")
@@ -131,6 +131,12 @@ def value_of(result: Result | Named, by: str) -> str:
 def _matched(result: Result, by: str) -> str:
     """The conditions that must agree: everything but `by` (and repeat and seed)."""
     return cell_key(result, ignore=(by, *NOT_MATCHED), platform=by != "platform")
+
+
+def matched(spec: dict[str, Any], fingerprint: dict[str, object], by: str) -> str:
+    """_matched of a spec as model_dump(mode="json") writes it and its environment's
+    fingerprint, as a listing keeps them."""
+    return cell_of(spec, fingerprint if by != "platform" else None, (by, *NOT_MATCHED))
 
 
 def _order(by: str) -> Callable[[str], tuple[int, float, bool, str]]:

@@ -175,15 +175,6 @@ def moved_between(old: Mapping[str, str], new: Mapping[str, str]) -> dict[str, t
     return {n: (old.get(n, "-"), new.get(n, "-")) for n in names if old.get(n) != new.get(n)}
 
 
-def software(
-    versions: Mapping[str, str] | None, extra: Mapping[str, object], env_vars: Mapping[str, str]
-) -> dict[str, str]:
-    """The flat fields a change is attributed to, from an environment's parts."""
-    found = {k: str(v) for k, v in (versions or {}).items()}
-    found |= {k: str(v) for k, v in extra.items() if v is not None}
-    return found | {f"${k}": v for k, v in env_vars.items()}
-
-
 def regression(found: Iterable[Change], pct: float) -> Change | None:
     """The newest change of a series if it is a slowdown larger than `pct` percent."""
     newest = max(found, key=lambda c: c.index, default=None)

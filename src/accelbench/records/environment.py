@@ -54,6 +54,15 @@ class Environment(Frozen):
         major, minor = self.devices[0].capability.split(".")
         return int(major), int(minor)
 
+    def software(self) -> dict[str, str]:
+        """What history attributes a change to, flat: each version, the driver, CUDA, cuDNN, the
+        OS (its kernel), Python, the threads and each numeric variable (as $NAME)."""
+        found = {k: str(v) for k, v in self.versions.items()}
+        for name in _SOFTWARE:
+            if (value := getattr(self, name)) is not None:
+                found[name] = str(value)
+        return found | {f"${k}": v for k, v in self.env_vars.items()}
+
     def fingerprint(self) -> dict[str, object]:
         """What identifies the platform in a result's key: the same machine, devices and torch."""
         return {
@@ -62,3 +71,6 @@ class Environment(Frozen):
             "devices": [d.name for d in self.devices],
             "torch": self.versions.get("torch"),
         }
+
+
+_SOFTWARE = ("driver_version", "cuda_version", "cudnn_version", "os", "python", "torch_num_threads")

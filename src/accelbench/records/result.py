@@ -178,9 +178,22 @@ def cell_key(
     and the `ignore`d fields, with `fields` replaced, and with `platform`, its environment.
     Repeats of a cell share it; so do a batch sweep's cells with `ignore=("batch_size",)`, and
     a multi-replica cell and its one-replica base with `replicas=1`."""
-    cell = _dumped(result.spec) | dict.fromkeys(ignore) | fields
+    return cell_of(
+        _dumped(result.spec), result.env.fingerprint() if platform else None, ignore, **fields
+    )
+
+
+def cell_of(
+    spec: dict[str, Any],
+    fingerprint: dict[str, object] | None,
+    ignore: Iterable[str] = (),
+    **fields: object,
+) -> str:
+    """cell_key of a spec as model_dump(mode="json") writes it and its environment's
+    fingerprint (None: without the platform), as a listing keeps them (report.listing)."""
+    cell = spec | dict.fromkeys(ignore) | fields
     del cell["repeat"]
-    return json.dumps([cell, result.env.fingerprint() if platform else None], sort_keys=True)
+    return json.dumps([cell, fingerprint], sort_keys=True)
 
 
 _LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []

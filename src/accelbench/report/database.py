@@ -135,45 +135,43 @@ def compared(
     workload: str | None = None,
     platform: str | None = None,
 ) -> comparison.Cells:
-    """comparison.grouped of several databases' ok results, each read from its listing and the
-    spec and platform the database takes out of its record (schema.Dialect.conditions): no
-    record is read whole but the first of each configuration, which names it. A database of
-    another schema is read as records, as is a row whose listing other code made."""
+    """comparison.grouped of several databases' ok results, each read from its listing (which
+    keeps the spec and platform compare matches on): no record is read whole but the first of
+    each configuration, which names it. A database of another schema is read as records, as
+    is a row whose listing other code made."""
     comparison.check_by(by)
     with ExitStack() as stack:
         stores = open_all(stack, wheres, ResultStore)
-        found = [s.conditions(workload=workload, platform=platform, status="ok") for s in stores]
+        found = [s.listed(workload=workload, platform=platform, status="ok") for s in stores]
         if any(rows is None for rows in found):
             records = stream_all(wheres, workload=workload, platform=platform, status="ok")
             return comparison.grouped(records, by)
         streams = [_tagged(rows, store) for store, rows in zip(stores, found, strict=True)]
         rows = merged(streams, lambda row: row[0], lambda row: row[1])  # each result once
-        measured = (_measured(store, key, text, cond, by) for _, key, text, cond, store in rows)
+        measured = (_measured(store, key, text, by) for _, key, text, store in rows)
         return comparison.group(m for m in measured if m is not None)
 
 
 def _tagged(
-    rows: Iterator[tuple[str, str, str | None, str]] | None, store: ResultStore
-) -> Iterator[tuple[str, str, str | None, str, ResultStore]]:
-    return ((at, key, text, conditions, store) for at, key, text, conditions in rows or ())
+    rows: Iterator[tuple[str, str, str | None]] | None, store: ResultStore
+) -> Iterator[tuple[str, str, str | None, ResultStore]]:
+    return ((at, key, text, store) for at, key, text in rows or ())
 
 
 def _measured(
-    store: ResultStore, key: str, text: str | None, conditions: str, by: str
+    store: ResultStore, key: str, text: str | None, by: str
 ) -> comparison.Measured | None:
-    """What comparing keeps of a stored ok result, from its listing and its conditions."""
+    """What comparing keeps of a stored ok result, from its listing."""
     found = None if text is None else Listing.read(text, _COMPARED)
     if found is None:  # made by other code: the record says
         return comparison.measured(store.records([key])[0], by)
-    platform, rate, interval, flags = found
+    platform, rate, interval, flags, conditions = found
     if not rate or rate <= 0:
         return None
-    spec, *where = json.loads(conditions)
-    cell = listing.every_default() | spec  # what an older accelbench of this schema left out
-    value = platform if by == "platform" else str(cell.get(by))
-    for name in (by, *comparison.NOT_MATCHED):
-        cell.pop(name, None)
-    matched = json.dumps([cell, where if by != "platform" else None], sort_keys=True)
+    changed, fingerprint = json.loads(conditions)
+    spec = listing.whole(changed)
+    value = platform if by == "platform" else str(spec.get(by))
+    matched = comparison.matched(spec, fingerprint, by)
     unranked = next((f for f in flags if f in _UNRANKED), None)
     point = (rate, (interval[0], interval[1]) if interval else None, unranked)
     return comparison.Measured(matched, value, point, partial(_named, spec, platform))
@@ -184,5 +182,5 @@ def _named(spec: dict[str, Any], platform: str) -> comparison.Named:
     return comparison.Named(RunSpec.model_validate(spec, context=STORED), platform)
 
 
-_COMPARED = ("platform", "items_per_s", "interval", "flags")
+_COMPARED = ("platform", "items_per_s", "interval", "flags", "conditions")
 _UNRANKED = frozenset(str(flag) for flag in validity.UNRANKED)

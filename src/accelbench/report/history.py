@@ -1,10 +1,9 @@
-"""`accelbench history`: each cell's runs on each host over time, read from their listings and
-the software the database takes out of each record (schema.Dialect.software), so that no record
-is read whole; its change points (analysis.history), its lines and its JSON answer."""
+"""`accelbench history`: each cell's runs on each host over time, read from their listings (which
+keep each run's software), so that no record is read whole; its change points
+(analysis.history), its lines and its JSON answer."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -21,9 +20,7 @@ from accelbench.records.result import Result
 from accelbench.report import listing
 from accelbench.report.database import ResultStore
 from accelbench.report.drawing import Plot
-from accelbench.report.results import Records
 from accelbench.report.sections import Source
-from accelbench.storage.schema import SOFTWARE
 from accelbench.storage.several import merged, open_all
 
 _READ = (
@@ -35,6 +32,7 @@ _READ = (
     "flags",
     "unit",
     "interval",
+    "software",
 )
 """What a run of a series is read as: fleet_cell is its cell without the platform, whose key
 holds the torch version, so that a series runs through an upgrade."""
@@ -62,73 +60,57 @@ def series(
     return _grouped(_rows(wheres, workload, platform), host)
 
 
-def _grouped(
-    runs: Iterable[tuple[datetime, str, Sequence[Any], Mapping[str, str]]], host: str | None
-) -> list[Series]:
-    """Runs (when, key, the listing's _READ fields, the software), oldest first, as series."""
+def _grouped(runs: Iterable[tuple[datetime, str, Sequence[Any]]], host: str | None) -> list[Series]:
+    """Runs (when, key, the listing's _READ fields), oldest first, as series."""
     grouped: dict[tuple[str, str, str], tuple[str, str, list[history.Point]]] = {}
-    for at, key, row, software_of in runs:
-        words, name_platform, hostname, cell, rate, flags, unit, interval = row
+    for at, key, row in runs:
+        words, name_platform, hostname, cell, rate, flags, unit, interval, software = row
         if (host is not None and hostname != host) or not rate:
             continue
         name = f"{words} on {name_platform}, {hostname}"  # its first run's: repeat 0
         group = (cell, name_platform, hostname)
         _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
         low_high = (interval[0], interval[1]) if interval else None
-        points.append(history.Point(at, key, rate, bool(flags), software_of, low_high))
+        points.append(history.Point(at, key, rate, bool(flags), _Software(software), low_high))
     return [
         Series(name, hostname, unit, points, history.changes(points))
         for (_, _, hostname), (name, unit, points) in sorted(grouped.items(), key=lambda g: g[1][0])
     ]
 
 
-def _with_software(found: Sequence[Series], records: Records) -> list[Series]:
-    """These series with each run's software read from its record, and their changes
-    attributed: for a few series read without it."""
-    keys = [p.key for s in found for p in s.points]
-    held = dict(zip(keys, records(keys), strict=True))
-    read = []
-    for s in found:
-        points = [dataclasses.replace(p, software=_software_of(held[p.key])) for p in s.points]
-        read.append(dataclasses.replace(s, points=points, changes=history.changes(points)))
-    return read
-
-
 def _rows(
     wheres: Sequence[Path | str] | None, workload: str | None, platform: str | None
-) -> Iterator[tuple[datetime, str, list[Any], Mapping[str, str]]]:
-    """(when, the listing's _READ fields, the software) of each ok run, oldest first, each once
-    over the databases; a database of another schema, or a row whose listing other code made,
-    from its record."""
+) -> Iterator[tuple[datetime, str, list[Any]]]:
+    """(when, key, the listing's _READ fields) of each ok run, oldest first, each once over the
+    databases; a database of another schema, or a row whose listing other code made, from its
+    record."""
     with ExitStack() as stack:
         stores = open_all(stack, wheres, ResultStore)
-        found: list[Iterator[tuple[str, str, str | None, str | Result, ResultStore]]] = []
+        found: list[Iterator[tuple[str, str, str | None, Result | None, ResultStore]]] = []
         for store in stores:
-            rows = store.conditions(
+            rows = store.listed(
                 workload=workload,
                 platform=platform,
                 status="ok",
-                software=True,
                 listing_at=listing.positions(_READ),
             )
-            found.append(((at, key, text, taken, store) for at, key, text, taken in rows or ()))
+            found.append(((at, key, text, None, store) for at, key, text in rows or ()))
             if rows is None:  # of another schema: its records say
                 records = store.query(workload=workload, platform=platform, status="ok")
                 found[-1] = ((r.created_at.isoformat(), r.key, None, r, store) for r in records)
-        for at, key, text, taken, store in merged(found, lambda r: r[0], lambda r: r[1]):
+        for at, key, text, result, store in merged(found, lambda r: r[0], lambda r: r[1]):
             row = listing.items(text)
-            if row is None or isinstance(taken, Result):
-                result = taken if isinstance(taken, Result) else store.records([key])[0]
+            if row is None:
+                result = result or store.records([key])[0]
                 made = listing.of(result)
-                row = [getattr(made, name) for name in _READ]
-                yield result.created_at, key, row, _software_of(result)
+                yield result.created_at, key, [getattr(made, name) for name in _READ]
             else:
-                yield datetime.fromisoformat(at), key, row, _Software(taken)
+                yield datetime.fromisoformat(at), key, row
 
 
 class _Software(Mapping[str, str]):
-    """A run's software, read from the database's JSON when first looked at: only the runs
-    around a change are (a site's 100,000 parsed took a second)."""
+    """A run's software, read from its listing's JSON when first looked at: only the runs around
+    a change are (a site's 100,000 parsed took a second)."""
 
     def __init__(self, text: str) -> None:
         self._text = text
@@ -136,7 +118,7 @@ class _Software(Mapping[str, str]):
 
     def _parsed(self) -> dict[str, str]:
         if self._found is None:
-            self._found = _software(json.loads(self._text))
+            self._found = json.loads(self._text)
         return self._found
 
     def __getitem__(self, name: str) -> str:
@@ -147,17 +129,6 @@ class _Software(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._parsed())
-
-
-def _software(taken: list[Any]) -> dict[str, str]:
-    parts = dict(zip(SOFTWARE, taken, strict=True))
-    versions, env_vars = parts.pop("versions"), parts.pop("env_vars")
-    return history.software(versions, parts, env_vars or {})
-
-
-def _software_of(result: Result) -> dict[str, str]:
-    env = result.env.model_dump(mode="json")
-    return _software([env.get(name) for name in SOFTWARE])
 
 
 def period(text: str) -> Callable[[history.Point], bool]:
@@ -252,13 +223,11 @@ with the most runs (`accelbench history` lists every one)."""
 def plots(source: Source) -> list[Plot]:
     """The report's history figures: each drawn series' rate over time with its runs' intervals,
     flagged runs hollow, and each change point marked with its size and what moved. The series
-    are the report's own listings in the order they were stored; the runs' software is read,
-    from their records, for the drawn series only."""
-    made, unread = source.made, dict[str, str]()  # software: read for the drawn ones below
+    are the report's own listings in the order they were stored."""
+    made = source.made
     ok = sorted((r for r in source.rows.rows if r.status == "ok"), key=lambda r: made[r.key])
     runs = [
-        (datetime.fromisoformat(made[r.key]), r.key, [getattr(r, n) for n in _READ], unread)
-        for r in ok
+        (datetime.fromisoformat(made[r.key]), r.key, [getattr(r, n) for n in _READ]) for r in ok
     ]
     found = _grouped(runs, None)
     drawn = [
@@ -267,7 +236,7 @@ def plots(source: Source) -> list[Plot]:
         if len(s.points) >= FIGURE_RUNS and len({p.at.date() for p in s.points}) > 1
     ]
     drawn.sort(key=lambda s: (not s.changes, -len(s.points)))
-    return [_plot(s, len(drawn)) for s in _with_software(drawn[:MOST_FIGURES], source.records)]
+    return [_plot(s, len(drawn)) for s in drawn[:MOST_FIGURES]]
 
 
 def _plot(s: Series, among: int) -> Plot:

@@ -35,7 +35,7 @@ from accelbench.report.cells import (
 )
 from accelbench.report.roles import Kind, Point, Role, roles
 
-VERSION = 10
+VERSION = 11
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
 
@@ -107,6 +107,11 @@ class Listing:
     kind's name, x, config]: the figures choose what they draw from these."""
     interval: Sequence[float] | None
     """The headline's 95% interval (compare reads it, with the flags, from the listing)."""
+    conditions: str
+    """As JSON, the spec's fields not at their default and the environment's fingerprint: what
+    compare matches its cells on (whole(), records.result.cell_of)."""
+    software: str
+    """As JSON, the captured software history attributes a change to (Environment.software)."""
 
     @property
     def fleet_point(self) -> fleet.Point:
@@ -313,7 +318,30 @@ def of(result: Result) -> Listing:
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
         roles=[[r.figure, r.group, r.kind.name, r.x, r.config] for r in roles(result)],
         interval=None if found is None or found.interval is None else list(found.interval),
+        conditions=json.dumps([changed(spec), result.env.fingerprint()], sort_keys=True),
+        software=json.dumps(result.env.software(), sort_keys=True),
     )
+
+
+def changed(spec: RunSpec) -> dict[str, Any]:
+    """The spec's fields, as model_dump(mode="json") writes them, that are not at their
+    default, and its scenario: what a listing keeps of it (whole() gives the dump back)."""
+    every = every_default()
+    dump = spec.model_dump(mode="json")
+    return {n: v for n, v in dump.items() if n == "scenario" or n not in every or every[n] != v}
+
+
+def whole(changed: dict[str, Any]) -> dict[str, Any]:
+    """The dump of the spec that changed() was given."""
+    return _dumped_defaults(changed["scenario"]) | changed
+
+
+@cache
+def _dumped_defaults(scenario: str) -> dict[str, Any]:
+    """The defaults a spec of this scenario dumps: those of the fields every cell shares and of
+    its scenario's own settings (not another scenario's)."""
+    own = scenarios.get(scenario).settings.model_fields
+    return {n: v for n, v in every_default().items() if n in RunSpec.model_fields or n in own}
 
 
 def tokens_per_item(spec: RunSpec) -> bool:

@@ -242,34 +242,29 @@ class Store:
         rows = self._rows(f"key, {listing}, created_at", (workload, platform, status), 1000, limit)
         yield from ((key, text) for key, text, _ in rows)
 
-    def conditions(
+    def listed(
         self,
         *,
         workload: str | None = None,
         platform: str | None = None,
         status: str | None = None,
-        software: bool = False,
         listing_at: Sequence[int] = (),
-    ) -> Iterator[tuple[str, str, str | None, str]] | None:
-        """query()'s results as (created_at, key, listing, schema.Dialect.conditions' JSON, or
-        with `software` Dialect.software's) a batch at a time, without reading a record whole;
-        None where the schema is not this accelbench's (its records may be of another form:
-        read them). With `listing_at`, of the listing (a JSON array) only the items at these
-        positions, as a JSON array."""
+    ) -> Iterator[tuple[str, str, str | None]] | None:
+        """query()'s results as (created_at, key, listing) a batch at a time, without reading a
+        record; None where the schema is not this accelbench's (its records may be of another
+        form: read them). With `listing_at`, of the listing (a JSON array) only the items at
+        these positions, as a JSON array."""
         if self._version() != schema.SCHEMA_VERSION:
             return None
-        taken = self.dialect.software if software else self.dialect.conditions
         filters = (workload, platform, status)
         if listing_at and self.dialect is schema.SQLITE:  # SQLite's JSON takes them out
             paths = ", ".join(f"'$[{int(i)}]'" for i in listing_at)
-            return self._rows(
-                f"created_at, key, json_extract(listing, {paths}), {taken}", filters, 1000
-            )
-        rows = self._rows(f"created_at, key, listing, {taken}", filters, 1000)
+            return self._rows(f"created_at, key, json_extract(listing, {paths})", filters, 1000)
+        rows = self._rows("created_at, key, listing", filters, 1000)
         if not listing_at:
             return rows
         # PostgreSQL's JSON operators refuse a listing's \u0000: taken out here instead.
-        return ((at, key, _items(text, listing_at), t) for at, key, text, t in rows)
+        return ((at, key, _items(text, listing_at)) for at, key, text in rows)
 
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
