@@ -118,6 +118,7 @@ def test_a_migration_takes_secrets_out_of_stored_rows_and_their_backup(tmp_path:
         store.put(Result.new(tiny(), env, "error", reason="r"))
     # As an earlier accelbench stored it: the command line as typed, a key in a variable.
     con = sqlite3.connect(db)
+    con.execute("ALTER TABLE results DROP COLUMN flat")  # added since
     (text,) = con.execute("SELECT record FROM results").fetchone()
     old = json.loads(text) | {"argv": ["accelbench", "--db", "postgresql://u:Hunter2pw@h/r"]}
     old["env"]["env_vars"] = {"TORCH_API_KEY": "sk-PLANTEDKEY"}

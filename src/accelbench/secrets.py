@@ -145,12 +145,17 @@ def clean_record(record: dict[str, Any]) -> dict[str, Any]:
     if isinstance(argv := record.get("argv"), list):
         record["argv"] = scrub_argv([str(a) for a in argv])
     env = record.get("env")
-    for mapping in (env.get("env_vars") if isinstance(env, dict) else None, record.get("tags")):
-        if isinstance(mapping, dict):
-            for name in mapping:
-                if is_secret_name(str(name)):
-                    mapping[name] = MASK
+    if isinstance(env, dict) and isinstance(env.get("env_vars"), dict):
+        env["env_vars"] = masked(env["env_vars"])
+    if isinstance(record.get("tags"), dict):
+        record["tags"] = masked(record["tags"])
     return record
+
+
+def masked(mapping: dict[str, Any]) -> dict[str, Any]:
+    """The mapping (environment variables, tags) with the values of names like a secret's
+    masked."""
+    return {k: MASK if is_secret_name(str(k)) else v for k, v in mapping.items()}
 
 
 def _scrubbed(value: Any) -> Any:

@@ -57,8 +57,8 @@ def test_an_older_schema_is_migrated_with_a_backup_and_a_newer_one_refused(
 ) -> None:
     import psycopg
 
-    row = dict(zip(schema.COLUMNS, schema.row(measured, None), strict=True))
-    del row["time_to_target_s"], row["listing"]
+    row = dict(zip(schema.COLUMNS, schema.row(measured, None, None), strict=True))
+    del row["time_to_target_s"], row["listing"], row["flat"]
     with psycopg.connect(fresh_postgres, autocommit=True) as db:
         for statement in schema.statements(0, schema.POSTGRES):
             db.execute(statement)

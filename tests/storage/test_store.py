@@ -94,8 +94,8 @@ def test_newer_schema_is_refused_and_left_alone(db_path: Path, measured: Result)
 
 def _schema_1_database(path: Path, record: Result) -> None:
     """A database as accelbench 0.1.0 wrote it: schema 1, one result."""
-    old_columns = [c for c in schema.COLUMNS if c not in ("time_to_target_s", "listing")]
-    row = dict(zip(schema.COLUMNS, schema.row(record, None), strict=True))
+    old_columns = [c for c in schema.COLUMNS if c not in ("time_to_target_s", "listing", "flat")]
+    row = dict(zip(schema.COLUMNS, schema.row(record, None, None), strict=True))
     with sqlite3.connect(path) as db:
         for statement in schema.statements(0, schema.SQLITE):
             db.execute(statement)
@@ -241,10 +241,10 @@ def test_schema_2_rows_are_rewritten_with_the_delivered_rate_and_every_device(
     del old["metrics"]["delivered"], old["metrics"]["host"]
     old["metrics"]["flops"] |= {"peak_per_s": 3e10, "peak_source": "measured: best 1024x1024"}
     old["spec"] |= {"pipeline_stages": 2, "grad_accum": 2}
-    columns = dict(zip(schema.COLUMNS, schema.row(measured, None), strict=True))
+    columns = dict(zip(schema.COLUMNS, schema.row(measured, None, None), strict=True))
     columns |= {"num_devices": 1, "items_per_s": measured.metrics.window_items_per_s.median}
     columns |= {"record": json.dumps(old)}
-    del columns["listing"]  # schema 5's
+    del columns["listing"], columns["flat"]  # schema 5's and 12's
     with sqlite3.connect(db_path) as db:
         for migration in range(2):
             for statement in schema.statements(migration, schema.SQLITE):

@@ -42,7 +42,7 @@ from accelbench.records.result import Result
 from accelbench.records.spec import DeviceType
 from accelbench.report import answers, tabular
 from accelbench.report import compare as compare_text
-from accelbench.report.database import ResultStore, compared, source_all
+from accelbench.report.database import ResultStore, compared, flats_all, source_all
 from accelbench.report.results import Rows, projection_lines, token_projection_lines
 from accelbench.storage import exchange
 from accelbench.storage.several import stream_all, texts_all
@@ -165,9 +165,12 @@ def results(
     with ResultStore(db, writable=False) as store:
         if fmt is Format.json and not limit:  # the records as stored: none read
             exchange.write_texts((t for _, _, t in store.stream_texts(**filters)), sys.stdout)
-        elif fmt is not Format.table:  # a record at a time (csv: a row waits in a file)
+        elif fmt is Format.json:  # a record at a time
             found = store.query(**filters, limit=limit) if limit else store.stream(**filters)
-            (exchange.write_json if fmt is Format.json else tabular.write_csv)(found, sys.stdout)
+            exchange.write_json(found, sys.stdout)
+        elif fmt is Format.csv:  # the stored flat rows: none read (a row waits in a file)
+            flats = store.flats(**filters, limit=limit)
+            tabular.write_flats((f for *_, f in flats), sys.stdout)
         elif rows := store.listings(**filters, limit=limit):  # no record read but a few
             gc.freeze()  # the collector need not walk them while the table is made (1 s)
             try:
@@ -348,13 +351,13 @@ def make_report(
     check_filters(workload, platform, status)
     filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
     if fmt in (ReportFormat.csv, ReportFormat.json):  # the records, a result at a time
-        csv = fmt is ReportFormat.csv  # json: the records as stored, none read
-        each: Iterator[Any] = stream_all(db, **filters) if csv else texts_all(db, **filters)
+        csv = fmt is ReportFormat.csv  # either as stored: no record read
+        each: Iterator[Any] = flats_all(db, **filters) if csv else texts_all(db, **filters)
         first = next(each, None)
         if first is None:
             raise AccelbenchError(NO_MATCH)
         write: Callable[[Iterable[Any], TextIO], int] = (
-            tabular.write_csv if csv else exchange.write_texts
+            tabular.write_flats if csv else exchange.write_texts
         )
         count = (
             write(itertools.chain([first], each), sys.stdout)

@@ -15,9 +15,10 @@ from typing import Any
 
 from accelbench import secrets
 from accelbench.analysis import comparison, validity
+from accelbench.analysis.scaling import Scale
 from accelbench.records.result import Result
 from accelbench.records.spec import STORED, RunSpec
-from accelbench.report import listing
+from accelbench.report import listing, tabular
 from accelbench.report.listing import Listing
 from accelbench.report.results import Records, Rows
 from accelbench.report.sections import Source
@@ -26,16 +27,16 @@ from accelbench.storage.several import merged, open_all, stream_all
 from accelbench.storage.store import Store
 
 
-def stored_text(result: Result) -> str:
-    """The result's listing as stored, without any secret."""
-    return secrets.scrub(listing.of(result).dumps())
+def stored_texts(result: Result) -> tuple[str, str]:
+    """The result's listing and flat row as stored, without any secret."""
+    return secrets.scrub(listing.of(result).dumps()), tabular.flat_text(result)
 
 
 class ResultStore(Store):
     """Stored results, in an SQLite file or a PostgreSQL database, each with its listing."""
 
     def __init__(self, where: Path | str | None = None, *, writable: bool = True) -> None:
-        super().__init__(where, writable=writable, lister=stored_text)
+        super().__init__(where, writable=writable, lister=stored_texts)
 
     def listings(
         self,
@@ -59,6 +60,49 @@ class ResultStore(Store):
             if collecting:
                 gc.enable()
         return found
+
+    def flats(
+        self,
+        *,
+        workload: str | None = None,
+        platform: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[tuple[str, str, tabular.Flat]]:
+        """query()'s results as (created_at, key, what its CSV row needs), from its stored flat
+        row and listing: no record read, but where older code made them, or none did."""
+        filters: dict[str, Any] = {"workload": workload, "platform": platform, "status": status}
+        at = listing.positions(_FLAT)
+        rows = self.listed(**filters, listing_at=at, flat=True, limit=limit)
+        if rows is None:  # of another schema: its records say
+            records = self.query(**filters, limit=limit) if limit else self.stream(**filters)
+            yield from ((r.created_at.isoformat(), r.key, tabular.flat_of(r)) for r in records)
+            return
+        for made, key, text, flat in rows:
+            items = listing.items(text)
+            if items is None or flat is None:
+                yield made, key, tabular.flat_of(self.records([key])[0])
+                continue
+            *scale, spec = items
+            yield made, key, tabular.Flat(flat, Scale(*scale), spec)
+
+
+_FLAT = ("alone", "base", "replicas", "items_per_s", "status", "threads", "spec")
+"""What a CSV row takes from the listing: its scaling.Scale, in order, and its spec."""
+
+
+def flats_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+    status: str | None = None,
+) -> Iterator[tabular.Flat]:
+    """Several databases' ResultStore.flats, oldest first, each key once."""
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, ResultStore)
+        found = (s.flats(workload=workload, platform=platform, status=status) for s in stores)
+        yield from (f for _, _, f in merged(found, lambda row: row[0], lambda row: row[1]))
 
 
 @contextmanager
@@ -165,13 +209,12 @@ def _measured(
     found = None if text is None else Listing.read(text, _COMPARED)
     if found is None:  # made by other code: the record says
         return comparison.measured(store.records([key])[0], by)
-    platform, rate, interval, flags, conditions = found
+    platform, rate, interval, flags, changed, fingerprint = found
     if not rate or rate <= 0:
         return None
-    changed, fingerprint = json.loads(conditions)
-    spec = listing.whole(changed)
+    spec = listing.whole(json.loads(changed))
     value = platform if by == "platform" else str(spec.get(by))
-    matched = comparison.matched(spec, fingerprint, by)
+    matched = comparison.matched(spec, json.loads(fingerprint), by)
     unranked = next((f for f in flags if f in _UNRANKED), None)
     point = (rate, (interval[0], interval[1]) if interval else None, unranked)
     return comparison.Measured(matched, value, point, partial(_named, spec, platform))
@@ -182,5 +225,5 @@ def _named(spec: dict[str, Any], platform: str) -> comparison.Named:
     return comparison.Named(RunSpec.model_validate(spec, context=STORED), platform)
 
 
-_COMPARED = ("platform", "items_per_s", "interval", "flags", "conditions")
+_COMPARED = ("platform", "items_per_s", "interval", "flags", "spec", "fingerprint")
 _UNRANKED = frozenset(str(flag) for flag in validity.UNRANKED)

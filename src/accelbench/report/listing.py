@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
-from accelbench import scenarios
+from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
 from accelbench.records.result import MEASURED, Result, cell_key
 from accelbench.records.spec import RunSpec, knobs, stable_hash
@@ -107,11 +107,15 @@ class Listing:
     kind's name, x, config]: the figures choose what they draw from these."""
     interval: Sequence[float] | None
     """The headline's 95% interval (compare reads it, with the flags, from the listing)."""
-    conditions: str
-    """As JSON, the spec's fields not at their default and the environment's fingerprint: what
-    compare matches its cells on (whole(), records.result.cell_of)."""
+    spec: str
+    """As JSON, the spec's fields not at their default (changed(); whole() gives its dump): with
+    the fingerprint, what compare matches cells on (records.result.cell_of); the CSV's spec
+    columns."""
+    fingerprint: str
+    """As JSON, the environment's fingerprint (Environment.fingerprint)."""
     software: str
-    """As JSON, the captured software history attributes a change to (Environment.software)."""
+    """As JSON, the captured software history attributes a change to (Environment.software),
+    a variable named like a secret masked (an older record may hold one)."""
 
     @property
     def fleet_point(self) -> fleet.Point:
@@ -318,8 +322,9 @@ def of(result: Result) -> Listing:
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
         roles=[[r.figure, r.group, r.kind.name, r.x, r.config] for r in roles(result)],
         interval=None if found is None or found.interval is None else list(found.interval),
-        conditions=json.dumps([changed(spec), result.env.fingerprint()], sort_keys=True),
-        software=json.dumps(result.env.software(), sort_keys=True),
+        spec=json.dumps(changed(spec), sort_keys=True),
+        fingerprint=json.dumps(result.env.fingerprint(), sort_keys=True),
+        software=json.dumps(secrets.masked(result.env.software()), sort_keys=True),
     )
 
 
@@ -333,11 +338,11 @@ def changed(spec: RunSpec) -> dict[str, Any]:
 
 def whole(changed: dict[str, Any]) -> dict[str, Any]:
     """The dump of the spec that changed() was given."""
-    return _dumped_defaults(changed["scenario"]) | changed
+    return dumped_defaults(changed["scenario"]) | changed
 
 
 @cache
-def _dumped_defaults(scenario: str) -> dict[str, Any]:
+def dumped_defaults(scenario: str) -> dict[str, Any]:
     """The defaults a spec of this scenario dumps: those of the fields every cell shares and of
     its scenario's own settings (not another scenario's)."""
     own = scenarios.get(scenario).settings.model_fields

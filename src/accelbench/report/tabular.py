@@ -1,6 +1,7 @@
 """The flat CSV schema of `results --format csv` and `report --format csv`: a row of plain
 values a result (flat), with the speed-ups over each cell's one-replica result and a column for
-every other spec field whose value differs among the results."""
+every other spec field whose value differs among the results. A stored result keeps its flat
+row (flat_text) and its listing what the rest needs (Flat), so a CSV validates no record."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ import json
 import shlex
 import tempfile
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import NamedTuple, TextIO
 
-from accelbench import scenarios
+from accelbench import scenarios, secrets
 from accelbench.analysis import scaling, validity
 from accelbench.records import contention
 from accelbench.records.result import Result
 from accelbench.records.spec import knobs
 from accelbench.report import inert
 from accelbench.report.cells import differing_values
+from accelbench.report.listing import changed, whole
 from accelbench.report.results import pair_up
 from accelbench.storage.exchange import text_of
 
@@ -51,8 +53,8 @@ def flat(result: Result) -> dict[str, object]:
         "reason": result.reason,
         "wall_s": result.wall_s,
         "overhead_s": result.overhead_s,
-        "tags": json.dumps(result.tags) if result.tags else None,
-        "command": shlex.join(result.argv) if result.argv else None,
+        "tags": json.dumps(secrets.masked(result.tags)) if result.tags else None,
+        "command": shlex.join(secrets.scrub_argv(result.argv)) if result.argv else None,
     }
     if m is not None:
         w, s, ci = m.window_items_per_s, m.step_ms_steady, result.items_per_s_ci
@@ -101,42 +103,68 @@ def flat(result: Result) -> dict[str, object]:
     return row
 
 
+class Flat(NamedTuple):
+    """What a result's CSV row needs of it: its flat row (flat_text), what pairs it with its
+    cell's one-replica result, and its spec's fields not at their default (the listing's)."""
+
+    text: str
+    scale: scaling.Scale
+    spec: str
+
+
+def flat_text(result: Result) -> str:
+    """flat() as JSON, each cell as a spreadsheet shows it as text (inert.csv_cell), without
+    any secret: what a stored result keeps (its lister's) and the CSV writes."""
+    row = {k: inert.csv_cell(v) for k, v in flat(result).items()}
+    return secrets.scrub(json.dumps(row, separators=(",", ":")))
+
+
+def flat_of(result: Result) -> Flat:
+    return Flat(flat_text(result), scaling.scale(result), json.dumps(changed(result.spec)))
+
+
 def to_csv(results: Sequence[Result]) -> str:
     """write_csv's CSV, as text."""
     return text_of(write_csv, results)
 
 
 def write_csv(results: Iterable[Result], out: TextIO) -> int:
-    """flat() rows with the speed-ups, and a column for every other spec field whose value
+    """write_flats of these results."""
+    return write_flats(map(flat_of, results), out)
+
+
+def write_flats(flats: Iterable[Flat], out: TextIO) -> int:
+    """The flat rows with the speed-ups, and a column for every other spec field whose value
     differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
     differently never read the same. The columns are known only when every result has been
-    seen, so each flat row and spec waits in a temporary file, not in memory. Returns how many."""
+    seen, so each row and spec waits in a temporary file, not in memory. Returns how many."""
     scales: list[scaling.Scale] = []
     columns: dict[str, None] = {}
+    specs: dict[str, None] = {}  # each distinct one: a cell's repeats on every host share it
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        for r in results:
-            row = flat(r)
-            columns |= dict.fromkeys(row)
-            spool.write(json.dumps([row, r.spec.model_dump(mode="json")]) + "\n")
-            scales.append(scaling.scale(r))
+        for f in flats:
+            columns |= dict.fromkeys(json.loads(f.text))
+            specs[f.spec] = None
+            spool.write(f"[{f.text},{f.spec}]\n")
+            scales.append(f.scale)
         found = {id(p.row): p for p in pair_up(scales) if p.speedup is not None}
         speedups = [found.get(id(s)) for s in scales]
         del scales, found
-        spool.seek(0)
         names = [n for n in knobs() if n not in RENAMED]
-        shown = differing_values(names, (json.loads(line)[1] for line in spool))
-        added = ["speedup", "scaling_efficiency", *(k for k in shown if k not in columns)]
-        writer = csv.DictWriter(out, fieldnames=[*columns, *added], lineterminator="\n")
-        writer.writeheader()
+        shown = differing_values(names, (whole(json.loads(spec)) for spec in specs))
+        shown = [k for k in shown if k not in columns]
+        fields = [*columns, "speedup", "scaling_efficiency", *shown]
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(fields)
         spool.seek(0)
         for line, pair in zip(spool, speedups, strict=True):
             row, spec = json.loads(line)
-            row |= {
-                "speedup": pair.speedup if pair else None,
-                "scaling_efficiency": pair.efficiency if pair else None,
-            }
-            row |= {k: _cell(spec.get(k)) for k in shown if k not in row}
-            writer.writerow({k: inert.csv_cell(v) for k, v in row.items()})
+            if pair is not None:
+                row |= {"speedup": pair.speedup, "scaling_efficiency": pair.efficiency}
+            if shown:
+                spec = whole(spec)
+                row |= {k: inert.csv_cell(_cell(spec.get(k))) for k in shown}
+            writer.writerow([row.get(k) for k in fields])
     return len(speedups)
 
 

@@ -74,7 +74,9 @@ MIGRATIONS = [
     RELIST,
     # Listing version 11: each keeps what compare matches on and the software history
     # attributes a change to, which the database took out of each record (on PostgreSQL a cast
-    # of every record to jsonb: 2.3 minutes for a site's 100,000).
+    # of every record to jsonb: 2.3 minutes for a site's 100,000); and each row its flat row,
+    # the CSV's (report.tabular), so that a CSV validates no record.
+    "ALTER TABLE results ADD COLUMN flat TEXT",
     RELIST,
 ]
 """The schema's history, in order: SQL, where {names} are the back end's words (Dialect);
@@ -145,6 +147,7 @@ COLUMNS = (
     "created_at",
     "record",
     "listing",
+    "flat",
 )
 
 
@@ -194,9 +197,9 @@ def brief(result: Result) -> Brief:
     )
 
 
-def row(result: Result, listing: str | None) -> tuple[object, ...]:
-    """The row's columns, in COLUMNS' order, with the listing its store's lister made (None:
-    none, made when read); those a Brief holds as brief() reads them from the result, so
+def row(result: Result, listing: str | None, flat: str | None) -> tuple[object, ...]:
+    """The row's columns, in COLUMNS' order, with the listing and flat row its store's lister
+    made (None: none, made when read); those a Brief holds as brief() reads them from the result, so
     that a stored brief and one made in memory agree."""
     b, metrics = brief(result), result.metrics
     return (
@@ -217,6 +220,7 @@ def row(result: Result, listing: str | None) -> tuple[object, ...]:
         b.created_at,
         stored_json(result),
         listing,
+        flat,
     )
 
 

@@ -43,8 +43,9 @@ SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
 _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
 
 
-Lister = Callable[[Result], str]
-"""The text a row keeps beside its record, for what lists results without reading records."""
+Lister = Callable[[Result], tuple[str, str]]
+"""The texts a row keeps beside its record, for what lists results without reading records:
+its listing and its flat row (schema.COLUMNS)."""
 
 
 def _items(text: str | None, at: Sequence[int]) -> str | None:
@@ -175,7 +176,7 @@ class Store:
         return new, read
 
     def _row(self, result: Result) -> tuple[object, ...]:
-        return schema.row(result, self._lister(result) if self._lister else None)
+        return schema.row(result, *(self._lister(result) if self._lister else (None, None)))
 
     def get(self, key: str) -> Result | None:
         sql = "SELECT record FROM results WHERE key = ?"
@@ -249,22 +250,25 @@ class Store:
         platform: str | None = None,
         status: str | None = None,
         listing_at: Sequence[int] = (),
-    ) -> Iterator[tuple[str, str, str | None]] | None:
-        """query()'s results as (created_at, key, listing) a batch at a time, without reading a
-        record; None where the schema is not this accelbench's (its records may be of another
-        form: read them). With `listing_at`, of the listing (a JSON array) only the items at
-        these positions, as a JSON array."""
+        flat: bool = False,
+        limit: int | None = None,
+    ) -> Iterator[tuple[Any, ...]] | None:
+        """query()'s results as (created_at, key, listing), with `flat` its flat row too, a
+        batch at a time, without reading a record; None where the schema is not this
+        accelbench's (its records may be of another form: read them). With `listing_at`, of the
+        listing (a JSON array) only the items at these positions, as a JSON array."""
         if self._version() != schema.SCHEMA_VERSION:
             return None
-        filters = (workload, platform, status)
+        filters, more = (workload, platform, status), ", flat" if flat else ""
         if listing_at and self.dialect is schema.SQLITE:  # SQLite's JSON takes them out
             paths = ", ".join(f"'$[{int(i)}]'" for i in listing_at)
-            return self._rows(f"created_at, key, json_extract(listing, {paths})", filters, 1000)
-        rows = self._rows("created_at, key, listing", filters, 1000)
+            columns = f"created_at, key, json_extract(listing, {paths}){more}"
+            return self._rows(columns, filters, 1000, limit)
+        rows = self._rows(f"created_at, key, listing{more}", filters, 1000, limit)
         if not listing_at:
             return rows
         # PostgreSQL's JSON operators refuse a listing's \u0000: taken out here instead.
-        return ((at, key, _items(text, listing_at)) for at, key, text in rows)
+        return ((at, key, _items(text, listing_at), *rest) for at, key, text, *rest in rows)
 
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
@@ -443,16 +447,17 @@ class Store:
             self._execute(f"UPDATE results SET {updates} WHERE key = ?", (*row[1:], key))
 
     def _relist(self) -> None:
-        """Every row's listing made again from its record by the lister (none without one); a
-        record this accelbench cannot read keeps none (a reader makes it when it can)."""
+        """Every row's listing and flat row made again from its record by the lister (none
+        without one); a record this accelbench cannot read keeps none (a reader makes them
+        when it can)."""
         keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
         log.warning("%s: listing %d results again for this accelbench", self.where, len(keys))
         for key, text in self._texts(keys):
             try:
-                made = self._lister(schema.record(text)) if self._lister else None
+                made = self._lister(schema.record(text)) if self._lister else (None, None)
             except AccelbenchError:
-                made = None
-            self._execute("UPDATE results SET listing = ? WHERE key = ?", (made, key))
+                made = (None, None)
+            self._execute("UPDATE results SET listing = ?, flat = ? WHERE key = ?", (*made, key))
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
