@@ -290,7 +290,8 @@ def main() -> None:
                     *(measure(["import", str(f)], str(f.with_suffix(".sqlite"))) for f in files),
                 )
     print("(exponent 1.0 is linear, 2.0 quadratic; each time includes the process's start)")
-    print(f"ratio jsonl export CPU time kN/N: {ratios['export --format jsonl']:.3f}")
+    if "export --format jsonl" in ratios:  # not where --only left it out
+        print(f"ratio jsonl export CPU time kN/N: {ratios['export --format jsonl']:.3f}")
 
 
 if __name__ == "__main__":
