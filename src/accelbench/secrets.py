@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -47,8 +48,10 @@ def remember(secret: str | None) -> None:
         _known.add(secret)
 
 
+@lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """Whether a variable or label named `name` holds a secret, by the words of its name."""
+    """Whether a variable or label named `name` holds a secret, by the words of its name (each
+    stored result asks of the same few dozen names: kept)."""
     words = [word for word in re.split(r"[^A-Za-z]+", name.upper()) if word]
     return any(word in _SECRET_WORDS for word in words) or "KEY" in words[1:]
 
