@@ -122,14 +122,26 @@ def test_history_finds_and_attributes_a_slowdown_and_the_gate_fails(nightly: Pat
     assert (
         "between 2026-11-15" in done.stdout and "torch" in done.stdout and "2.15.0" in done.stdout
     )
+    listed = CliRunner().invoke(app, ["history", "--runs", "--db", str(nightly)]).stdout
+    run_lines = [line for line in listed.splitlines() if line.startswith("  2026-")]
+    assert len(run_lines) == 30 and "(torch " in run_lines[15] and "-> 2.15.0)" in run_lines[15]
+    assert "python " in run_lines[0] and "->" not in "".join(run_lines[1:15])
     gate = CliRunner().invoke(app, ["history", "--db", str(nightly), "--fail-on", "regression:5"])
     assert gate.exit_code == 1 and "regression: tiny_mlp" in gate.stderr
     lenient = ["history", "--db", str(nightly), "--fail-on", "regression:20"]
     assert CliRunner().invoke(app, lenient).exit_code == 0
     answer = CliRunner().invoke(app, ["history", "--db", str(nightly), "--format", "json"])
     document = json.loads(answer.stdout)
-    assert document["format"] == "accelbench-history" and document["version"] == 1
+    assert document["format"] == "accelbench-history" and document["version"] == 2
     (cell,) = document["series"]
+    # Each run's interval and verdict, the software at each: the first's, then what moved.
+    assert cell["software"]["torch"] != "2.15.0" and "python" in cell["software"]
+    runs = cell["runs"]
+    assert [r["moved"] for r in runs if r["moved"]] == [
+        {"torch": [cell["software"]["torch"], "2.15.0"]}
+    ]
+    assert runs[15]["moved"] and runs[4]["verdict"] != "valid" and runs[4]["flagged"]
+    assert all(r["interval"][0] <= r["value"] <= r["interval"][1] for r in runs)
     with ResultStore(nightly) as store:  # each run names its stored result
         assert {run["key"] for run in cell["runs"]} == {r.key for r in store.query()}
     (change,) = cell["changes"]

@@ -43,6 +43,12 @@ class Point:
     """What the environment captured that can change between runs, flat: field -> value."""
     interval: tuple[float, float] | None = None
     """The rate's 95% interval within its run, where it has one."""
+    flags: Sequence[str] = ()
+    """What its verdict flagged (flagged: any), in words."""
+
+    @property
+    def verdict(self) -> str:
+        return ", ".join(self.flags) or ("flagged" if self.flagged else "valid")
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,14 @@ def history_command(
             "(torch=2.14.1).",
         ),
     ] = None,
+    runs: Annotated[
+        bool,
+        typer.Option(
+            "--runs",
+            help="List each run too: its rate and interval, its verdict, and the software it "
+            "ran (the first) or what moved since the run before.",
+        ),
+    ] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="table or json (one document, docs/formats.md).")
     ] = "table",
@@ -78,7 +86,7 @@ def history_command(
     elif not found:
         console.print("no stored results match")
     elif fmt == "table":  # plain lines: a site's 30,000 took rich 2 s
-        shown = history.between_lines(found, *between) if between else history.lines(found)
+        shown = history.between_lines(found, *between) if between else history.lines(found, runs)
         sys.stdout.write("".join(f"{line}\n" for line in shown))
     if pct is None:
         return

@@ -18,6 +18,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.records.frozen import Frozen
 from accelbench.records.result import Result
 from accelbench.report import listing
+from accelbench.report.cells import rate_text
 from accelbench.report.database import ResultStore
 from accelbench.report.drawing import Plot
 from accelbench.report.sections import Source
@@ -71,7 +72,8 @@ def _grouped(runs: Iterable[tuple[datetime, str, Sequence[Any]]], host: str | No
         group = (cell, name_platform, hostname)
         _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
         low_high = (interval[0], interval[1]) if interval else None
-        points.append(history.Point(at, key, rate, bool(flags), _Software(software), low_high))
+        found = _Software(software)
+        points.append(history.Point(at, key, rate, bool(flags), found, low_high, tuple(flags)))
     return [
         Series(name, hostname, unit, points, history.changes(points))
         for (_, _, hostname), (name, unit, points) in sorted(grouped.items(), key=lambda g: g[1][0])
@@ -130,6 +132,18 @@ class _Software(Mapping[str, str]):
     def __len__(self) -> int:
         return len(self._parsed())
 
+    @property
+    def text(self) -> str:
+        return self._text
+
+
+def moved(before: Mapping[str, str], after: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """What moved between two runs' software: none, unparsed, where their stored texts agree
+    (a site's consecutive runs mostly do)."""
+    if isinstance(before, _Software) and isinstance(after, _Software) and before.text == after.text:
+        return {}
+    return history.moved_between(before, after)
+
 
 def period(text: str) -> Callable[[history.Point], bool]:
     """Which runs a period holds: FIELD=VALUE (a captured software field, torch=2.14.1), a day
@@ -168,12 +182,16 @@ def between_lines(found: Sequence[Series], first: str, second: str) -> list[str]
     return out
 
 
-def lines(found: Sequence[Series]) -> list[str]:
-    """Each series' runs and change points in words."""
+def lines(found: Sequence[Series], runs: bool = False) -> list[str]:
+    """Each series' runs and change points in words; with `runs`, each run too: its rate with
+    its interval, its verdict, and the software it ran (the first) or what moved since the
+    run before."""
     out = []
     for s in found:
         used = sum(not p.flagged for p in s.points)
         out.append(f"{s.name}: {len(s.points)} runs ({len(s.points) - used} flagged, not used)")
+        if runs:
+            out.extend(f"  {line}" for line in _run_lines(s))
         if not s.changes:
             out.append("  no change point")
         for change in s.changes:
@@ -185,6 +203,24 @@ def lines(found: Sequence[Series]) -> list[str]:
     return out
 
 
+def _run_lines(s: Series) -> Iterator[str]:
+    for i, (p, since) in enumerate(zip(s.points, _moves(s), strict=True)):
+        shown = f"{p.at:%Y-%m-%d %H:%M}  {rate_text(p.value)} {s.unit}"
+        if p.interval:
+            shown += f" [{rate_text(p.interval[0])}, {rate_text(p.interval[1])}]"
+        shown += f"  {p.verdict}"
+        if i == 0:
+            shown += f"  ({', '.join(f'{k} {v}' for k, v in sorted(p.software.items()))})"
+        elif since:
+            shown += f"  ({', '.join(f'{k} {a} -> {b}' for k, (a, b) in since.items())})"
+        yield shown
+
+
+def _moves(s: Series) -> list[dict[str, tuple[str, str]]]:
+    """What moved at each run since the run before (nothing at the first)."""
+    return [{}, *(moved(a.software, b.software) for a, b in itertools.pairwise(s.points))]
+
+
 def document(found: Sequence[Series]) -> HistoryAnswer:
     """The JSON answer: each series' runs and change points."""
     return HistoryAnswer(
@@ -193,9 +229,18 @@ def document(found: Sequence[Series]) -> HistoryAnswer:
                 cell=s.name,
                 host=s.host,
                 unit=s.unit,
+                software=dict(s.points[0].software) if s.points else {},
                 runs=[
-                    HistoryRun(at=p.at.isoformat(), key=p.key, value=p.value, flagged=p.flagged)
-                    for p in s.points
+                    HistoryRun(
+                        at=p.at.isoformat(),
+                        key=p.key,
+                        value=p.value,
+                        interval=list(p.interval) if p.interval else None,
+                        flagged=p.flagged,
+                        verdict=p.verdict,
+                        moved={k: list(v) for k, v in since.items()},
+                    )
+                    for p, since in zip(s.points, _moves(s), strict=True)
                 ],
                 changes=[
                     HistoryChange(
@@ -265,11 +310,11 @@ def _plot(s: Series, among: int) -> Plot:
         )
     changed = {c.index for c in s.changes}
     for i, (before, after) in enumerate(itertools.pairwise(s.points), 1):
-        moved = history.moved_between(before.software, after.software)
-        if moved and i not in changed:  # a version that moved with no change in the rate
+        moving = moved(before.software, after.software)
+        if moving and i not in changed:  # a version that moved with no change in the rate
             ax.axvline(date2num(after.at), color="grey", ls=":", lw=1)
             ax.annotate(
-                ", ".join(f"{k} {new}" for k, (_, new) in moved.items()),
+                ", ".join(f"{k} {new}" for k, (_, new) in moving.items()),
                 (date2num(after.at), 0.02),
                 xycoords=("data", "axes fraction"),
                 fontsize=6,
@@ -312,7 +357,15 @@ class HistoryRun(Frozen):
     """When it was stored (ISO 8601)."""
     key: str
     value: float
+    interval: list[float] | None
+    """The rate's 95% interval within the run, [low, high]; null where it has none."""
     flagged: bool
+    """Whether a verdict flagged it: never used to find a change."""
+    verdict: str
+    """valid, or what flagged it (contended, noisy, ...)."""
+    moved: dict[str, list[str]]
+    """Each captured software field that changed since the run before: [old, new] ("-" for
+    one absent on a side); empty for the first run (its series' software)."""
 
 
 class HistoryChange(Frozen):
@@ -330,6 +383,9 @@ class HistorySeries(Frozen):
     cell: str
     host: str
     unit: str
+    software: dict[str, str]
+    """The software its first run ran: each package version, the driver, CUDA, cuDNN, the OS,
+    Python, the threads, numeric variables ($NAME); the runs say what moved after."""
     runs: list[HistoryRun]
     changes: list[HistoryChange]
 
@@ -338,5 +394,5 @@ class HistoryAnswer(Frozen):
     """`accelbench history --format json` (report.history.document)."""
 
     format: Literal["accelbench-history"] = "accelbench-history"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
     series: list[HistorySeries]
