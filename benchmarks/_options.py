@@ -4,6 +4,7 @@ paired rounds."""
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections.abc import Callable
 
 import torch
@@ -65,3 +66,14 @@ def paired_ratios(
         ratios.append(o / b)
         print(f"  {label} round {round_index + 1}: accelbench {o:,.2f}  bare {b:,.2f}")
     return ratios
+
+
+def print_ratios(cell: str, ratios: list[float]) -> None:
+    """The paired rounds' median ratio of accelbench to bare with its range, for `cell` (in
+    words), and last the line the test suite reads."""
+    median = statistics.median(ratios)
+    print(
+        f"{cell}: accelbench/bare median of {len(ratios)} paired rounds {median:.3f} "
+        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
+    )
+    print(f"ratio accelbench/bare: {median:.3f}")

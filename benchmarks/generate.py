@@ -13,12 +13,11 @@ gives a paired ratio, accelbench / bare (1.00: no cost); printed are their media
 
 from __future__ import annotations
 
-import statistics
 import time
 from functools import partial
 
 import torch
-from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
+from _options import paired_ratios, parse, parser, print_ratios  # benchmarks/, beside this script
 
 from accelbench import workloads
 from accelbench.execution import device as dev
@@ -80,12 +79,8 @@ def main() -> None:
         args.rounds,
         "generate",
     )
-    print(
-        f"{args.workload} bs={args.batch_size} {args.prompt_tokens}+{args.new_tokens} tokens on "
-        f"{device.type}: median of {len(ratios)} paired rounds {statistics.median(ratios):.3f} "
-        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
-    )
-    print(f"ratio accelbench/bare: {statistics.median(ratios):.3f}")
+    tokens = f"{args.prompt_tokens}+{args.new_tokens} tokens"
+    print_ratios(f"{args.workload} bs={args.batch_size} {tokens} on {device.type}", ratios)
 
 
 if __name__ == "__main__":

@@ -14,13 +14,12 @@ cost) and its range.
 
 from __future__ import annotations
 
-import statistics
 import time
 from functools import partial
 
 import jax
 import numpy as np
-from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
+from _options import paired_ratios, parse, parser, print_ratios  # benchmarks/, beside this script
 from _options import spec as cell_of
 
 from accelbench.engines.jax import models
@@ -61,12 +60,7 @@ def main() -> None:
     ratios = paired_ratios(
         partial(accelbench_rate, spec), partial(bare_rate, spec), args.rounds, "jax"
     )
-    print(
-        f"{args.workload} bs={args.batch_size} fp32 jax on {device.type}: accelbench/bare median "
-        f"of {len(ratios)} paired rounds {statistics.median(ratios):.3f} "
-        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
-    )
-    print(f"ratio accelbench/bare: {statistics.median(ratios):.3f}")
+    print_ratios(f"{args.workload} bs={args.batch_size} fp32 jax on {device.type}", ratios)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Both build the same Keras model (accelbench.engines.tensorflow.models), optimizer (Keras' SGD,
 momentum 0.9) and host batches (numpy, made for each step), trace the same tf.function step
-(the loss's gradient by a GradientTape, the optimizer applying it), and time a steady epoch
+(engines.tensorflow.train.training_step), and time a steady epoch
 after a warm-up epoch that holds the tracing, in this process, alternating round by round
 (ABBA) after one unrecorded round of each. The bare loop waits for the device once at each end
 of its epoch (its last loss read back); accelbench's timer waits for a step's predecessor at
@@ -15,13 +15,11 @@ median paired ratio accelbench / bare (1.00: no cost) and its range.
 
 from __future__ import annotations
 
-import statistics
 import time
 from functools import partial
-from typing import Any
 
 import numpy as np
-from _options import paired_ratios, parse, parser  # benchmarks/, beside this script
+from _options import paired_ratios, parse, parser, print_ratios  # benchmarks/, beside this script
 from _options import spec as cell_of
 
 from accelbench.engines.tensorflow import train as tf_train
@@ -40,17 +38,8 @@ def bare_rate(spec: RunSpec) -> float:
 
     with tf.device(device.name):
         model, loss_fn = chosen.build(), chosen.loss()
-        optimizer = keras.optimizers.SGD(spec.scaled_lr, momentum=0.9)
-        optimizer.build(model.trainable_variables)
-
-        @tf.function
-        def step(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = tf.cast(loss_fn(y, model(x, training=True)), tf.float32)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply(grads, model.trainable_variables)
-            return loss
-
+        optimizer = tf_train._optimizer(spec, keras)
+        step = tf_train.training_step(tf, model, loss_fn, optimizer)
         rng = np.random.default_rng(spec.seed)
         seconds = 0.0
         for _ in range(spec.epochs):
@@ -70,12 +59,7 @@ def main() -> None:
     ratios = paired_ratios(
         partial(accelbench_rate, spec), partial(bare_rate, spec), args.rounds, "tensorflow"
     )
-    print(
-        f"{args.workload} bs={args.batch_size} fp32 tensorflow on {device.type}: accelbench/bare "
-        f"median of {len(ratios)} paired rounds {statistics.median(ratios):.3f} "
-        f"(range {min(ratios):.3f}-{max(ratios):.3f})"
-    )
-    print(f"ratio accelbench/bare: {statistics.median(ratios):.3f}")
+    print_ratios(f"{args.workload} bs={args.batch_size} fp32 tensorflow on {device.type}", ratios)
 
 
 if __name__ == "__main__":

@@ -97,6 +97,22 @@ def with_rate(result: Result, items_per_s: float, spread: float | None = 0.01) -
     return result.model_copy(update={"metrics": metrics})
 
 
+def records_read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The keys of every record a ResultStore reads from now on, as its records() calls read
+    them: what a test of a bounded read counts."""
+    from accelbench.report.database import ResultStore
+
+    read: list[str] = []
+    records = ResultStore.records
+
+    def counted(store: ResultStore, keys: list[str]) -> list[Result]:
+        read.extend(keys)
+        return records(store, keys)
+
+    monkeypatch.setattr(ResultStore, "records", counted)
+    return read
+
+
 def ctrl_c_reaches() -> None:
     """preexec_fn of a child that a test sends Ctrl-C (SIGINT): a shell starts a background job
     with SIGINT ignored, its children inherit that, and Python then installs no handler."""

@@ -19,7 +19,7 @@ from accelbench.cli import app
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 
-from ..conftest import tiny, with_rate
+from ..conftest import records_read, tiny, with_rate
 
 START = datetime(2026, 11, 1, tzinfo=UTC)
 OLD, NEW = {"torch": "2.13.0", "driver": "580.65"}, {"torch": "2.14.1", "driver": "580.65"}
@@ -208,14 +208,7 @@ def test_history_between_two_periods_through_the_command(nightly: Path) -> None:
 def test_the_html_report_draws_each_cells_history_with_its_change(
     nightly: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    read: list[str] = []
-    records = ResultStore.records
-
-    def counted(self: ResultStore, keys: list[str]) -> list[Result]:
-        read.extend(keys)
-        return records(self, keys)
-
-    monkeypatch.setattr(ResultStore, "records", counted)
+    read = records_read(monkeypatch)
     page, folder = tmp_path / "report.html", tmp_path / "figures"
     done = CliRunner().invoke(
         app, ["report", "--out", str(page), "--figures", str(folder), "--db", str(nightly)]

@@ -15,7 +15,7 @@ from accelbench.report import document, listing
 from accelbench.report.database import ResultStore
 from accelbench.report.sections import Brief, first_of_each, wanted
 
-from ..conftest import SIM_PLATFORM
+from ..conftest import SIM_PLATFORM, records_read
 
 
 def stored_counting_reads(
@@ -26,15 +26,7 @@ def stored_counting_reads(
     with ResultStore(db) as store:
         store.add(results)
         every = store.query()
-    read: list[str] = []
-    records = ResultStore.records
-
-    def counted(self: ResultStore, keys: list[str]) -> list[Result]:
-        read.extend(keys)
-        return records(self, keys)
-
-    monkeypatch.setattr(ResultStore, "records", counted)
-    return every, read
+    return every, records_read(monkeypatch)
 
 
 def brief(key: str, **fields: Any) -> Brief:

@@ -3,7 +3,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -21,7 +20,7 @@ from accelbench.storage import store as store_module
 from accelbench.storage.connect import default_path
 from accelbench.storage.schema import MIGRATIONS, SCHEMA_VERSION
 
-from ..conftest import tiny
+from ..conftest import records_read, tiny
 
 
 @pytest.fixture(scope="module")
@@ -161,14 +160,7 @@ def test_a_new_listing_version_lists_an_upgraded_database_once(
         older[names.index("version")] = listing.VERSION - 1
         db.execute("UPDATE results SET listing = ?", (json.dumps(older),))
         db.execute(f"PRAGMA user_version = {SCHEMA_VERSION - 1}")
-    read: list[str] = []
-    records = ResultStore.records
-
-    def counted(store: ResultStore, keys: Sequence[str]) -> list[Result]:
-        read.extend(keys)
-        return records(store, keys)
-
-    monkeypatch.setattr(ResultStore, "records", counted)
+    read = records_read(monkeypatch)
     with ResultStore(db_path, writable=False) as store:  # reads as it is: made from the record
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
     with ResultStore(db_path) as store:  # the first writable open lists it again

@@ -71,16 +71,7 @@ def measure(spec: RunSpec) -> Metrics:
     with tf.device(device.name):
         model, loss_fn = chosen.build(), chosen.loss()
         optimizer = _optimizer(spec, keras)
-        optimizer.build(model.trainable_variables)
-
-        @tf.function
-        def step(x: Any, y: Any) -> Any:
-            with tf.GradientTape() as tape:
-                loss = tf.cast(loss_fn(y, model(x, training=True)), tf.float32)
-            grads = tape.gradient(loss, model.trainable_variables)
-            optimizer.apply(grads, model.trainable_variables)
-            return loss
-
+        step = training_step(tf, model, loss_fn, optimizer)
         rng = np.random.default_rng(spec.seed)
         queued = batches(spec, chosen, rng, tf)
         build_s = time.perf_counter() - start
@@ -94,6 +85,22 @@ def measure(spec: RunSpec) -> Metrics:
     raw.host_rss = host_peak_rss_gib()
     metrics = build_metrics(spec, chosen, raw, [], timer=method, build_s=build_s, flops=None)
     return metrics.model_copy(update={"trainable_params": models.trainable(model)})
+
+
+def training_step(tf: Any, model: Any, loss_fn: Any, optimizer: Any) -> Any:
+    """One optimizer step as a tf.function of (inputs, targets), returning its loss: the loss's
+    gradient by a GradientTape, the optimizer (built here) applying it."""
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        with tf.GradientTape() as tape:
+            loss = tf.cast(loss_fn(y, model(x, training=True)), tf.float32)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply(grads, model.trainable_variables)
+        return loss
+
+    return step
 
 
 def _imported() -> tuple[Any, Any]:
