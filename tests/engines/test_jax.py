@@ -18,11 +18,13 @@ from accelbench.cli import app
 from accelbench.errors import is_oom, missing_extra
 from accelbench.records.spec import RunSpec
 from accelbench.report.database import ResultStore
+from accelbench.scenarios.time_to_train import TimeToTrain
 
 if importlib.util.find_spec("jax") is None:
     pytest.skip("the [jax] extra is not installed", allow_module_level=True)
 
 QUICK = ["--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--device", "cpu"]
+DIGITS = ["--target", "val_loss<=1", "--data", "sklearn:digits"]
 
 MODELS = """
 import json, jax, jax.numpy as jnp, numpy as np, torch
@@ -131,6 +133,31 @@ def test_inference_under_both_frameworks_counts_the_same_forward_pass(tmp_path: 
         assert ours.flops.analytic_per_item == theirs.flops.analytic_per_item
 
 
+def test_both_frameworks_train_to_a_held_out_target_on_the_same_records(tmp_path: Path) -> None:
+    """Time to train under JAX reads the torch workload's records and held-out split: LeNet-5
+    on the digits reaches the same accuracy under both, each run's record as torch's."""
+    db = tmp_path / "r.sqlite"
+    args = ["run", "lenet5", "--framework", "torch,jax", "--scenario", "time-to-train"]
+    args += ["--target", "val_accuracy>=0.8", "--data", "sklearn:digits", "--batch-size", "32"]
+    done = CliRunner().invoke(app, [*args, "--device", "cpu", "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    found = {r.spec.framework: r for r in ResultStore(db).query()}
+    assert set(found) == {"torch", "jax"}
+    records = {}
+    for framework, result in found.items():
+        m = result.metrics
+        assert result.status == "ok" and m is not None, result.reason
+        record = records[framework] = m.of(TimeToTrain)
+        assert record is not None and record.outcome == "reached", record
+        point = record.curve[-1]
+        assert point.val_accuracy is not None and point.val_accuracy >= 0.8
+        assert record.steps_to_target == point.step == len(m.loss)  # an evaluation an epoch
+        assert record.time_to_target_s == pytest.approx(sum(e.time_s for e in m.epochs))
+    assert records["jax"].num_train_items == records["torch"].num_train_items == 1437
+    assert records["jax"].num_held_out_items == records["torch"].num_held_out_items == 360
+    assert "jax fp32" in done.output  # the time-to-train table names the framework
+
+
 def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     args = ["run", "tiny_mlp", "--framework", "jax", "--replicas", "2", "--batch-size", "4"]
@@ -148,7 +175,12 @@ def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lenet5", "--framework", "jax", "--scenario", "generate"], "measures train, infer, not"),
+        (["lenet5", "--framework", "jax", "--scenario", "generate"], "infer, time-to-train, not"),
+        (["lenet5", "--framework", "jax", "--data", "sklearn:digits"], "leave out --data"),
+        (
+            [*("lenet5", "--framework", "tensorflow", "--scenario", "time-to-train"), *DIGITS],
+            "measures train, infer, not time-to-train",
+        ),
         (["resnet50", "--framework", "jax"], "builds tiny_mlp, lenet5, autoencoder"),
         (["lenet5", "--framework", "jax", "--precision", "fp16"], "not fp16"),
         (["lenet5", "--framework", "jax", "--fsdp"], "runs data-parallel replicas only"),

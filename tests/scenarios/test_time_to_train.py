@@ -21,7 +21,7 @@ from accelbench.records.targets import parse_target
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrain
 from accelbench.scenarios.time_to_train import report as ttt_text
-from accelbench.scenarios.time_to_train.measure import _outcome
+from accelbench.scenarios.time_to_train.measure import outcome
 from accelbench.workloads import get
 
 DIGITS = "sklearn:digits"
@@ -118,15 +118,15 @@ def test_outcome_stops_a_runaway_loss_but_not_a_recovered_spike() -> None:
     spec = ttt(target="val_loss<=0.1", max_steps=100)
     # Seed 000's pattern: a huge loss early that comes back down keeps the run going.
     spike = [1.0, 3e7, 2e5, 0.9, 0.8, 0.7]
-    assert _outcome(spec, spike, _point(6, train_loss=0.85), "val_loss", "<=", 0.1) is None
-    kind, reason = _outcome(spec, [1.0, 20, 30, 40], _point(4, 25.0), "val_loss", "<=", 0.1)  # type: ignore[misc]
+    assert outcome(spec, spike, _point(6, train_loss=0.85), "val_loss", "<=", 0.1) is None
+    kind, reason = outcome(spec, [1.0, 20, 30, 40], _point(4, 25.0), "val_loss", "<=", 0.1)  # type: ignore[misc]
     assert kind == "diverged" and "above 10 x the first step's 1" in reason
-    kind, reason = _outcome(spec, [1.0, math.nan, 0.5], _point(3, 0.5), "val_loss", "<=", 0.1)  # type: ignore[misc]
+    kind, reason = outcome(spec, [1.0, math.nan, 0.5], _point(3, 0.5), "val_loss", "<=", 0.1)  # type: ignore[misc]
     assert (kind, reason) == ("diverged", "loss became nan at step 1")
     assert (
-        _outcome(spec, [1.0, 0.5], _point(2, 0.5, val=0.05), "val_loss", "<=", 0.1)[0] == "reached"  # type: ignore[index]
+        outcome(spec, [1.0, 0.5], _point(2, 0.5, val=0.05), "val_loss", "<=", 0.1)[0] == "reached"  # type: ignore[index]
     )
-    assert _outcome(spec, [1.0, 0.5], _point(100, 0.5), "val_loss", "<=", 0.1)[0] == "not-converged"  # type: ignore[index]
+    assert outcome(spec, [1.0, 0.5], _point(100, 0.5), "val_loss", "<=", 0.1)[0] == "not-converged"  # type: ignore[index]
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,8 @@
 paper's autoencoder) and Llama 3's shapes (llama3_tiny, 3.2 1B and 3B, 3.1 8B), each of plain
 jax.numpy and lax with the torch model's layers, shapes and parameters (models.py, decoder.py;
 equal parameter counts, a test), trained by a jitted step with optax's
-optimizer (train.py) and measured by the kit every scenario shares (scenarios/epochs.py): the
+optimizer (train.py), also on the torch workload's real records to a held-out target
+(time_to_train.py), and measured by the kit every scenario shares (scenarios/epochs.py): the
 first epoch holds tracing and XLA's compilation, the steady state's delivered rate and interval,
 divergence, energy and the host's activity as for any cell. With --replicas N, training is data
 parallel over N processes (jax.distributed; on CPUs over gloo's collectives), each a replica.
@@ -26,15 +27,18 @@ def _rules(spec: RunSpec) -> None:
         "--compile (jax compiles every step)": spec.compile,
         "--channels-last": spec.channels_last,
     }
-    one_device("jax", spec, lacks, replicas=True)  # infer runs one process: its own rule
+    # infer runs one process: its own rule; so does time-to-train, which reads --data.
+    one_device("jax", spec, lacks, replicas=True, reads_data=spec.scenario == "time-to-train")
 
 
 FRAMEWORK = Framework(
     name="jax",
-    summary="JAX (jit, optax): training and inference of the seeds' small models and Llama 3",
+    summary="JAX (jit, optax): training, time to train and inference of the seeds' small models "
+    "and Llama 3",
     measures={
         "train": "accelbench.engines.jax.train:measure",
         "infer": "accelbench.engines.jax.infer:measure",
+        "time-to-train": "accelbench.engines.jax.time_to_train:measure",
     },
     workloads=(
         *("tiny_mlp", "lenet5", "autoencoder"),

@@ -52,7 +52,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     timer = dev.StepTimer(device)
     losses = torch.empty(spec.steps_per_epoch, device=device)
     raw, curve = Raw(), []
-    batches = _endless(train_loader)
+    batches = endless(train_loader)
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
     eval_s = 0.0
     meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
@@ -66,24 +66,11 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
         train_epoch(spec, engine, batches, timer, losses, raw)
         raw.epoch_s.append(time.perf_counter() - epoch_start)
         eval_start = time.perf_counter()
-        val_loss, val_accuracy = engine.evaluate(held_out, workload.correct)
+        val = engine.evaluate(held_out, workload.correct)
         eval_s += time.perf_counter() - eval_start
-        steps = len(raw.step_loss)
-        items = steps * spec.global_batch
-        recent = raw.step_loss[-spec.steps_per_epoch :]
-        curve.append(
-            EvalPoint(
-                step=steps,
-                train_s=sum(raw.epoch_s),
-                num_items=items,
-                data_passes=items / num_train,
-                train_loss=statistics.median(recent),
-                val_loss=val_loss,
-                val_accuracy=val_accuracy,
-            )
-        )
-        outcome = _outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
-        if outcome is not None:
+        curve.append(eval_point(spec, raw.step_loss, sum(raw.epoch_s), num_train, val))
+        ended = outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
+        if ended is not None:
             break
     # Evaluations included: the energy the whole run took, and what else ran meanwhile.
     raw.energy, raw.host = meter.stop(), monitor.stop()
@@ -101,11 +88,28 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
         flops=flops,
         metered_from_epoch=0,
     )
+    num_held_out = len(held_out.dataset)  # type: ignore[arg-type]
+    record = run_record(spec, ended, curve, raw.step_loss, eval_s, (num_train, num_held_out))
+    return metrics.model_copy(update={"record": record})
+
+
+def run_record(
+    spec: RunSpec,
+    outcome: tuple[Outcome, str],
+    curve: list[EvalPoint],
+    step_loss: list[float],
+    eval_s: float,
+    items: tuple[int, int],
+) -> TimeToTrain:
+    """The scenario's record of a run that ended in `outcome` after its evaluations `curve`,
+    over `items` (training, held-out): any engine's."""
+    own = TimeToTrainSettings.of(spec)
+    assert own.target is not None, "the spec requires a target for time-to-train"
     kind, reason = outcome
     reached = curve[-1] if kind == "reached" else None
-    finite = [(loss, step) for step, loss in enumerate(raw.step_loss) if math.isfinite(loss)]
+    finite = [(loss, step) for step, loss in enumerate(step_loss) if math.isfinite(loss)]
     max_loss, max_step = max(finite, default=(math.nan, 0))
-    record = TimeToTrain(
+    return TimeToTrain(
         target=own.target,
         outcome=kind,
         reason=reason,
@@ -115,24 +119,45 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
         passes_to_target=reached.data_passes if reached else None,
         train_s=curve[-1].train_s,
         eval_s=eval_s,
-        num_train_items=num_train,
-        num_held_out_items=len(held_out.dataset),  # type: ignore[arg-type]
+        num_train_items=items[0],
+        num_held_out_items=items[1],
         lr=spec.scaled_lr,
         lr_rule=lr_rule(spec),
         max_loss=max_loss,
         max_loss_step=max_step,
         curve=curve,
     )
-    return metrics.model_copy(update={"record": record})
 
 
-def _endless(loader: Iterable[Batch]) -> Iterator[Batch]:
+def endless(loader: Iterable[Batch]) -> Iterator[Batch]:
     """Batches of pass after pass over the training split, each pass in a new order."""
     for _ in itertools.count():
         yield from loader
 
 
-def _outcome(
+def eval_point(
+    spec: RunSpec,
+    step_loss: list[float],
+    train_s: float,
+    num_train: int,
+    val: tuple[float, float | None],
+) -> EvalPoint:
+    """An evaluation after the steps of `step_loss`, trained for `train_s`: its held-out loss
+    and accuracy `val`, the training loss the median of the epoch's."""
+    steps = len(step_loss)
+    items = steps * spec.global_batch
+    return EvalPoint(
+        step=steps,
+        train_s=train_s,
+        num_items=items,
+        data_passes=items / num_train,
+        train_loss=statistics.median(step_loss[-spec.steps_per_epoch :]),
+        val_loss=val[0],
+        val_accuracy=val[1],
+    )
+
+
+def outcome(
     spec: RunSpec, step_loss: list[float], point: EvalPoint, metric: str, op: str, goal: float
 ) -> tuple[Outcome, str] | None:
     """(outcome, reason) once the run should end after this evaluation, else None."""

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator, Sequence
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
 from accelbench.report import tables
-from accelbench.report.cells import describe, label, rate_text
+from accelbench.report.cells import configuration, describe, label, rate_text
 from accelbench.report.drawing import Plot, colored, finish, group_by, namer, new_figure, slug
 from accelbench.scenarios.base import record_of
 from accelbench.scenarios.time_to_train import TimeToTrain, seeds
@@ -31,7 +31,7 @@ def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
                 label(first.spec),
                 first.platform,
                 str(first.spec.global_batch),
-                first.spec.precision,
+                configuration(first.spec, batch=False, devices=False),
                 f"{first.spec.scaled_lr:.4g}",
                 first.spec.knob("target") or "",
                 "" if s.items_per_s is None else rate_text(s.items_per_s),
@@ -48,7 +48,7 @@ def time_to_train_grid(results: Sequence[Result]) -> tables.Grid | None:
         "Workload",
         "Platform",
         "Global batch",
-        "Precision",
+        "Precision, settings",
         "LR",
         "Target",
         "Throughput (items/s)",
