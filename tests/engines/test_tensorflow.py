@@ -80,7 +80,8 @@ def test_tensorflow_cells_train_and_infer_and_are_stored_as_torchs(tmp_path: Pat
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lenet5", "--framework", "tensorflow", "--scenario", "generate"], "train, infer, not"),
+        (["lenet5", "--framework", "tensorflow", "--scenario", "generate"], "time-to-train, not"),
+        (["lenet5", "--framework", "tensorflow", "--data", "sklearn:digits"], "leave out --data"),
         (["lenet5", "--framework", "tensorflow", "--precision", "bf16"], "not bf16"),
         (["lenet5", "--framework", "tensorflow", "--channels-last"], "--channels-last"),
     ],
@@ -91,6 +92,32 @@ def test_a_cell_tensorflow_cannot_run_is_refused_in_one_line(
     done = CliRunner().invoke(app, ["run", *args, "--db", str(tmp_path / "r.sqlite")])
     assert done.exit_code == 2, done.output
     assert done.stderr.count("\n") == 1 and message in done.stderr, done.stderr
+
+
+TO_TARGET = """
+import json
+from accelbench.records.spec import RunSpec
+from accelbench.engines.tensorflow import time_to_train
+spec = RunSpec(
+    workload="lenet5", scenario="time-to-train", framework="tensorflow", batch_size=32,
+    data="sklearn:digits", target="val_accuracy>=0.8", device="cpu",
+)
+m = time_to_train.measure(spec)
+r = m.record
+print(json.dumps([r.outcome, r.curve[-1].val_accuracy, r.steps_to_target, len(m.loss),
+                  r.num_train_items, r.num_held_out_items]))
+"""
+
+
+def test_keras_trains_to_a_held_out_target_on_the_torch_workloads_records() -> None:
+    """In an interpreter of its own, as the Python API runs a cell: reading --data imports
+    triton (torchvision's ops, through torch._dynamo), which crashed the process when
+    TensorFlow was imported first."""
+    done = subprocess.run([sys.executable, "-c", TO_TARGET], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outcome, accuracy, steps, losses, train, held_out = json.loads(done.stdout.splitlines()[-1])
+    assert outcome == "reached" and accuracy >= 0.8 and steps == losses  # one evaluation an epoch
+    assert (train, held_out) == (1437, 360)  # the digits' split, as torch's and JAX's runs read
 
 
 def test_a_users_keras_model_trains_and_a_jax_one_is_refused_by_name(

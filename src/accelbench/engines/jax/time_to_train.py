@@ -20,36 +20,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from accelbench import workloads
 from accelbench.engines.jax import models
 from accelbench.engines.jax.train import _floats, _optimizer, _step, built, xla_flops
 from accelbench.errors import AccelbenchError
 from accelbench.execution.data import split_loaders
 from accelbench.execution.device import host_peak_rss_gib
-from accelbench.execution.meters.energy import EnergyMeter
-from accelbench.execution.meters.host import HostMonitor
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.records.targets import parse_target
-from accelbench.scenarios.epochs import Raw, build_metrics
-from accelbench.scenarios.time_to_train import EvalPoint, TimeToTrainSettings
-from accelbench.scenarios.time_to_train.measure import endless, eval_point, outcome, run_record
+from accelbench.scenarios.epochs import build_metrics
+from accelbench.scenarios.time_to_train.measure import endless, readable, run_record, to_target
 
 
 def measure(spec: RunSpec) -> Metrics:
-    own = TimeToTrainSettings.of(spec)
-    assert own.target is not None, "the spec requires a target for time-to-train"
-    metric, op, goal = parse_target(own.target)  # checked when the spec was made
-    records = workloads.get(spec.workload, spec.model_args)  # what the torch cell reads
-    if metric == "val_accuracy" and records.correct is None:
-        raise AccelbenchError(f"{spec.workload} is not a classifier: give a val_loss target")
+    records = readable(spec)
     start = time.perf_counter()
     cell = built(spec)
     device, model = cell.device, cell.model
     optimizer = _optimizer(spec)
     carry = [cell.params, device.put(optimizer.init(cell.params)), cell.state]
     step = jax.jit(partial(_step, model, optimizer, cell.compute), donate_argnums=(0, 1, 2))
-    evaluate = jax.jit(partial(_evaluated, model, cell.compute, records.correct is not None))
+    evaluated = jax.jit(partial(_evaluated, model, cell.compute, records.correct is not None))
     train_loader, held_out = split_loaders(records, spec, pin_memory=False)
     batches = (device.shard(_host(b)) for b in endless(train_loader))
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
@@ -59,44 +49,21 @@ def measure(spec: RunSpec) -> Metrics:
         carry[0], carry[1], carry[2], loss = step(*carry, batch)
         return loss
 
-    timer, raw, curve, eval_s = device.timer(), Raw(), list[EvalPoint](), 0.0
-    meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
-    device.reset_peak_memory()
-    device.synchronize()
-    measure_start = time.perf_counter()
-    meter.start()
-    monitor.start()
-    while True:
-        epoch_start, losses = time.perf_counter(), []
-        timer.mark()
-        for _ in range(spec.steps_per_epoch):
-            wait_start = time.perf_counter()  # host time taking the next batch
-            batch = next(batches)
-            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-            losses.append(loss := one(batch))
-            timer.mark(loss)
-        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
-        raw.epoch_s.append(time.perf_counter() - epoch_start)
-        raw.step_loss += _floats(losses)
-        eval_start = time.perf_counter()
-        val = _held_out(evaluate, carry, held_out, device, records.correct is not None)
-        eval_s += time.perf_counter() - eval_start
-        curve.append(eval_point(spec, raw.step_loss, sum(raw.epoch_s), num_train, val))
-        ended = outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
-        if ended is not None:
-            break
-    # Evaluations included: the energy the whole run took, and what else ran meanwhile.
-    raw.energy, raw.host = meter.stop(), monitor.stop()
-    raw.measure_s = time.perf_counter() - measure_start
+    def evaluate() -> tuple[float, float | None]:
+        return _held_out(evaluated, carry, held_out, device, records.correct is not None)
+
+    run = to_target(spec, device, batches, one, _floats, evaluate, num_train)
+    raw = run.raw
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves(carry)) / 2**30
     raw.host_rss = host_peak_rss_gib()
     flops = xla_flops(spec, model, device, step, (*carry, next(batches)))
     metrics = build_metrics(
-        spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops, metered_from_epoch=0
+        spec, model, raw, [], timer=run.timer, build_s=build_s, flops=flops, metered_from_epoch=0
     )
     num_held_out = len(held_out.dataset)  # type: ignore[arg-type]
-    record = run_record(spec, ended, curve, raw.step_loss, eval_s, (num_train, num_held_out))
+    items = (num_train, num_held_out)
+    record = run_record(spec, run.ended, run.curve, raw.step_loss, run.eval_s, items)
     return metrics.model_copy(
         update={"record": record, "trainable_params": models.num_params(carry[0])}
     )

@@ -8,6 +8,7 @@ counts differently from both torch's counter and XLA's."""
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import os
 import time
@@ -108,9 +109,13 @@ def _imported() -> tuple[Any, Any]:
     set by the cell from --threads or the host's free CPUs) before any op runs."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     os.environ["KERAS_BACKEND"] = "tensorflow"
+    import torch
+
+    # Triton, which torch._dynamo imports (torchvision's ops do, reading --data), crashes the
+    # process if it is imported after TensorFlow: imported first (the cell server has already).
+    importlib.import_module("torch._dynamo")
     import keras
     import tensorflow as tf
-    import torch
 
     threads = torch.get_num_threads()
     tf.config.threading.set_intra_op_parallelism_threads(threads)

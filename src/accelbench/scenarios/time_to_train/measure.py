@@ -18,10 +18,14 @@ import itertools
 import math
 import statistics
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
+from accelbench import workloads
+from accelbench.engines import Device, TimerMethod
 from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
 from accelbench.execution.data import split_loaders
@@ -41,8 +45,7 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     own = TimeToTrainSettings.of(spec)
     assert own.target is not None, "the spec requires a target for time-to-train"
     metric, op, goal = parse_target(own.target)  # checked when the spec was made
-    if metric == "val_accuracy" and workload.correct is None:
-        raise AccelbenchError(f"{spec.workload} is not a classifier: give a val_loss target")
+    _check_target(spec, workload)
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
     engine = TorchEngine(workload, spec, device)
@@ -91,6 +94,80 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
     num_held_out = len(held_out.dataset)  # type: ignore[arg-type]
     record = run_record(spec, ended, curve, raw.step_loss, eval_s, (num_train, num_held_out))
     return metrics.model_copy(update={"record": record})
+
+
+def readable(spec: RunSpec) -> Workload:
+    """The torch workload of the cell's name: the records (--data) and held-out split that
+    another engine's run reads, as torch's does."""
+    workload = workloads.get(spec.workload, spec.model_args)
+    _check_target(spec, workload)
+    return workload
+
+
+def _check_target(spec: RunSpec, workload: Workload) -> None:
+    target = TimeToTrainSettings.of(spec).target
+    if target is not None and parse_target(target)[0] == "val_accuracy" and not workload.correct:
+        raise AccelbenchError(f"{spec.workload} is not a classifier: give a val_loss target")
+
+
+@dataclass
+class Run:
+    """What a run of lagged steps to its target measured (to_target)."""
+
+    raw: Raw
+    curve: list[EvalPoint]
+    ended: tuple[Outcome, str]
+    eval_s: float
+    timer: TimerMethod
+
+
+def to_target(
+    spec: RunSpec,
+    device: Device,
+    batches: Iterator[Any],
+    step: Callable[[Any], Any],
+    floats: Callable[[list[Any]], list[float]],
+    evaluate: Callable[[], tuple[float, float | None]],
+    num_train: int,
+) -> Run:
+    """Epochs of an engine that dispatches steps asynchronously (JAX's, TensorFlow's) until the
+    run ends (outcome): `step(batch)` dispatches one and returns its loss unwaited, timed by the
+    device's lagged timer as the train scenario's lagged_epochs times them; after each epoch its
+    losses are read back (`floats`) and `evaluate()` gives the held-out loss and accuracy on a
+    clock of its own, left out of the training clock. Energy and the host's activity are
+    metered over the whole run, evaluations included, as torch's run meters them."""
+    own = TimeToTrainSettings.of(spec)
+    assert own.target is not None, "the spec requires a target for time-to-train"
+    metric, op, goal = parse_target(own.target)
+    timer, raw, curve, eval_s = device.timer(), Raw(), list[EvalPoint](), 0.0
+    meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
+    device.reset_peak_memory()
+    device.synchronize()
+    measure_start = time.perf_counter()
+    meter.start()
+    monitor.start()
+    while True:
+        epoch_start, losses = time.perf_counter(), []
+        timer.mark()
+        for _ in range(spec.steps_per_epoch):
+            wait_start = time.perf_counter()  # host time taking the next batch
+            batch = next(batches)
+            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+            losses.append(loss := step(batch))
+            timer.mark(loss)
+        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+        raw.epoch_s.append(time.perf_counter() - epoch_start)
+        raw.step_loss += floats(losses)
+        eval_start = time.perf_counter()
+        val = evaluate()
+        eval_s += time.perf_counter() - eval_start
+        curve.append(eval_point(spec, raw.step_loss, sum(raw.epoch_s), num_train, val))
+        ended = outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
+        if ended is not None:
+            break
+    raw.energy, raw.host = meter.stop(), monitor.stop()
+    raw.measure_s = time.perf_counter() - measure_start
+    return Run(raw, curve, ended, eval_s, timer.method)
 
 
 def run_record(

@@ -1,0 +1,94 @@
+"""The time-to-train scenario under TensorFlow: the train scenario's tf.function step
+(train.training_step) on real data until a held-out metric reaches its target, run as torch's
+and JAX's runs are (scenarios/time_to_train/measure.to_target), so that the frameworks' times to
+the same target on the same records compare like with like.
+
+The records are the torch workload's of the same name (execution.data.split_loaders: what it
+reads, how it prepares them, its held-out split), each batch as numpy arrays, images channels
+last as the Keras models take them; a classifier's targets are its labels, the autoencoder's its
+images. After each epoch the held-out split is evaluated by a tf.function forward pass on a
+clock of its own. FLOPs are not counted (train.py says why). One process."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from accelbench.engines.tensorflow import models
+from accelbench.engines.tensorflow.train import _optimizer, built, training_step
+from accelbench.errors import AccelbenchError
+from accelbench.execution.data import split_loaders
+from accelbench.execution.device import host_peak_rss_gib
+from accelbench.records.metrics import Metrics
+from accelbench.records.spec import RunSpec
+from accelbench.scenarios.epochs import build_metrics
+from accelbench.scenarios.time_to_train.measure import endless, readable, run_record, to_target
+
+
+def measure(spec: RunSpec) -> Metrics:
+    records = readable(spec)
+    classifier = records.correct is not None
+    start = time.perf_counter()
+    tf, device, chosen = built(spec)
+    import keras
+
+    with tf.device(device.name):
+        model, loss_fn = chosen.build(), chosen.loss()
+        step = training_step(tf, model, loss_fn, _optimizer(spec, keras))
+
+        @tf.function
+        def evaluated(x: Any, y: Any) -> tuple[Any, Any]:
+            out = model(x, training=False)
+            loss = tf.cast(loss_fn(y, out), tf.float32) * tf.cast(tf.shape(x)[0], tf.float32)
+            if not classifier:
+                return loss, tf.zeros(())
+            labelled = tf.argmax(out, -1, output_type=tf.int32) == tf.cast(y, tf.int32)
+            return loss, tf.reduce_sum(tf.cast(labelled, tf.float32))
+
+        train_loader, held_out = split_loaders(records, spec, pin_memory=False)
+        batches = (_host(b, classifier) for b in endless(train_loader))
+        num_train = len(train_loader.dataset)  # type: ignore[arg-type]
+        build_s = time.perf_counter() - start
+
+        def evaluate() -> tuple[float, float | None]:
+            """Mean loss over the held-out split, and the share a classifier labels right (None
+            for others), as torch's TorchEngine.evaluate gives them."""
+            total, right, items = 0.0, 0.0, 0
+            for batch in held_out:
+                x, y = _host(batch, classifier)
+                loss, correct = evaluated(x, y)
+                total, right, items = total + float(loss), right + float(correct), items + len(x)
+            return total / items, (right / items if classifier else None)
+
+        run = to_target(
+            spec,
+            device,
+            batches,
+            lambda b: step(*b),
+            lambda got: [float(x) for x in got],
+            evaluate,
+            num_train,
+        )
+    raw = run.raw
+    raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
+    raw.host_rss = host_peak_rss_gib()
+    metrics = build_metrics(
+        spec, chosen, raw, [], timer=run.timer, build_s=build_s, flops=None, metered_from_epoch=0
+    )
+    items = (num_train, len(held_out.dataset))  # type: ignore[arg-type]
+    record = run_record(spec, run.ended, run.curve, raw.step_loss, run.eval_s, items)
+    return metrics.model_copy(
+        update={"record": record, "trainable_params": models.trainable(model)}
+    )
+
+
+def _host(batch: dict[str, Any], classifier: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A torch workload's batch as a Keras model's (inputs, targets): images channels last."""
+    inputs = [name for name in batch if name != "label"]
+    if len(inputs) != 1:
+        raise AccelbenchError(f"Keras models take one input and a label, not {sorted(batch)}")
+    x = batch[inputs[0]].numpy()
+    x = x.transpose(0, 2, 3, 1) if x.ndim == 4 else x  # NCHW -> NHWC
+    return x, (batch["label"].numpy() if classifier else x)
