@@ -84,7 +84,8 @@ class LaggedTimer:
 
     A mark waits for the step before the one just dispatched, so one step stays queued and the
     device never drains, and `intervals_ms` waits for the window's last step; the first interval
-    runs from the window's first mark to its first step's end. Once a window has shown steps
+    runs from the window's first mark to its first step's end. A step the device says is done
+    as its dispatch returns (TensorFlow's on a CPU runs as it is called) ends at its own mark. Once a window has shown steps
     shorter than SPAN_MS, marks wait only every `stride` steps (enough steps to last SPAN_MS),
     and each step of a stride is given the stride's mean: a wait costs tens of microseconds of
     host time (about 30 us on a 2-core CPU), a third of a 0.1 ms step. The first window (the compilation, and the steps it is told apart by)
@@ -107,17 +108,25 @@ class LaggedTimer:
         if pending is None:  # a window's first mark: nothing queued yet
             self._ends.append((time.perf_counter(), self._dispatched))
             return
+        self.device.latest = pending
+        if self.device.done(pending):  # it ran as it was dispatched: it ends now
+            self._pending = None
+            self._dispatched += 1
+            if self._dispatched - self._ends[-1][1] >= self.stride:
+                self._ends.append((time.perf_counter(), self._dispatched))
+            return
         if self._pending is not None and self._dispatched - self._ends[-1][1] >= self.stride:
             self.device.wait(self._pending)
             self._ends.append((time.perf_counter(), self._dispatched))
-        self._pending = self.device.latest = pending
+        self._pending = pending
         self._dispatched += 1
 
     def intervals_ms(self) -> list[float]:
         if self._pending is not None:
             self.device.wait(self._pending)
-            self._ends.append((time.perf_counter(), self._dispatched))
             self._pending = None
+        if self._ends and self._ends[-1][1] < self._dispatched:
+            self._ends.append((time.perf_counter(), self._dispatched))
         ends, self._ends = self._ends, []
         steps = [
             (b - a) * 1e3 / (n - m)
@@ -140,6 +149,12 @@ class LaggedDevice:
 
     def wait(self, output: Any) -> None:
         raise NotImplementedError
+
+    def done(self, output: Any) -> bool:
+        """Whether the step that made `output` had ended when its dispatch returned (an engine
+        that runs a step as it is called): its timer then marks its end at once, rather than
+        at the next step's mark, which would give one step two steps' time and the last none."""
+        return False
 
     def synchronize(self) -> None:
         if self.latest is not None:
