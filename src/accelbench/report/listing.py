@@ -37,7 +37,8 @@ from accelbench.report.roles import Kind, Point, Role, roles
 
 VERSION = 11
 """Made again from the records when it changes: raise it with any change to what a listing
-holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line)."""
+holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line),
+or to a CSV's flat row (report.tabular.flat), which is stored, made again and trusted with it."""
 
 NAME = "\x00"
 """Where a line names its cell: the name depends on the listing's knobs, so it is put in when
