@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import torch
 
 from accelbench import scenarios
-from accelbench.engines import Device, TimerMethod
+from accelbench.engines import Device, Timer, TimerMethod
 from accelbench.errors import one_line
 from accelbench.execution import device as dev
 from accelbench.execution import distributed, efficiency, interruption, progress, sharding
@@ -76,16 +76,26 @@ def lagged_epochs(
     epoch held JAX's 0.1 ms tiny_mlp steps to 0.8 of a bare loop). Returns the timer's method."""
     timer, losses = device.timer(), []
     for _ in measured_epochs(spec, device, raw):
-        timer.mark()
-        for _ in range(spec.steps_per_epoch):
-            wait_start = time.perf_counter()  # host time making the next batch
-            batch = next(batches)
-            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-            losses.append(loss := step(batch))
-            timer.mark(loss)
-        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+        losses += lagged_epoch(spec, timer, raw, batches, step)
     raw.step_loss = floats(losses)
     return timer.method
+
+
+def lagged_epoch(
+    spec: RunSpec, timer: Timer, raw: Raw, batches: Iterator[Any], step: Callable[[Any], Any]
+) -> list[Any]:
+    """One epoch of such an engine's steps, each step's input wait and time into raw; returns
+    their losses, not read back."""
+    losses = []
+    timer.mark()
+    for _ in range(spec.steps_per_epoch):
+        wait_start = time.perf_counter()  # host time making the next batch
+        batch = next(batches)
+        raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
+        losses.append(loss := step(batch))
+        timer.mark(loss)
+    raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+    return losses
 
 
 @dataclass

@@ -27,7 +27,7 @@ from accelbench.execution.data import split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.epochs import build_metrics
+from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epoch
 from accelbench.scenarios.time_to_train.measure import endless, readable, run_record, to_target
 
 
@@ -52,14 +52,18 @@ def measure(spec: RunSpec) -> Metrics:
     def evaluate() -> tuple[float, float | None]:
         return _held_out(evaluated, carry, held_out, device, records.correct is not None)
 
-    run = to_target(spec, device, batches, one, _floats, evaluate, num_train)
-    raw = run.raw
+    timer, raw = device.timer(), Raw()
+
+    def epoch() -> None:
+        raw.step_loss += _floats(lagged_epoch(spec, timer, raw, batches, one))
+
+    run = to_target(spec, device, raw, epoch, evaluate, num_train)
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves(carry)) / 2**30
     raw.host_rss = host_peak_rss_gib()
     flops = xla_flops(spec, model, device, step, (*carry, next(batches)))
     metrics = build_metrics(
-        spec, model, raw, [], timer=run.timer, build_s=build_s, flops=flops, metered_from_epoch=0
+        spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops, metered_from_epoch=0
     )
     num_held_out = len(held_out.dataset)  # type: ignore[arg-type]
     items = (num_train, num_held_out)

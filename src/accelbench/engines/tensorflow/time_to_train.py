@@ -23,7 +23,7 @@ from accelbench.execution.data import split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.epochs import build_metrics
+from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epoch
 from accelbench.scenarios.time_to_train.measure import endless, readable, run_record, to_target
 
 
@@ -62,20 +62,17 @@ def measure(spec: RunSpec) -> Metrics:
                 total, right, items = total + float(loss), right + float(correct), items + len(x)
             return total / items, (right / items if classifier else None)
 
-        run = to_target(
-            spec,
-            device,
-            batches,
-            lambda b: step(*b),
-            lambda got: [float(x) for x in got],
-            evaluate,
-            num_train,
-        )
-    raw = run.raw
+        timer, raw = device.timer(), Raw()
+
+        def epoch() -> None:
+            losses = lagged_epoch(spec, timer, raw, batches, lambda b: step(*b))
+            raw.step_loss += [float(x) for x in losses]
+
+        run = to_target(spec, device, raw, epoch, evaluate, num_train)
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.host_rss = host_peak_rss_gib()
     metrics = build_metrics(
-        spec, chosen, raw, [], timer=run.timer, build_s=build_s, flops=None, metered_from_epoch=0
+        spec, chosen, raw, [], timer=timer.method, build_s=build_s, flops=None, metered_from_epoch=0
     )
     items = (num_train, len(held_out.dataset))  # type: ignore[arg-type]
     record = run_record(spec, run.ended, run.curve, raw.step_loss, run.eval_s, items)

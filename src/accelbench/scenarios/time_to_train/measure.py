@@ -20,12 +20,11 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from accelbench import workloads
-from accelbench.engines import Device, TimerMethod
+from accelbench.engines import Device
 from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
 from accelbench.execution.data import split_loaders
@@ -42,9 +41,6 @@ from accelbench.workload import Batch, Workload
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
-    own = TimeToTrainSettings.of(spec)
-    assert own.target is not None, "the spec requires a target for time-to-train"
-    metric, op, goal = parse_target(own.target)  # checked when the spec was made
     _check_target(spec, workload)
     torch.manual_seed(spec.seed)
     start = time.perf_counter()
@@ -54,30 +50,16 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
 
     timer = dev.StepTimer(device)
     losses = torch.empty(spec.steps_per_epoch, device=device)
-    raw, curve = Raw(), []
-    batches = endless(train_loader)
+    raw, batches = Raw(), endless(train_loader)
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
-    eval_s = 0.0
-    meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
-    dev.reset_peak_memory(device)
-    dev.synchronize(device)
-    measure_start = time.perf_counter()
-    meter.start()
-    monitor.start()
-    while True:
-        epoch_start = time.perf_counter()
-        train_epoch(spec, engine, batches, timer, losses, raw)
-        raw.epoch_s.append(time.perf_counter() - epoch_start)
-        eval_start = time.perf_counter()
-        val = engine.evaluate(held_out, workload.correct)
-        eval_s += time.perf_counter() - eval_start
-        curve.append(eval_point(spec, raw.step_loss, sum(raw.epoch_s), num_train, val))
-        ended = outcome(spec, raw.step_loss, curve[-1], metric, op, goal)
-        if ended is not None:
-            break
-    # Evaluations included: the energy the whole run took, and what else ran meanwhile.
-    raw.energy, raw.host = meter.stop(), monitor.stop()
-    raw.measure_s = time.perf_counter() - measure_start
+    run = to_target(
+        spec,
+        device,
+        raw,
+        lambda: train_epoch(spec, engine, batches, timer, losses, raw),
+        lambda: engine.evaluate(held_out, workload.correct),
+        num_train,
+    )
     raw.peak_allocated, raw.peak_reserved = dev.peak_memory_gib(device)
     flops = count_flops(spec, workload, engine, next(iter(train_loader)), device)
     raw.host_rss = dev.host_peak_rss_gib()
@@ -92,7 +74,8 @@ def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
         metered_from_epoch=0,
     )
     num_held_out = len(held_out.dataset)  # type: ignore[arg-type]
-    record = run_record(spec, ended, curve, raw.step_loss, eval_s, (num_train, num_held_out))
+    items = (num_train, num_held_out)
+    record = run_record(spec, run.ended, run.curve, raw.step_loss, run.eval_s, items)
     return metrics.model_copy(update={"record": record})
 
 
@@ -112,34 +95,31 @@ def _check_target(spec: RunSpec, workload: Workload) -> None:
 
 @dataclass
 class Run:
-    """What a run of lagged steps to its target measured (to_target)."""
+    """How a run to its target went (to_target)."""
 
-    raw: Raw
     curve: list[EvalPoint]
     ended: tuple[Outcome, str]
     eval_s: float
-    timer: TimerMethod
 
 
 def to_target(
     spec: RunSpec,
-    device: Device,
-    batches: Iterator[Any],
-    step: Callable[[Any], Any],
-    floats: Callable[[list[Any]], list[float]],
+    device: Device | torch.device,
+    raw: Raw,
+    epoch: Callable[[], None],
     evaluate: Callable[[], tuple[float, float | None]],
     num_train: int,
 ) -> Run:
-    """Epochs of an engine that dispatches steps asynchronously (JAX's, TensorFlow's) until the
-    run ends (outcome): `step(batch)` dispatches one and returns its loss unwaited, timed by the
-    device's lagged timer as the train scenario's lagged_epochs times them; after each epoch its
-    losses are read back (`floats`) and `evaluate()` gives the held-out loss and accuracy on a
-    clock of its own, left out of the training clock. Energy and the host's activity are
-    metered over the whole run, evaluations included, as torch's run meters them."""
+    """Epochs until the run ends (outcome), any engine's: `epoch()` runs one epoch's steps, its
+    step times and losses into raw; after each, `evaluate()` gives the held-out loss and accuracy
+    on a clock of its own, left out of the training clock. Energy and the host's activity are
+    metered over the whole run, evaluations included."""
     own = TimeToTrainSettings.of(spec)
     assert own.target is not None, "the spec requires a target for time-to-train"
     metric, op, goal = parse_target(own.target)
-    timer, raw, curve, eval_s = device.timer(), Raw(), list[EvalPoint](), 0.0
+    if isinstance(device, torch.device):
+        device = dev.TorchDevice(device)
+    curve, eval_s = list[EvalPoint](), 0.0
     meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
     device.reset_peak_memory()
     device.synchronize()
@@ -147,17 +127,9 @@ def to_target(
     meter.start()
     monitor.start()
     while True:
-        epoch_start, losses = time.perf_counter(), []
-        timer.mark()
-        for _ in range(spec.steps_per_epoch):
-            wait_start = time.perf_counter()  # host time taking the next batch
-            batch = next(batches)
-            raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-            losses.append(loss := step(batch))
-            timer.mark(loss)
-        raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
+        epoch_start = time.perf_counter()
+        epoch()
         raw.epoch_s.append(time.perf_counter() - epoch_start)
-        raw.step_loss += floats(losses)
         eval_start = time.perf_counter()
         val = evaluate()
         eval_s += time.perf_counter() - eval_start
@@ -167,7 +139,7 @@ def to_target(
             break
     raw.energy, raw.host = meter.stop(), monitor.stop()
     raw.measure_s = time.perf_counter() - measure_start
-    return Run(raw, curve, ended, eval_s, timer.method)
+    return Run(curve, ended, eval_s)
 
 
 def run_record(
