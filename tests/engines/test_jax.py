@@ -159,6 +159,19 @@ def test_both_frameworks_train_to_a_held_out_target_on_the_same_records(tmp_path
     assert "jax fp32" in done.output  # the time-to-train table names the framework
 
 
+def test_jax_trains_on_the_torch_workloads_records(tmp_path: Path) -> None:
+    """--data: the records torch's cell reads, as numpy batches."""
+    db = tmp_path / "r.sqlite"
+    args = ["run", "lenet5", "--framework", "jax", "--data", "sklearn:digits", "--batch-size", "8"]
+    done = CliRunner().invoke(app, [*args, *QUICK, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    (result,) = ResultStore(db).query()
+    m = result.metrics
+    assert result.status == "ok" and m is not None, result.reason
+    assert result.spec.data == "sklearn:digits" and len(m.step_ms) == len(m.input_wait_ms) == 12
+    assert all(math.isfinite(loss) for loss in m.loss)
+
+
 def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
     db = tmp_path / "r.sqlite"
     args = ["run", "tiny_mlp", "--framework", "jax", "--replicas", "2", "--batch-size", "4"]
@@ -177,7 +190,10 @@ def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["lenet5", "--framework", "jax", "--scenario", "generate"], "infer, time-to-train, not"),
-        (["lenet5", "--framework", "jax", "--data", "sklearn:digits"], "leave out --data"),
+        (
+            ["lenet5", "--framework", "jax", "--scenario", "infer", "--data", "sklearn:digits"],
+            "leave out --data",
+        ),
         (
             [
                 "lenet5",

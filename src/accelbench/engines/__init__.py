@@ -223,8 +223,9 @@ def one_device(
 ) -> None:
     """The rules an engine besides torch has so far: one process (or, where it has `replicas`,
     data-parallel replicas, a process each), on a CPU or a CUDA GPU, none of the options no such
-    engine has built yet (--data but where it `reads_data`), and none it lacks itself (`lacks`:
-    each option with whether the spec gives it)."""
+    engine has built yet (--data but where it `reads_data`: a built-in workload's records, which
+    the torch workload reads), and none it lacks itself (`lacks`: each option with whether the
+    spec gives it)."""
     sharded = spec.fsdp or spec.tensor_parallel > 1 or spec.pipeline_stages > 1
     if sharded or (spec.distributed and not replicas):
         raise ValueError(
@@ -239,7 +240,8 @@ def one_device(
     if spec.device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"--framework {name} runs on cpu or cuda, not {spec.device}")
     unbuilt = {
-        "--data": spec.data is not None and not reads_data,
+        "--data (a built-in workload's records)": spec.data is not None
+        and (not reads_data or workloads.is_user(spec.workload)),
         "--workers": spec.workers != 0,
         "--grad-accum": spec.grad_accum > 1,
         "--recompute": spec.recompute,

@@ -16,7 +16,8 @@ Time-to-train holds out every HELD_OUT_EVERY-th record for validation (split_loa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import itertools
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -141,6 +142,23 @@ def make_loader(
         pin_memory=pin_memory,
         drop_last=True,
     )
+
+
+def endless(loader: Iterable[Batch]) -> Iterator[Batch]:
+    """Batches of pass after pass over a loader, each pass in its own order."""
+    for _ in itertools.count():
+        yield from loader
+
+
+def as_numpy(batch: Batch) -> dict[str, Any]:
+    """A workload's batch as numpy arrays, its one input named "x" beside its "label": what
+    another framework's model of the same name takes (engines/)."""
+    inputs = [name for name in batch if name != "label"]
+    if len(inputs) != 1:
+        raise AccelbenchError(
+            f"another framework's model takes one input and a label, not {sorted(batch)}"
+        )
+    return {"x" if name == inputs[0] else name: t.numpy() for name, t in batch.items()}
 
 
 class SyntheticDataset(Dataset[Batch]):

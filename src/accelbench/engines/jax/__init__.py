@@ -27,8 +27,10 @@ def _rules(spec: RunSpec) -> None:
         "--compile (jax compiles every step)": spec.compile,
         "--channels-last": spec.channels_last,
     }
-    # infer runs one process: its own rule; so does time-to-train, which reads --data.
-    one_device("jax", spec, lacks, replicas=True, reads_data=spec.scenario == "time-to-train")
+    # infer and time-to-train run one process: their own rules. Training reads --data.
+    one_device(
+        "jax", spec, lacks, replicas=True, reads_data=spec.scenario in ("train", "time-to-train")
+    )
 
 
 FRAMEWORK = Framework(

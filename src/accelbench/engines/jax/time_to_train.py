@@ -18,17 +18,15 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from accelbench.engines.jax import models
 from accelbench.engines.jax.train import _floats, _optimizer, _step, built, xla_flops
-from accelbench.errors import AccelbenchError
-from accelbench.execution.data import split_loaders
+from accelbench.execution.data import as_numpy, endless, split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epoch
-from accelbench.scenarios.time_to_train.measure import endless, readable, run_record, to_target
+from accelbench.scenarios.time_to_train.measure import readable, run_record, to_target
 
 
 def measure(spec: RunSpec) -> Metrics:
@@ -41,7 +39,7 @@ def measure(spec: RunSpec) -> Metrics:
     step = jax.jit(partial(_step, model, optimizer, cell.compute), donate_argnums=(0, 1, 2))
     evaluated = jax.jit(partial(_evaluated, model, cell.compute, records.correct is not None))
     train_loader, held_out = split_loaders(records, spec, pin_memory=False)
-    batches = (device.shard(_host(b)) for b in endless(train_loader))
+    batches = (device.shard(as_numpy(b)) for b in endless(train_loader))
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
     build_s = time.perf_counter() - start
 
@@ -73,15 +71,6 @@ def measure(spec: RunSpec) -> Metrics:
     )
 
 
-def _host(batch: dict[str, Any]) -> dict[str, np.ndarray]:
-    """A torch workload's batch of tensors as the numpy arrays a JAX model takes: its input
-    (an image, features) as "x", its label as it is."""
-    inputs = [name for name in batch if name != "label"]
-    if len(inputs) != 1:
-        raise AccelbenchError(f"JAX models take one input and a label, not {sorted(batch)}")
-    return {"x" if name == inputs[0] else name: t.numpy() for name, t in batch.items()}
-
-
 def _evaluated(
     model: models.Model, compute: Any, classifier: bool, params: Any, state: Any, batch: Any
 ) -> tuple[jax.Array, jax.Array]:
@@ -104,7 +93,7 @@ def _held_out(
     params, _, state = carry
     total, right, items = 0.0, 0.0, 0
     for batch in held_out:
-        loss, correct = evaluate(params, state, device.put(_host(batch)))
+        loss, correct = evaluate(params, state, device.put(as_numpy(batch)))
         total += float(loss)
         right += float(correct)
         items += len(batch["label"])

@@ -20,10 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from accelbench import workloads
 from accelbench.engines.jax import models
 from accelbench.engines.jax.device import JaxDevice
 from accelbench.errors import one_line
 from accelbench.execution import efficiency
+from accelbench.execution.data import as_numpy, endless, make_loader
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import NO_CPU_PEAK, Flops, Metrics
 from accelbench.records.spec import RunSpec
@@ -143,15 +145,25 @@ def _optimizer(spec: RunSpec) -> Any:
 def _batches(
     spec: RunSpec, model: models.Model, rng: np.random.Generator, device: JaxDevice
 ) -> Iterator[dict[str, Any]]:
-    """Host batches made for each step (the jitted step copies them over), or with
-    inputs_on_device a few put on the device once and cycled."""
+    """Host batches for each step (the jitted step copies them over), or with inputs_on_device
+    a few put on the device once and cycled."""
+    host = _host_batches(spec, model, rng)
     if spec.inputs_on_device:
-        pool = [
-            device.shard(device.put(model.sample(rng, spec.batch_size)))
-            for _ in range(DEVICE_BATCHES)
-        ]
+        pool = [device.shard(device.put(next(host))) for _ in range(DEVICE_BATCHES)]
         return itertools.cycle(pool)
-    return (device.shard(model.sample(rng, spec.batch_size)) for _ in itertools.count())
+    return (device.shard(batch) for batch in host)
+
+
+def _host_batches(
+    spec: RunSpec, model: models.Model, rng: np.random.Generator
+) -> Iterator[dict[str, Any]]:
+    """The torch workload's records (--data), each replica its own draw, or synthetic batches
+    made for each step as torch's are."""
+    if spec.data is None:
+        return (model.sample(rng, spec.batch_size) for _ in itertools.count())
+    records = workloads.get(spec.workload, spec.model_args)
+    loader = make_loader(records, spec, pin_memory=False, rank=jax.process_index())
+    return map(as_numpy, endless(loader))
 
 
 def xla_flops(

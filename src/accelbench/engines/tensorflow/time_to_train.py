@@ -14,17 +14,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
-
 from accelbench.engines.tensorflow import models
-from accelbench.engines.tensorflow.train import _optimizer, built, training_step
-from accelbench.errors import AccelbenchError
-from accelbench.execution.data import split_loaders
+from accelbench.engines.tensorflow.train import _optimizer, built, keras_batch, training_step
+from accelbench.execution.data import endless, split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epoch
-from accelbench.scenarios.time_to_train.measure import endless, readable, run_record, to_target
+from accelbench.scenarios.time_to_train.measure import readable, run_record, to_target
 
 
 def measure(spec: RunSpec) -> Metrics:
@@ -48,7 +45,7 @@ def measure(spec: RunSpec) -> Metrics:
             return loss, tf.reduce_sum(tf.cast(labelled, tf.float32))
 
         train_loader, held_out = split_loaders(records, spec, pin_memory=False)
-        batches = (_host(b, classifier) for b in endless(train_loader))
+        batches = (keras_batch(b, classifier) for b in endless(train_loader))
         num_train = len(train_loader.dataset)  # type: ignore[arg-type]
         build_s = time.perf_counter() - start
 
@@ -57,7 +54,7 @@ def measure(spec: RunSpec) -> Metrics:
             for others), as torch's TorchEngine.evaluate gives them."""
             total, right, items = 0.0, 0.0, 0
             for batch in held_out:
-                x, y = _host(batch, classifier)
+                x, y = keras_batch(batch, classifier)
                 loss, correct = evaluated(x, y)
                 total, right, items = total + float(loss), right + float(correct), items + len(x)
             return total / items, (right / items if classifier else None)
@@ -79,13 +76,3 @@ def measure(spec: RunSpec) -> Metrics:
     return metrics.model_copy(
         update={"record": record, "trainable_params": models.trainable(model)}
     )
-
-
-def _host(batch: dict[str, Any], classifier: bool) -> tuple[np.ndarray, np.ndarray]:
-    """A torch workload's batch as a Keras model's (inputs, targets): images channels last."""
-    inputs = [name for name in batch if name != "label"]
-    if len(inputs) != 1:
-        raise AccelbenchError(f"Keras models take one input and a label, not {sorted(batch)}")
-    x = batch[inputs[0]].numpy()
-    x = x.transpose(0, 2, 3, 1) if x.ndim == 4 else x  # NCHW -> NHWC
-    return x, (batch["label"].numpy() if classifier else x)

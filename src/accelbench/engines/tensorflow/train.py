@@ -17,12 +17,15 @@ from typing import Any
 
 import numpy as np
 
+from accelbench import workloads
 from accelbench.engines import LaggedDevice
 from accelbench.engines.tensorflow import models
+from accelbench.execution.data import as_numpy, endless, make_loader
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epochs
+from accelbench.workload import Batch
 
 DEVICE_BATCHES = 4
 """Distinct batches cycled with inputs_on_device, as torch's train scenario cycles them."""
@@ -149,12 +152,24 @@ def _optimizer(spec: RunSpec, keras: Any) -> Any:
 def batches(
     spec: RunSpec, model: models.Model, rng: np.random.Generator, tf: Any
 ) -> Iterator[tuple[Any, Any]]:
-    """Host batches made for each step, or with inputs_on_device a few made tensors on the
-    device once and cycled."""
+    """Host batches for each step: the torch workload's records (--data) or synthetic ones made
+    for each step as torch's are; with inputs_on_device a few made tensors on the device once
+    and cycled."""
+    if spec.data is None:
+        host = (model.sample(rng, spec.batch_size) for _ in itertools.count())
+    else:
+        records = workloads.get(spec.workload, spec.model_args)
+        loader = make_loader(records, spec, pin_memory=False)
+        host = (keras_batch(b, records.correct is not None) for b in endless(loader))
     if spec.inputs_on_device:
-        pool = [
-            tuple(tf.constant(a) for a in model.sample(rng, spec.batch_size))
-            for _ in range(DEVICE_BATCHES)
-        ]
+        pool = [tuple(tf.constant(a) for a in next(host)) for _ in range(DEVICE_BATCHES)]
         return itertools.cycle(pool)
-    return (model.sample(rng, spec.batch_size) for _ in itertools.count())
+    return host
+
+
+def keras_batch(batch: Batch, classifier: bool) -> tuple[np.ndarray, np.ndarray]:
+    """A torch workload's batch as a Keras model's (inputs, targets): images channels last; a
+    classifier's targets its labels, another's (the autoencoder's) its inputs."""
+    found = as_numpy(batch)
+    x = found["x"].transpose(0, 2, 3, 1) if found["x"].ndim == 4 else found["x"]  # NCHW -> NHWC
+    return x, (found["label"] if classifier else x)

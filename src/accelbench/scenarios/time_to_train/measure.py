@@ -14,11 +14,10 @@ holds optimizer steps only. The run ends at the first evaluation that
 
 from __future__ import annotations
 
-import itertools
 import math
 import statistics
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -27,7 +26,7 @@ from accelbench import workloads
 from accelbench.engines import Device
 from accelbench.errors import AccelbenchError
 from accelbench.execution import device as dev
-from accelbench.execution.data import split_loaders
+from accelbench.execution.data import endless, split_loaders
 from accelbench.execution.engine import TorchEngine
 from accelbench.execution.meters.energy import EnergyMeter
 from accelbench.execution.meters.host import HostMonitor
@@ -37,7 +36,7 @@ from accelbench.records.targets import parse_target
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
 from accelbench.scenarios.time_to_train import EvalPoint, Outcome, TimeToTrain, TimeToTrainSettings
 from accelbench.scenarios.train.measure import train_epoch
-from accelbench.workload import Batch, Workload
+from accelbench.workload import Workload
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
@@ -176,12 +175,6 @@ def run_record(
         max_loss_step=max_step,
         curve=curve,
     )
-
-
-def endless(loader: Iterable[Batch]) -> Iterator[Batch]:
-    """Batches of pass after pass over the training split, each pass in a new order."""
-    for _ in itertools.count():
-        yield from loader
 
 
 def eval_point(
