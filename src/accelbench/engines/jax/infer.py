@@ -14,7 +14,7 @@ import jax
 import numpy as np
 
 from accelbench.engines.jax import models
-from accelbench.engines.jax.train import built, xla_flops
+from accelbench.engines.jax.train import built, forward, xla_flops
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
@@ -58,8 +58,5 @@ def measure(spec: RunSpec) -> Metrics:
 
 def _answer(model: models.Model, compute: Any, params: Any, state: Any, batch: Any) -> jax.Array:
     """The model's output on a batch reduced by its loss, as torch's inference reduces it."""
-    params = jax.tree.map(lambda a: a.astype(compute), params)
-    x = batch["x"]
-    x = x.astype(compute) if jax.numpy.issubdtype(x.dtype, jax.numpy.floating) else x
-    out, _ = model.apply(params, state, x, False)
+    out, _ = forward(model, compute, params, state, batch, False)
     return model.loss(out, batch)

@@ -20,13 +20,18 @@ import jax
 import jax.numpy as jnp
 
 from accelbench.engines.jax import models
-from accelbench.engines.jax.train import _floats, _optimizer, _step, built, xla_flops
+from accelbench.engines.jax.train import _floats, _optimizer, _step, built, forward, xla_flops
 from accelbench.execution.data import as_numpy, endless, split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epoch
-from accelbench.scenarios.time_to_train.measure import readable, run_record, to_target
+from accelbench.scenarios.time_to_train.measure import (
+    held_out_mean,
+    readable,
+    run_record,
+    to_target,
+)
 
 
 def measure(spec: RunSpec) -> Metrics:
@@ -48,7 +53,12 @@ def measure(spec: RunSpec) -> Metrics:
         return loss
 
     def evaluate() -> tuple[float, float | None]:
-        return _held_out(evaluated, carry, held_out, device, records.correct is not None)
+        params, _, state = carry
+
+        def summed(batch: Any) -> tuple[jax.Array, jax.Array]:
+            return evaluated(params, state, device.put(as_numpy(batch)))
+
+        return held_out_mean(held_out, summed, records.correct is not None)
 
     timer, raw = device.timer(), Raw()
 
@@ -76,25 +86,7 @@ def _evaluated(
 ) -> tuple[jax.Array, jax.Array]:
     """A held-out batch's summed loss and, for a classifier, how many it labels right (its
     largest logit), in the compute dtype as training runs, the model in eval mode."""
-    p = jax.tree.map(lambda a: a.astype(compute), params)
-    x = batch["x"]
-    x = x.astype(compute) if jnp.issubdtype(x.dtype, jnp.floating) else x
-    out, _ = model.apply(p, state, x, False)
-    n = x.shape[0]
+    out, _ = forward(model, compute, params, state, batch, False)
+    n = batch["x"].shape[0]
     right = jnp.sum(jnp.argmax(out, -1) == batch["label"]) if classifier else jnp.zeros(())
     return model.loss(out, batch).astype(jnp.float32) * n, right
-
-
-def _held_out(
-    evaluate: Any, carry: list[Any], held_out: Any, device: Any, classifier: bool
-) -> tuple[float, float | None]:
-    """Mean loss over the held-out split, and the share a classifier labels right (None for
-    others), as torch's TorchEngine.evaluate gives them."""
-    params, _, state = carry
-    total, right, items = 0.0, 0.0, 0
-    for batch in held_out:
-        loss, correct = evaluate(params, state, device.put(as_numpy(batch)))
-        total += float(loss)
-        right += float(correct)
-        items += len(batch["label"])
-    return total / items, (right / items if classifier else None)

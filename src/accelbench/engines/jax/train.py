@@ -115,15 +115,24 @@ def _step(
     import optax
 
     def loss_of(p: Any) -> tuple[jax.Array, Any]:
-        p = jax.tree.map(lambda a: a.astype(compute), p)
-        x = batch["x"]  # images and features in the compute dtype, token ids as they are
-        x = x.astype(compute) if jnp.issubdtype(x.dtype, jnp.floating) else x
-        out, new_state = model.apply(p, state, x, True)
+        out, new_state = forward(model, compute, p, state, batch, True)
         return model.loss(out, batch), new_state
 
     (loss, new_state), grads = jax.value_and_grad(loss_of, has_aux=True)(params)
     updates, opt_state = optimizer.update(grads, opt_state, params)
     return optax.apply_updates(params, updates), opt_state, new_state, loss
+
+
+def forward(
+    model: models.Model, compute: Any, params: Any, state: Any, batch: Any, training: bool
+) -> tuple[jax.Array, Any]:
+    """The model's output on a batch and its state after, in the compute dtype (amp-bf16: bf16
+    copies of fp32 weights, as autocast computes): images and features cast, token ids as
+    they are."""
+    params = jax.tree.map(lambda a: a.astype(compute), params)
+    x = batch["x"]
+    x = x.astype(compute) if jnp.issubdtype(x.dtype, jnp.floating) else x
+    return model.apply(params, state, x, training)
 
 
 def _optimizer(spec: RunSpec) -> Any:

@@ -21,7 +21,12 @@ from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epoch
-from accelbench.scenarios.time_to_train.measure import readable, run_record, to_target
+from accelbench.scenarios.time_to_train.measure import (
+    held_out_mean,
+    readable,
+    run_record,
+    to_target,
+)
 
 
 def measure(spec: RunSpec) -> Metrics:
@@ -50,14 +55,10 @@ def measure(spec: RunSpec) -> Metrics:
         build_s = time.perf_counter() - start
 
         def evaluate() -> tuple[float, float | None]:
-            """Mean loss over the held-out split, and the share a classifier labels right (None
-            for others), as torch's TorchEngine.evaluate gives them."""
-            total, right, items = 0.0, 0.0, 0
-            for batch in held_out:
-                x, y = keras_batch(batch, classifier)
-                loss, correct = evaluated(x, y)
-                total, right, items = total + float(loss), right + float(correct), items + len(x)
-            return total / items, (right / items if classifier else None)
+            def summed(batch: Any) -> tuple[Any, Any]:
+                return evaluated(*keras_batch(batch, classifier))
+
+            return held_out_mean(held_out, summed, classifier)
 
         timer, raw = device.timer(), Raw()
 

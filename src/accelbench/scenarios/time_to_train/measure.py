@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -36,7 +37,7 @@ from accelbench.records.targets import parse_target
 from accelbench.scenarios.epochs import Raw, build_metrics, count_flops
 from accelbench.scenarios.time_to_train import EvalPoint, Outcome, TimeToTrain, TimeToTrainSettings
 from accelbench.scenarios.train.measure import train_epoch
-from accelbench.workload import Workload
+from accelbench.workload import Batch, Workload
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
@@ -139,6 +140,20 @@ def to_target(
     raw.energy, raw.host = meter.stop(), monitor.stop()
     raw.measure_s = time.perf_counter() - measure_start
     return Run(curve, ended, eval_s)
+
+
+def held_out_mean(
+    batches: Iterable[Batch], summed: Callable[[Batch], tuple[Any, Any]], classifier: bool
+) -> tuple[float, float | None]:
+    """Mean loss over the held-out batches, and the share a classifier labels right (None for
+    others), as torch's TorchEngine.evaluate gives them, from each batch's summed loss and the
+    number it labels right (`summed`): another engine's evaluation."""
+    total, right, items = 0.0, 0.0, 0
+    for batch in batches:
+        loss, correct = summed(batch)
+        total, right = total + float(loss), right + float(correct)
+        items += len(next(iter(batch.values())))
+    return total / items, (right / items if classifier else None)
 
 
 def run_record(
