@@ -143,5 +143,7 @@ def test_an_equal_fleet_with_repeats_calls_no_node_slow(measured: Result) -> Non
 def test_the_rank_test_is_exact_where_it_can_be() -> None:
     assert fleet.rank_p_lower([1.0, 2.0, 3.0], [float(x) for x in range(4, 16)]) == 1 / 455
     assert fleet.rank_p_lower([9.0, 9.5], [1.0, 2.0, 3.0]) == 1.0
+    # Ties count a half: U = 1.5 + 1.5 = 3, and 6 of the C(5, 2) = 10 orderings have U <= 3.
+    assert fleet.rank_p_lower([2.0, 2.0], [3.0, 1.0, 2.0]) == 0.6
     big = fleet.rank_p_lower([float(x) for x in range(30)], [x + 0.5 for x in range(30, 60)])
     assert 0 < big < 1e-9  # the normal approximation, far in the tail

@@ -23,6 +23,7 @@ RANK_ALPHA of the time. Each cell says the smallest slowdown its noise lets it f
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -217,7 +218,11 @@ def rank_p_lower(mine: list[float], others: list[float]) -> float:
     """The one-sided Wilcoxon-Mann-Whitney p-value that `mine` lie below `others`: the chance,
     were they one population, of a U (pairs where mine is above, ties half) this small. Exact
     (the U distribution by recursion) for small samples, else the normal approximation."""
-    u = sum((x > y) + 0.5 * (x == y) for x in mine for y in others)
+    ordered = sorted(others)  # U by bisection: m log n, not the m n pairs (4M at a site's 100k)
+    u = 0.0
+    for x in mine:
+        below = bisect.bisect_left(ordered, x)
+        u += below + 0.5 * (bisect.bisect_right(ordered, x, below) - below)
     m, n = len(mine), len(others)
     if m * n <= 600:
         return _u_cumulative(m, n)[math.floor(u)] / math.comb(m + n, m)
