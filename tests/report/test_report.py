@@ -8,9 +8,10 @@ import pytest
 from rich.console import Console
 
 from accelbench.cell.runner import run
-from accelbench.records.result import Result
+from accelbench.records.result import Result, cell_key
+from accelbench.records.spec import stable_hash
 from accelbench.records.stats import summarize
-from accelbench.report import cells, tables, tabular
+from accelbench.report import cells, listing, tables, tabular
 from accelbench.report import results as results_text
 from accelbench.scenarios.server import ServerMetrics, ServerTrial
 
@@ -64,6 +65,15 @@ def test_flat_row_holds_spec_and_headline_metrics() -> None:
     assert row["num_steady_steps"] == 8 - result.metrics.steady_from_step  # type: ignore[union-attr]
     header = tabular.to_csv([result]).splitlines()[0].split(",")
     assert header[:3] == ["key", "created_at", "workload"]
+
+
+def test_a_one_replica_eager_cells_keys_are_those_the_long_way_makes() -> None:
+    # Its own base and its own eager cell: the listing takes them from its other keys.
+    result = run(tiny())
+    row = listing.of(result)
+    assert row.base == stable_hash(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1))
+    assert row.eager == stable_hash(cell_key(result, compile=False))
+    assert (row.base, row.eager) == (row.alone, row.cell)
 
 
 def test_compile_payoff_in_steps() -> None:

@@ -55,9 +55,14 @@ class Scale:
 
 
 def scale(result: Result) -> Scale:
+    alone = stable_hash(cell_key(result, ignore=("grad_accum",)))
+    if result.spec.replicas == 1 and result.spec.nodes == 1:
+        base = alone  # its own one-replica cell: the same key, not made twice
+    else:
+        base = stable_hash(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1))
     return Scale(
-        alone=stable_hash(cell_key(result, ignore=("grad_accum",))),
-        base=stable_hash(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1)),
+        alone=alone,
+        base=base,
         replicas=result.spec.replicas,
         items_per_s=result.items_per_s,
         status=result.status,

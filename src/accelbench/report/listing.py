@@ -271,6 +271,7 @@ def of(result: Result) -> Listing:
 
     tokens = m is not None and m.tokens_per_item and tokens_per_item(spec)
     scaled = scaling.scale(result)
+    cell = _hashed(cell_key(result))
     return Listing(
         key=result.key,
         version=VERSION,
@@ -303,10 +304,10 @@ def of(result: Result) -> Listing:
             [rank_line(result, named)] if m and m.ranks else [],
             scenario.lines(result, named) if m else [],
         ],
-        cell=_hashed(cell_key(result)),
+        cell=cell,
         alone=scaled.alone,
         base=scaled.base,
-        eager=_hashed(cell_key(result, compile=False)),
+        eager=_hashed(cell_key(result, compile=False)) if spec.compile else cell,
         threads=scaled.threads,
         compiled=spec.compile,
         first_step_ms=m.first_step_ms if m else None,
