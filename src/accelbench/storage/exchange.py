@@ -222,11 +222,13 @@ def _is_lines_header(line: bytes) -> bool:
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object whose keys are each given once (json keeps the last of a repeated one)."""
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise ValueError(f"the key {key!r} is given twice in one object")
-        out[key] = value
+    out = dict(pairs)  # built in C; the loop below runs only for a repeated key
+    if len(out) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ValueError(f"the key {key!r} is given twice in one object")
+            seen.add(key)
     return out
 
 
