@@ -171,13 +171,15 @@ def test_the_layers_place_modules_as_documented() -> None:
 
 def _measures_elsewhere() -> dict[str, str]:
     """Each engine's measure of a scenario (another framework's half of it), by module: the
-    scenario's folder, which that module may import (its settings and record)."""
+    scenario's folder (the one its own measure is in), which that module may import (its
+    settings, its record, the kit it shares with its engines)."""
     from accelbench import engines, scenarios
 
     found = {}
     for name in engines.names():
         for scenario, target in engines.get(name).measures.items():
-            found[target.partition(":")[0]] = scenarios.get(scenario).settings.__module__
+            folder = scenarios.get(scenario).measure.partition(":")[0].rpartition(".")[0]
+            found[target.partition(":")[0]] = folder
     return found
 
 

@@ -4,6 +4,7 @@ cells measured and stored as torch's are, refusals in one line, and keys of torc
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import subprocess
@@ -18,6 +19,7 @@ from accelbench.cli import app
 from accelbench.errors import is_oom, missing_extra
 from accelbench.records.spec import RunSpec
 from accelbench.report.database import ResultStore
+from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.time_to_train import TimeToTrain
 
 if importlib.util.find_spec("jax") is None:
@@ -186,10 +188,56 @@ def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
     assert m.epochs[-1].loss_mean is not None and math.isfinite(m.epochs[-1].loss_mean)
 
 
+def test_generation_under_both_frameworks_streams_every_token(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "llama3_tiny", "--framework", "torch,jax", "--scenario", "generate"]
+    lengths = ["--prompt-tokens", "12", "--new-tokens", "5", "--batch-size", "2"]
+    done = CliRunner().invoke(app, [*args, *lengths, *QUICK, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    found = {r.spec.framework: r for r in ResultStore(db).query()}
+    assert sorted(found) == ["jax", "torch"]
+    for result in found.values():
+        m = result.metrics
+        assert result.status == "ok" and m is not None, result.reason
+        record = m.record
+        assert isinstance(record, GenerateMetrics) and record.new_tokens == 5
+        assert len(record.token_ms) == 12 and all(len(t) == 5 for t in record.token_ms)
+        assert all(a <= b for t in record.token_ms for a, b in itertools.pairwise(t))
+        assert m.tokens_per_item == 5 and record.itl_ms.n == (12 - m.steady_from_step) * 4
+    assert found["jax"].headline.unit == found["torch"].headline.unit  # type: ignore[union-attr]
+
+
+def test_the_cache_decodes_the_tokens_the_whole_sequence_gives() -> None:
+    # Greedy tokens made a token a call from the cache are those that the whole sequence, run
+    # again for each new token without a cache, makes.
+    code = """
+import jax, jax.numpy as jnp, numpy as np
+from functools import partial
+from accelbench.engines.jax import decoder, generate
+c = decoder.config("llama3_tiny")
+params = decoder.init(c, jax.random.key(0))
+ids = jnp.asarray(np.random.default_rng(0).integers(0, c.vocab, (2, 7)), jnp.int32)
+token, cache = generate._prefill(c, 7 + 6 - 1, params, ids)
+cached = [token]
+for made in range(1, 6):
+    token, cache = generate._next(c, params, token, cache, 7 + made - 1)
+    cached.append(token)
+whole = ids
+for _ in range(6):
+    nxt = jnp.argmax(decoder.logits(c, params, whole)[:, -1], -1).astype(jnp.int32)
+    whole = jnp.concatenate([whole, nxt[:, None]], 1)
+assert (np.stack(cached, 1) == np.asarray(whole[:, 7:])).all(), (cached, whole)
+print("same")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["lenet5", "--framework", "jax", "--scenario", "generate"], "infer, time-to-train, not"),
+        (["lenet5", "--framework", "jax", "--scenario", "loader"], "time-to-train, generate, not"),
+        (["lenet5", "--framework", "jax", "--scenario", "generate"], "generates with llama3_tiny"),
         (
             ["lenet5", "--framework", "jax", "--scenario", "infer", "--data", "sklearn:digits"],
             "leave out --data",

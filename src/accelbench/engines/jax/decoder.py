@@ -76,31 +76,64 @@ def _rms_norm(x: jax.Array, weight: jax.Array) -> jax.Array:
     return (scaled * weight.astype(jnp.float32)).astype(x.dtype)
 
 
-def _rope(x: jax.Array) -> jax.Array:
-    """Rotary positions over (batch, positions, heads, head_dim), the halves rotated as
-    transformers' rotate_half does."""
+def _rope(x: jax.Array, positions: jax.Array) -> jax.Array:
+    """Rotary positions over (batch, positions, heads, head_dim) at `positions`, the halves
+    rotated as transformers' rotate_half does."""
     half = x.shape[-1] // 2
     frequencies = ROPE_THETA ** (-jnp.arange(half, dtype=jnp.float32) / half)
-    angles = jnp.arange(x.shape[1], dtype=jnp.float32)[:, None] * frequencies[None, :]
+    angles = positions.astype(jnp.float32)[:, None] * frequencies[None, :]
     cos, sin = (jnp.concatenate([f(angles)] * 2, -1)[None, :, None, :] for f in (jnp.cos, jnp.sin))
     rotated = jnp.concatenate([-x[..., half:], x[..., :half]], -1)
     return (x * cos + rotated * sin).astype(x.dtype)
 
 
+Cache = list[tuple[jax.Array, jax.Array]]
+"""Each block's keys and values, (batch, the most positions, kv heads, head_dim), the positions
+not yet reached zero."""
+
+
 def logits(c: Config, params: dict[str, Any], ids: jax.Array) -> jax.Array:
+    return decoded(c, params, ids)[0]
+
+
+def decoded(
+    c: Config,
+    params: dict[str, Any],
+    ids: jax.Array,
+    cache: Cache | None = None,
+    start: int | jax.Array = 0,
+) -> tuple[jax.Array, Cache]:
+    """The logits of `ids`, at positions from `start`; with a `cache`, each block's keys and
+    values are written into it at those positions and attention reads every position up to
+    each query's (a generation's prefill, then one token a call), and the cache is returned."""
     x = params["embed"][ids]
     batch, length = ids.shape
-    for block in params["blocks"]:
+    positions = start + jnp.arange(length)
+    written: Cache = []
+    for i, block in enumerate(params["blocks"]):
         h = _rms_norm(x, block["attn_norm"])
-        q = (h @ block["q"]).reshape(batch, length, c.heads, c.head_dim)
-        k = (h @ block["k"]).reshape(batch, length, c.kv_heads, c.head_dim)
+        q = _rope((h @ block["q"]).reshape(batch, length, c.heads, c.head_dim), positions)
+        k = _rope((h @ block["k"]).reshape(batch, length, c.kv_heads, c.head_dim), positions)
         v = (h @ block["v"]).reshape(batch, length, c.kv_heads, c.head_dim)
-        attended = jax.nn.dot_product_attention(_rope(q), _rope(k), v, is_causal=True)
+        if cache is None:
+            attended = jax.nn.dot_product_attention(q, k, v, is_causal=True)
+        else:
+            at = (0, start, 0, 0)
+            keys = jax.lax.dynamic_update_slice(cache[i][0], k, at)
+            values = jax.lax.dynamic_update_slice(cache[i][1], v, at)
+            written.append((keys, values))
+            seen = jnp.arange(keys.shape[1])[None, :] <= positions[:, None]  # (queries, keys)
+            attended = jax.nn.dot_product_attention(q, keys, values, mask=seen[None, None])
         x = x + attended.reshape(batch, length, c.hidden) @ block["o"]
         h = _rms_norm(x, block["mlp_norm"])
         x = x + (jax.nn.silu(h @ block["gate"]) * (h @ block["up"])) @ block["down"]
     x = _rms_norm(x, params["norm"])
-    return x @ (params["embed"].T if c.tied else params["head"])
+    return x @ (params["embed"].T if c.tied else params["head"]), written
+
+
+def empty_cache(c: Config, batch: int, positions: int, dtype: Any) -> Cache:
+    shape = (batch, positions, c.kv_heads, c.head_dim)
+    return [(jnp.zeros(shape, dtype), jnp.zeros(shape, dtype)) for _ in range(c.layers)]
 
 
 def next_token_loss(out: jax.Array, batch: dict[str, jax.Array]) -> jax.Array:

@@ -19,10 +19,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from accelbench.engines.jax import DECODERS
 from accelbench.workloads.autoencoder import BLOCKS_PER_STAGE, BOTTLENECK_CHANNELS, WIDTHS
 
-LLAMAS = ("llama3_tiny", "llama3_2_1b", "llama3_2_3b", "llama3_1_8b")
-"""The Llama-shaped decoders (decoder.py), by the torch workloads' names."""
 Layer = tuple[Any, ...]
 """("conv", c_in, c_out, kernel, stride, padding, bias), ("up", c_in, c_out) (a transposed
 4x4 convolution, stride 2, padding 1: twice the height and width), ("bn", channels),
@@ -152,7 +151,7 @@ MODELS: dict[str, Callable[[], Model]] = {
         _cross_entropy,
     ),
     "autoencoder": lambda: layered(_autoencoder(), _images, _reconstruction),
-    **{name: partial(_llama, name) for name in LLAMAS},
+    **{name: partial(_llama, name) for name in DECODERS},
 }
 
 
