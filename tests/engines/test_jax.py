@@ -161,17 +161,23 @@ def test_both_frameworks_train_to_a_held_out_target_on_the_same_records(tmp_path
     assert "jax fp32" in done.output  # the time-to-train table names the framework
 
 
-def test_jax_trains_on_the_torch_workloads_records(tmp_path: Path) -> None:
+def test_jax_trains_and_infers_on_the_torch_workloads_records(tmp_path: Path) -> None:
     """--data: the records torch's cell reads, as numpy batches."""
     db = tmp_path / "r.sqlite"
     args = ["run", "lenet5", "--framework", "jax", "--data", "sklearn:digits", "--batch-size", "8"]
-    done = CliRunner().invoke(app, [*args, *QUICK, "--db", str(db)])
-    assert done.exit_code == 0, done.output
-    (result,) = ResultStore(db).query()
-    m = result.metrics
-    assert result.status == "ok" and m is not None, result.reason
-    assert result.spec.data == "sklearn:digits" and len(m.step_ms) == len(m.input_wait_ms) == 12
-    assert all(math.isfinite(loss) for loss in m.loss)
+    for scenario in ("train", "infer"):
+        done = CliRunner().invoke(app, [*args, "--scenario", scenario, *QUICK, "--db", str(db)])
+        assert done.exit_code == 0, done.output
+    found = {r.spec.scenario: r for r in ResultStore(db).query()}
+    for result in found.values():
+        m = result.metrics
+        assert result.status == "ok" and m is not None, result.reason
+        assert result.spec.data == "sklearn:digits" and len(m.step_ms) == len(m.input_wait_ms) == 12
+        assert all(math.isfinite(loss) for loss in m.loss)
+    # Inference of untrained weights: each answer is the loss on the digits' own labels, over
+    # the eight query batches taken from them, and not the same for each.
+    answered = found["infer"].metrics
+    assert answered is not None and len(set(answered.loss[:8])) > 1
 
 
 def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
@@ -239,7 +245,10 @@ print("same")
         (["lenet5", "--framework", "jax", "--scenario", "loader"], "time-to-train, generate, not"),
         (["lenet5", "--framework", "jax", "--scenario", "generate"], "generates with llama3_tiny"),
         (
-            ["lenet5", "--framework", "jax", "--scenario", "infer", "--data", "sklearn:digits"],
+            [
+                *("llama3_tiny", "--framework", "jax", "--scenario", "generate"),
+                *("--data", "sklearn:digits"),
+            ],
             "leave out --data",
         ),
         (

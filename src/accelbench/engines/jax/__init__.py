@@ -37,10 +37,9 @@ def _rules(spec: RunSpec) -> None:
         "--compile (jax compiles every step)": spec.compile,
         "--channels-last": spec.channels_last,
     }
-    # infer and time-to-train run one process: their own rules. Training reads --data.
-    one_device(
-        "jax", spec, lacks, replicas=True, reads_data=spec.scenario in ("train", "time-to-train")
-    )
+    # infer, time-to-train and generate run one process: their own rules. All but generation
+    # (of random prompts, as torch's) read --data.
+    one_device("jax", spec, lacks, replicas=True, reads_data=spec.scenario != "generate")
 
 
 FRAMEWORK = Framework(

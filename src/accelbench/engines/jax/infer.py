@@ -14,14 +14,15 @@ import jax
 import numpy as np
 
 from accelbench.engines.jax import models
-from accelbench.engines.jax.train import built, forward, xla_flops
+from accelbench.engines.jax.train import built, forward, host_batches, xla_flops
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
 
 NUM_QUERIES = 8
-"""Distinct host batches made before timing and sent in turn, as torch's inference sends."""
+"""Distinct host batches (the records of --data, or made) taken before timing and sent in
+turn, as torch's inference sends."""
 
 
 def measure(spec: RunSpec) -> Metrics:
@@ -29,7 +30,7 @@ def measure(spec: RunSpec) -> Metrics:
     cell = built(spec)
     forward = jax.jit(partial(_answer, cell.model, cell.compute))
     rng = np.random.default_rng(spec.seed)
-    queries = [cell.model.sample(rng, spec.batch_size) for _ in range(NUM_QUERIES)]
+    queries = list(itertools.islice(host_batches(spec, cell.model, rng), NUM_QUERIES))
     if spec.inputs_on_device:
         queries = [cell.device.put(q) for q in queries]
     build_s = time.perf_counter() - start

@@ -156,18 +156,18 @@ def _batches(
 ) -> Iterator[dict[str, Any]]:
     """Host batches for each step (the jitted step copies them over), or with inputs_on_device
     a few put on the device once and cycled."""
-    host = _host_batches(spec, model, rng)
+    host = host_batches(spec, model, rng)
     if spec.inputs_on_device:
         pool = [device.shard(device.put(next(host))) for _ in range(DEVICE_BATCHES)]
         return itertools.cycle(pool)
     return (device.shard(batch) for batch in host)
 
 
-def _host_batches(
+def host_batches(
     spec: RunSpec, model: models.Model, rng: np.random.Generator
 ) -> Iterator[dict[str, Any]]:
     """The torch workload's records (--data), each replica its own draw, or synthetic batches
-    made for each step as torch's are."""
+    made for each step as torch's are (inference takes its queries from these too)."""
     if spec.data is None:
         return (model.sample(rng, spec.batch_size) for _ in itertools.count())
     records = workloads.get(spec.workload, spec.model_args)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def _rules(spec: RunSpec) -> None:
     lacks = {"--channels-last (Keras lays images out so)": spec.channels_last}
-    one_device("tensorflow", spec, lacks, reads_data=spec.scenario in ("train", "time-to-train"))
+    one_device("tensorflow", spec, lacks, reads_data=True)
 
 
 FRAMEWORK = Framework(

@@ -11,21 +11,22 @@ from typing import Any
 
 import numpy as np
 
-from accelbench.engines.tensorflow.train import built
+from accelbench.engines.tensorflow.train import built, host_batches
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
 
 NUM_QUERIES = 8
-"""Distinct host batches made before timing and sent in turn, as torch's inference sends."""
+"""Distinct host batches (the records of --data, or made) taken before timing and sent in
+turn, as torch's inference sends."""
 
 
 def measure(spec: RunSpec) -> Metrics:
     start = time.perf_counter()
     tf, device, chosen = built(spec)
     rng = np.random.default_rng(spec.seed)
-    queries = [chosen.sample(rng, spec.batch_size) for _ in range(NUM_QUERIES)]
+    queries = list(itertools.islice(host_batches(spec, chosen, rng), NUM_QUERIES))
     with tf.device(device.name):
         model, loss_fn = chosen.build(), chosen.loss()
 

@@ -152,19 +152,25 @@ def _optimizer(spec: RunSpec, keras: Any) -> Any:
 def batches(
     spec: RunSpec, model: models.Model, rng: np.random.Generator, tf: Any
 ) -> Iterator[tuple[Any, Any]]:
-    """Host batches for each step: the torch workload's records (--data) or synthetic ones made
-    for each step as torch's are; with inputs_on_device a few made tensors on the device once
-    and cycled."""
-    if spec.data is None:
-        host = (model.sample(rng, spec.batch_size) for _ in itertools.count())
-    else:
-        records = workloads.get(spec.workload, spec.model_args)
-        loader = make_loader(records, spec, pin_memory=False)
-        host = (keras_batch(b, records.correct is not None) for b in endless(loader))
+    """Host batches for each step (host_batches); with inputs_on_device a few made tensors on
+    the device once and cycled."""
+    host = host_batches(spec, model, rng)
     if spec.inputs_on_device:
         pool = [tuple(tf.constant(a) for a in next(host)) for _ in range(DEVICE_BATCHES)]
         return itertools.cycle(pool)
     return host
+
+
+def host_batches(
+    spec: RunSpec, model: models.Model, rng: np.random.Generator
+) -> Iterator[tuple[Any, Any]]:
+    """The torch workload's records (--data) or synthetic batches made for each step as
+    torch's are (inference takes its queries from these too)."""
+    if spec.data is None:
+        return (model.sample(rng, spec.batch_size) for _ in itertools.count())
+    records = workloads.get(spec.workload, spec.model_args)
+    loader = make_loader(records, spec, pin_memory=False)
+    return (keras_batch(b, records.correct is not None) for b in endless(loader))
 
 
 def keras_batch(batch: Batch, classifier: bool) -> tuple[np.ndarray, np.ndarray]:
