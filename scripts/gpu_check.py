@@ -96,6 +96,14 @@ def steps(db: Path, float8: bool = False, tensorflow: bool = False) -> list[tupl
             ],
         ),
         (
+            "Llama 3.2 1B's generation under torch and JAX: bf16, batch 1 and 16",
+            [
+                *(*accelbench, "run", "llama3_2_1b", "--scenario", "generate"),
+                *("--framework", "torch,jax", "--batch-size", "1,16", "--precision", "bf16"),
+                *("--steps-per-epoch", "5", "--device", "cuda", "--db", str(db)),
+            ],
+        ),
+        (
             "which ceiling binds the LLM runs: the bf16 matmul, the triad's memory floor",
             [*accelbench, "roofline", "--db", str(db)],
         ),
