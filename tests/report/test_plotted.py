@@ -89,10 +89,11 @@ def test_the_chosen_results_draw_the_figures_every_result_draws(site: list[Resul
     points = [point(r, verdicts[r.key]) for r in site]
     each = {name: [by_key[k] for k in keys] for name, keys in plotted.chosen(points).items()}
     assert len({r.key for rs in each.values() for r in rs}) < len(site)
-    assert drawn([], each, verdicts) == drawn(site)  # byte for byte: every line, point, flag
-    assert set(drawn(site)) >= {"batch-tiny-mlp-train", "scaling-tiny-mlp", "first-vs-steady"}
-    assert {"generation-llama3-tiny", "time-to-train-tiny-mlp"} <= set(drawn(site))
-    assert drawn(site)["efficiency-tiny-mlp"][0].endswith(
+    everything = drawn(site)  # drawn once: each drawing renders every figure
+    assert drawn([], each, verdicts) == everything  # byte for byte: every line, point, flag
+    assert set(everything) >= {"batch-tiny-mlp-train", "scaling-tiny-mlp", "first-vs-steady"}
+    assert {"generation-llama3-tiny", "time-to-train-tiny-mlp"} <= set(everything)
+    assert everything["efficiency-tiny-mlp"][0].endswith(
         "joules per item and MFU (%) against batch size"
     )
 
