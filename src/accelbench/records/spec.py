@@ -429,7 +429,7 @@ the tables."""
 
 def _tables() -> _Tables:
     """knobs(), each scenario knob's owners and the defaults of the knobs added later (a key
-    leaves them out, 31 looked up for every key otherwise: a fifth of an import's), for the
+    leaves them out, 31 looked up for every key otherwise: a twentieth of an import's), for the
     scenarios registered now: a stored record of before the nesting holds twenty knobs of other
     scenarios, each looked up."""
     registered = scenarios.loadable()
