@@ -3,6 +3,7 @@ against servers that are down, answer garbage or never answer."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import itertools
@@ -22,11 +23,11 @@ from typing import ClassVar
 
 import httpx
 import pytest
-import torch
 from typer.testing import CliRunner
 
 from accelbench.analysis import advice, validity
 from accelbench.cli import app
+from accelbench.engines import HOST
 from accelbench.execution.meters.energy import CounterMeter, server_meter
 from accelbench.execution.meters.host import HostMonitor, server_pids
 from accelbench.records.energy import EnergyMetrics
@@ -532,7 +533,7 @@ def test_a_server_under_test_on_this_host_is_the_cells_own_work(
     assert os.getpid() in server_pids(url.replace("127.0.0.1", "localhost"))
     assert server_pids("http://192.0.2.1:8000") == []  # another host's: not ours
     spec = served_spec(endpoint=url)
-    monitor = HostMonitor(spec, torch.device("cpu"))
+    monitor = HostMonitor(spec, HOST)
     assert monitor.subject == server_pids(url)
 
 
@@ -984,3 +985,18 @@ def test_the_client_keeps_one_connection_per_request_in_flight() -> None:
     sent = sum(len(t.requests) for t in record.trials)
     assert sent >= 3 * 5 + 6 and all(r.error is None for t in record.trials for r in t.requests)
     assert connections == 3
+
+
+def test_the_client_is_measured_on_the_host_not_on_a_torch_device() -> None:
+    # A client scenario drives no device: its epochs, energy and host readings take the host
+    # (engines.HOST), and its measure names no framework.
+    tree = ast.parse(Path(serve.__file__).read_text())
+    modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "accelbench.engines" in modules
+    assert not [m for m in modules if m.split(".")[0] in ("torch", "jax", "tensorflow")]
+    timer = HOST.timer()
+    for _ in range(3):
+        timer.mark()
+    assert len(timer.intervals_ms()) == 2 and timer.intervals_ms() == []
+    assert (HOST.type, HOST.index, HOST.peak_memory_gib()) == ("cpu", None, (None, None))

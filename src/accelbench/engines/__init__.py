@@ -78,6 +78,47 @@ class Device(Place, Protocol):
         ...
 
 
+class WallTimer:
+    """Intervals between marks on the host's clock: exact where the work is done by the time a
+    mark is made (torch on a CPU; a client whose requests have ended)."""
+
+    method: TimerMethod = "wall-clock"
+
+    def __init__(self) -> None:
+        self._times: list[float] = []
+
+    def mark(self, pending: object = None) -> None:
+        self._times.append(time.perf_counter())
+
+    def intervals_ms(self) -> list[float]:
+        times, self._times = self._times, []
+        return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
+
+
+@dataclass(frozen=True)
+class Host:
+    """The host itself as the device of a scenario that drives none of its own (serve's client
+    of a server): the meters read its CPUs, nothing is queued, there is no device memory."""
+
+    type: str = "cpu"
+    index: int | None = None
+
+    def synchronize(self) -> None:
+        """Nothing to wait for: the host's work is done as each call returns."""
+
+    def timer(self) -> WallTimer:
+        return WallTimer()
+
+    def reset_peak_memory(self) -> None:
+        """No device memory to reset."""
+
+    def peak_memory_gib(self) -> tuple[float | None, float | None]:
+        return None, None
+
+
+HOST = Host()
+
+
 class LaggedTimer:
     """Intervals between the ends of steps on the host's clock, for an engine that dispatches
     steps asynchronously and has no device events (JAX, TensorFlow).

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import itertools
 import resource
-import time
 from dataclasses import dataclass
 
 import torch
 
-from accelbench.engines import TimerMethod
+from accelbench.engines import TimerMethod, WallTimer
 
 
 def synchronize(device: torch.device) -> None:
@@ -30,12 +29,12 @@ class StepTimer:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.method: TimerMethod = "wall-clock" if device.type == "cpu" else "device-events"
-        self._times: list[float] = []
+        self._clock = WallTimer()
         self._events: list[torch.Event] = []
 
     def mark(self, pending: object = None) -> None:
         if self.method == "wall-clock":
-            self._times.append(time.perf_counter())
+            self._clock.mark()
             return
         event = torch.Event(device=self.device, enable_timing=True)
         event.record()
@@ -44,8 +43,7 @@ class StepTimer:
     def intervals_ms(self) -> list[float]:
         """Milliseconds between consecutive marks since the last call; synchronizes once."""
         if self.method == "wall-clock":
-            times, self._times = self._times, []
-            return [(b - a) * 1e3 for a, b in itertools.pairwise(times)]
+            return self._clock.intervals_ms()
         events, self._events = self._events, []
         synchronize(self.device)
         return [a.elapsed_time(b) for a, b in itertools.pairwise(events)]

@@ -30,8 +30,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
+from accelbench.engines import HOST
 from accelbench.errors import AccelbenchError
 from accelbench.execution import interruption, progress
 from accelbench.execution.meters import power_series
@@ -111,7 +110,7 @@ async def _measure(spec: RunSpec) -> Metrics:
         capacity = metrics.items_per_s
         trials = [loop]
         # The headline is an arrival trial's: what else the host did is read over the trials.
-        monitor = HostMonitor(spec, torch.device("cpu"))
+        monitor = HostMonitor(spec, HOST)
         meter: WindowMeter = (
             power_series.meter(own.power_series)
             if own.power_series
@@ -168,7 +167,7 @@ async def closed_loop(spec: RunSpec, send: Send, build_s: float) -> tuple[Metric
     own = ServeSettings.of(spec)
     raw, served, ended = Raw(), [], []
     per_epoch = spec.steps_per_epoch * spec.batch_size
-    for _ in measured_epochs(spec, torch.device("cpu"), raw):
+    for _ in measured_epochs(spec, HOST, raw):
         epoch_start, todo = time.perf_counter(), itertools.count()
 
         async def client(epoch_start: float = epoch_start, todo: itertools.count = todo) -> None:
