@@ -273,10 +273,10 @@ class Store:
     def briefs(
         self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
     ) -> list[Brief]:
-        """query()'s results as their indexed columns (schema.Brief): no record read."""
-        where, args = self._filters(workload, platform, status)
-        sql = f"SELECT {', '.join(Brief._fields)} FROM results{where} ORDER BY created_at, key DESC"
-        rows = self._retrying(lambda: self._execute(sql, args).fetchall())
+        """query()'s results as their indexed columns (schema.Brief): no record read. Read a
+        batch at a time: the rows as read are not all held beside their briefs (at 1M results,
+        the briefs' 0.3 GB and the rows' 0.6 GB more)."""
+        rows = self._rows(", ".join(Brief._fields), (workload, platform, status), 5000)
         return [Brief.read(row) for row in rows]
 
     def records(self, keys: Sequence[str]) -> list[Result]:
