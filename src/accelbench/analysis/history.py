@@ -31,7 +31,7 @@ MIN_SIDE = 4
 """The fewest unflagged runs on each side of a change: fewer cannot give it an interval."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Point:
     at: datetime
     key: str

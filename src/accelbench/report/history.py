@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ def _grouped(runs: Iterable[tuple[datetime, str, Sequence[Any]]], host: str | No
         group = (cell, name_platform, hostname)
         _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
         low_high = (interval[0], interval[1]) if interval else None
-        found = _Software(software)
+        found = _Software(sys.intern(software))  # a host's runs mostly ran the same
         points.append(history.Point(at, key, rate, bool(flags), found, low_high, tuple(flags)))
     return [
         Series(name, hostname, unit, points, history.changes(points))
@@ -113,6 +114,8 @@ def _rows(
 class _Software(Mapping[str, str]):
     """A run's software, read from its listing's JSON when first looked at: only the runs around
     a change are (a site's 100,000 parsed took a second)."""
+
+    __slots__ = ("_found", "_text")  # one for each run: a site's million
 
     def __init__(self, text: str) -> None:
         self._text = text
