@@ -179,7 +179,7 @@ def cell_key(
     Repeats of a cell share it; so do a batch sweep's cells with `ignore=("batch_size",)`, and
     a multi-replica cell and its one-replica base with `replicas=1`."""
     return cell_of(
-        _dumped(result.spec), result.env.fingerprint() if platform else None, ignore, **fields
+        spec_dump(result.spec), result.env.fingerprint() if platform else None, ignore, **fields
     )
 
 
@@ -197,11 +197,12 @@ def cell_of(
 
 
 _LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []
-"""The last spec cell_key dumped, and its dump: a listing keys one result six ways."""
+"""The last spec dumped (spec_dump), and its dump."""
 
 
-def _dumped(spec: RunSpec) -> dict[str, Any]:
-    """The spec as model_dump(mode="json") writes it (not to be changed: it may be shared)."""
+def spec_dump(spec: RunSpec) -> dict[str, Any]:
+    """The spec as model_dump(mode="json") writes it, made once for the last spec asked for (a
+    listing reads one result up to eight ways); not to be changed: it is shared."""
     if not _LAST_DUMP or _LAST_DUMP[0][0] is not spec:  # a spec is frozen: the same object,
         _LAST_DUMP[:] = [(spec, spec.model_dump(mode="json"))]  # the same dump
     return _LAST_DUMP[0][1]

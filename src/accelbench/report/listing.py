@@ -20,7 +20,7 @@ from typing import Any
 
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
-from accelbench.records.result import MEASURED, Result, cell_key
+from accelbench.records.result import MEASURED, Result, cell_key, spec_dump
 from accelbench.records.spec import RunSpec, knobs, stable_hash
 from accelbench.report.cells import (
     SHOWN,
@@ -262,7 +262,7 @@ def defaults() -> dict[str, Any]:
 def knobs_of(spec: RunSpec) -> dict[str, Any]:
     """The spec's knobs (the fields `cells.differing` may name) that are not at their default,
     as model_dump(mode="json") writes them."""
-    dump = spec.model_dump(mode="json")
+    dump = spec_dump(spec)
     return {n: dump[n] for n, default in defaults().items() if n in dump and dump[n] != default}
 
 
@@ -342,7 +342,7 @@ def changed(spec: RunSpec) -> dict[str, Any]:
     """The spec's fields, as model_dump(mode="json") writes them, that are not at their
     default, and its scenario: what a listing keeps of it (whole() gives the dump back)."""
     every = every_default()
-    dump = spec.model_dump(mode="json")
+    dump = spec_dump(spec)
     return {n: v for n, v in dump.items() if n == "scenario" or n not in every or every[n] != v}
 
 
