@@ -178,8 +178,9 @@ def _measures_elsewhere() -> dict[str, str]:
     found = {}
     for name in engines.names():
         for scenario, target in engines.get(name).measures.items():
-            folder = scenarios.get(scenario).measure.partition(":")[0].rpartition(".")[0]
-            found[target.partition(":")[0]] = folder
+            own = scenarios.get(scenario).measure
+            module = own.partition(":")[0] if isinstance(own, str) else own.__module__
+            found[target.partition(":")[0]] = module.rpartition(".")[0]
     return found
 
 
