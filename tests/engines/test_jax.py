@@ -223,13 +223,13 @@ from accelbench.engines.jax import decoder, generate
 c = decoder.config("llama3_tiny")
 params = decoder.init(c, jax.random.key(0))
 ids = jnp.asarray(np.random.default_rng(0).integers(0, c.vocab, (2, 7)), jnp.int32)
-token, cache = generate._prefill(c, 7 + 6 - 1, params, ids)
+token, cache = generate._prefill(c, 7 + 3 - 1, params, ids)
 cached = [token]
-for made in range(1, 6):
+for made in range(1, 3):
     token, cache = generate._next(c, params, token, cache, 7 + made - 1)
     cached.append(token)
 whole = ids
-for _ in range(6):
+for _ in range(3):
     nxt = jnp.argmax(decoder.logits(c, params, whole)[:, -1], -1).astype(jnp.int32)
     whole = jnp.concatenate([whole, nxt[:, None]], 1)
 assert (np.stack(cached, 1) == np.asarray(whole[:, 7:])).all(), (cached, whole)
