@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 from typing import Any
@@ -74,6 +75,14 @@ def test_a_one_replica_eager_cells_keys_are_those_the_long_way_makes() -> None:
     assert row.base == stable_hash(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1))
     assert row.eager == stable_hash(cell_key(result, compile=False))
     assert (row.base, row.eager) == (row.alone, row.cell)
+
+
+def test_listings_read_back_share_their_knobs_only_where_equal_in_type_too() -> None:
+    row = listing.of(run(tiny()))
+    texts = [dataclasses.replace(row, knobs={"seed": v}).dumps() for v in (1, True, 1.0, 1)]
+    read = [listing.Listing.loads(text) for text in texts]
+    assert [type(r.knobs["seed"]) for r in read if r] == [int, bool, float, int]
+    assert read[0] and read[3] and read[0].knobs is read[3].knobs  # held once
 
 
 def test_compile_payoff_in_steps() -> None:

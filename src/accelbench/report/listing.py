@@ -163,7 +163,9 @@ class Listing:
         values[_ROLES] = _ALL_ROLES.setdefault(values[_ROLES], values[_ROLES])
         knobs = values[_KNOBS]
         with suppress(TypeError):  # a list or dict among them (model_args): kept as read
-            values[_KNOBS] = _ALL_KNOBS.setdefault(tuple(knobs.items()), knobs)
+            # Keyed with each value's type: 1, 1.0 and True are equal keys, not equal knobs.
+            held = tuple((name, type(v), v) for name, v in knobs.items())
+            values[_KNOBS] = _ALL_KNOBS.setdefault(held, knobs)
         return cls(*values)
 
     @staticmethod
