@@ -174,10 +174,16 @@ def test_jax_trains_and_infers_on_the_torch_workloads_records(tmp_path: Path) ->
         assert result.status == "ok" and m is not None, result.reason
         assert result.spec.data == "sklearn:digits" and len(m.step_ms) == len(m.input_wait_ms) == 12
         assert all(math.isfinite(loss) for loss in m.loss)
-    # Inference of untrained weights: each answer is the loss on the digits' own labels, over
-    # the eight query batches taken from them, and not the same for each.
-    answered = found["infer"].metrics
-    assert answered is not None and len(set(answered.loss[:8])) > 1
+    # The same weights (the same seed) answer made queries otherwise: the answers on the
+    # digits are the digits'.
+    made = tmp_path / "made.sqlite"
+    plain = ["run", "lenet5", "--framework", "jax", "--scenario", "infer", "--batch-size", "8"]
+    done = CliRunner().invoke(app, [*plain, *QUICK, "--db", str(made)])
+    assert done.exit_code == 0, done.output
+    (synthetic,) = ResultStore(made).query()
+    answered, otherwise = found["infer"].metrics, synthetic.metrics
+    assert answered is not None and otherwise is not None
+    assert len(set(answered.loss[:8])) > 1 and answered.loss[:8] != otherwise.loss[:8]
 
 
 def test_replicas_train_data_parallel_over_processes(tmp_path: Path) -> None:
