@@ -20,6 +20,7 @@ LAYERS = (
     ),
     (
         *("accelbench.records", "accelbench.scenarios$", "accelbench.scenarios.*$"),
+        *("accelbench.scenarios.*.record", "accelbench.scenarios.*.settings"),
         *("accelbench.engines$", "accelbench.engines.*$"),
     ),
     ("accelbench.storage", "accelbench.scenarios.*.exports"),
@@ -33,6 +34,7 @@ LAYERS = (
     ),
     ("accelbench.cell",),
     ("accelbench.report", "accelbench.scenarios.*.report"),
+    ("accelbench.scenarios.*.plugin",),
     ("accelbench.orchestration",),
     ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
     ("accelbench.integrations",),
@@ -43,7 +45,9 @@ handed, and each scenario's own formats of the field; analysis of results as dat
 scenario's own verdicts and analysis; how a step executes; how each scenario measures, and
 each engine besides torch; the
 cell's process; the words, tables and figures, each scenario's own, and the database as the
-commands read it (with listings); where and in what order cells run; the commands. A module imports from its own layer or below."""
+commands read it (with listings); each scenario's plug-in, what the core reads of it, which
+names its hooks in those layers (the registry imports it when first read, never at import
+time); where and in what order cells run; the commands. A module imports from its own layer or below."""
 
 
 def layer(module: str) -> int:
@@ -162,7 +166,9 @@ def test_every_import_goes_down_the_layers() -> None:
 
 
 def test_the_layers_place_modules_as_documented() -> None:
-    assert layer("accelbench.scenarios.serve") == 1  # a plug-in: its record, torch-free
+    assert layer("accelbench.scenarios.serve") == 1  # a scenario's data: its record, settings
+    assert layer("accelbench.scenarios.serve.record") == 1
+    assert layer("accelbench.scenarios.serve.plugin") > layer("accelbench.scenarios.serve.report")
     assert layer("accelbench.scenarios.serve.measure") == 5  # its measurement
     assert layer("accelbench.storage.store") < layer("accelbench.analysis.validity")  # keeps data
     assert layer("accelbench.scenarios") == 1  # the registry

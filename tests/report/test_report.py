@@ -20,7 +20,7 @@ from ..conftest import tiny, with_rate
 
 
 def render(results: list[Result]) -> str:
-    console = Console(file=io.StringIO(), width=200)
+    console = Console(file=io.StringIO(), width=400)  # no cell wraps, whatever the CPU's name
     console.print(tables.rich(results_text.results_grid(results)))
     return console.file.getvalue()  # type: ignore[attr-defined]
 

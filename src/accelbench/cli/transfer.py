@@ -29,7 +29,6 @@ from accelbench.cli.options import choice
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
-from accelbench.scenarios.base import resolve
 from accelbench.storage import exchange
 from accelbench.storage.several import stream_all, texts_all
 
@@ -79,13 +78,13 @@ def export(
     if folder and field is not None and field.files is not None:
         assert out is not None
         out.mkdir(exist_ok=True)
-        written, left_out = _files(resolve(field.files), stream_all(db, **filters), out)
+        written, left_out = _files(field.files, stream_all(db, **filters), out)
         if left_out:
             typer.echo(f"{left_out} result(s) are not {field.takes}: left out", err=True)
         console.print(f"wrote {written} {field.writes} to {out}, a file each")
         return
     if field:  # a result at a time, other kinds left out
-        writer, each = resolve(field.write), stream_all(db, **filters)
+        writer, each = field.write, stream_all(db, **filters)
         written, left_out = (
             writer(each, sys.stdout)
             if out is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -50,10 +51,6 @@ Optimizer = Literal["sgd", "adamw"]
 DeviceType = Literal["auto", "cpu", "cuda", "xpu", "mps"]
 NumaBinding = Literal["node", "socket", "exclusive", "core-complex"]
 
-SCENARIO_HELP = "How it is measured: " + "; ".join(
-    f"{s.name} ({s.summary})" for s in scenarios.all_scenarios()
-)
-
 
 class RunSpec(Frozen):
     """One cell of a sweep: a workload measured once in one scenario with one configuration."""
@@ -61,10 +58,11 @@ class RunSpec(Frozen):
     model_config = Frozen.model_config | ConfigDict(allow_inf_nan=False)  # no rate of inf/s
     workload: str
     """Workload name, as `accelbench list` shows it."""
-    scenario: str = Field(default="train", description=SCENARIO_HELP)
+    scenario: str = "train"
+    """How it is measured: a registered scenario (knobs() lists each with its summary)."""
     framework: str = "torch"
-    """The engine that runs the cell: torch, or jax for the workloads and scenarios it has
-    (accelbench/engines), each built from the same config as torch's."""
+    """The engine that runs the cell: torch, or jax or tensorflow for the workloads and
+    scenarios each has (accelbench/engines), built from the same config as torch's."""
     device: DeviceType = "auto"
     """torch device type; auto picks the accelerator torch reports, else the CPU."""
     batch_size: int = Field(gt=0, le=2**24)
@@ -438,6 +436,10 @@ def _tables() -> _Tables:
         if all(a is b for a, b in zip(made_for, registered, strict=True)):
             return tables
     found = {k: v for k, v in RunSpec.model_fields.items() if k != "settings"}
+    found["scenario"] = copy.copy(found["scenario"])  # its help names the registered ones
+    found["scenario"].description = "How it is measured: " + "; ".join(
+        f"{s.name} ({s.summary})" for s in registered
+    )
     owned: dict[str, list[Scenario]] = {}
     for scenario in registered:
         for name, field in scenario.settings.model_fields.items():

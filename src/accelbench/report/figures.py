@@ -34,7 +34,6 @@ from accelbench.report.drawing import (
     style,
     verdict,
 )
-from accelbench.scenarios.base import resolve
 
 FLAGGED_NOTE = "filled: valid; hollow: flagged, with the flag beside it (see the verdicts)"
 MAX_EPOCH_BARS = 24
@@ -63,7 +62,7 @@ def plots(
     with style(), judged(verdicts):
         return [
             *(plot for name, draw in DRAWERS.items() for plot in draw(own(name))),
-            *(plot for name, d in own_figures.items() for plot in resolve(d)(own(name))),
+            *(plot for name, d in own_figures.items() for plot in d(own(name))),
             *efficiency(results if drawn is None else joined, None if drawn is None else panels),
         ]
 

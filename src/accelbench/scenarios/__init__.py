@@ -34,7 +34,6 @@ from accelbench.scenarios.base import (
     Scenario,
     Series,
     Settings,
-    resolve,
 )
 
 if TYPE_CHECKING:
@@ -123,15 +122,13 @@ def in_view(view: str) -> tuple[str, ...]:
 
 def tables(results: Sequence[Result]) -> list[Any]:
     """Each scenario's own table over its results (Scenario.table), those with rows."""
-    found = (resolve(s.table)(own) for s, own in _each(results) if s.table)
+    found = (s.table(own) for s, own in _each(results) if s.table)
     return [grid for grid in found if grid is not None]
 
 
 def findings(results: Sequence[Result], name: Namer) -> list[str]:
     """Each scenario's lines over its results (Scenario.findings)."""
-    return [
-        line for s, own in _each(results) if s.findings for line in resolve(s.findings)(own, name)
-    ]
+    return [line for s, own in _each(results) if s.findings for line in s.findings(own, name)]
 
 
 def _each(results: Sequence[Result]) -> Iterator[tuple[Scenario, list[Result]]]:
@@ -171,7 +168,7 @@ def _load_plugins() -> None:
     _loaded[:] = [wanted]
     try:
         for name in BUILT_IN:
-            register(importlib.import_module(f"{__name__}.{name}").SCENARIO)
+            register(importlib.import_module(f"{__name__}.{name}.plugin").SCENARIO)
         for point in importlib.metadata.entry_points(group="accelbench.scenarios"):
             register(point.load())
         for name in filter(None, (n.strip() for n in wanted.split(","))):

@@ -8,9 +8,9 @@ Torch-free: the spec, the store and the reports read plug-ins; only a cell impor
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Self, TextIO, TypeVar
 
 from accelbench.records.frozen import Frozen
 
@@ -160,9 +160,9 @@ class Figure:
 
     name: str
     """Unique among the report's figures: what report.plotted chooses its results by."""
-    draw: str | Callable[..., Any]
-    """(results) -> Iterator[report.drawing.Plot], or "module:function" naming it: given every
-    result the figure may draw, it draws those of its scenario."""
+    draw: Callable[[Sequence[Result]], Iterable[Any]]
+    """(results) -> Iterator[report.drawing.Plot]: given every result the figure may draw, it
+    draws those of its scenario."""
     per_batch: bool = False
     """It draws the median repeat of each line and batch size; False: each result whole (a
     line of trials, seeds pooled)."""
@@ -176,19 +176,19 @@ class Export:
     --format NAME`), written by the scenario's own code (Scenario.exports)."""
 
     format: str
-    write: str | Callable[..., Any]
-    """(results: Iterable[Result], out: TextIO) -> (written, left out): writes those of the
-    results it describes, a result at a time; or "module:function" naming it."""
+    write: Callable[[Iterable[Result], TextIO], tuple[int, int]]
+    """(results, out) -> (written, left out): writes those of the results it describes, a
+    result at a time."""
     takes: str
     """The results it describes, in words ("serve results")."""
     writes: str
     """What it writes, after a count ("serving trial(s) as llm-d reports")."""
     help: str
     """What it is, in a sentence of export's --help."""
-    files: str | Callable[..., Any] | None = None
-    """(result) -> [(file name, text)], or "module:function" naming it: the result's documents
-    a file each, written into the folder `--out DIR/` names, for tools that read one document a
-    file; None: the format is one file."""
+    files: Callable[[Result], list[tuple[str, str]]] | None = None
+    """(result) -> [(file name, text)]: the result's documents a file each, written into the
+    folder `--out DIR/` names, for tools that read one document a file; None: the format is one
+    file."""
 
 
 def no_rules(spec: RunSpec) -> None:
@@ -248,50 +248,44 @@ class Scenario:
     steps_rate: bool = False
     """Its headline is its steps' steady rate in another unit (micro's TFLOP/s, GB/s), so the
     rules of that rate apply to it as to steady_rate's."""
-    verdict_rules: str | Callable[[Result], list[tuple[Any, str]]] | None = None
-    """Its own verdict rules beyond every result's: (validity.Flag, reason) for each broken,
-    or "module:function" naming the function."""
+    verdict_rules: Callable[[Result], list[tuple[Any, str]]] | None = None
+    """Its own verdict rules beyond every result's: (validity.Flag, reason) for each broken."""
     objectives: tuple[str, ...] = ()
     """The objectives of `accelbench recommend` its results answer."""
     views: frozenset[str] = frozenset()
     """The report's tables and figures its results appear in (VIEWS)."""
-    notes: str | Callable[[Result, Namer], list[str]] | None = None
-    """Its lines under the results table, or "module:function" naming the function."""
-    cell_text: str | Callable[[Result], str] | None = None
-    """Its headline in words as its cell ends, or "module:function" naming the function;
-    None: the rate of its steps."""
+    notes: Callable[[Result, Namer], list[str]] | None = None
+    """Its lines under the results table."""
+    cell_text: Callable[[Result], str] | None = None
+    """Its headline in words as its cell ends; None: the rate of its steps."""
     columns: Callable[[Result], Mapping[str, object]] = no_columns
     """Its own columns of the CSV export: names unique to it, values plain."""
     words: Callable[[RunSpec], list[str]] = field(default=lambda spec: [])
     """Its own settings in a cell's description (prompt and new tokens, a rate)."""
     figures: tuple[Figure, ...] = ()
     """The report's figures only its results appear in (Figure), drawn after the shared ones."""
-    table: str | Callable[[Sequence[Result]], Any] | None = None
-    """(results) -> report.tables.Grid | None, or "module:function" naming it: its own table
-    over all its results at once (over seeds, say), after the results table; None without rows.
-    Its results are then read whole for it."""
+    table: Callable[[Sequence[Result]], Any] | None = None
+    """(results) -> report.tables.Grid | None: its own table over all its results at once (over
+    seeds, say), after the results table; None without rows. Its results are then read whole
+    for it."""
     exports: tuple[Export, ...] = ()
     """The field's formats its results are exported in (Export); two scenarios may share one."""
-    findings: str | Callable[[Sequence[Result], Namer], list[str]] | None = None
-    """Its lines over all its results at once, after each result's own (Scenario.notes), or
-    "module:function" naming the function; its results are then read whole for it."""
+    findings: Callable[[Sequence[Result], Namer], list[str]] | None = None
+    """Its lines over all its results at once, after each result's own (Scenario.notes); its
+    results are then read whole for it."""
 
     def measure_fn(self) -> ModelMeasure:
         found: ModelMeasure = resolve(self.measure)
         return found
 
     def cell_words(self, result: Result) -> str | None:
-        return resolve(self.cell_text)(result) if self.cell_text else None
+        return self.cell_text(result) if self.cell_text else None
 
     def lines(self, result: Result, name: Namer) -> list[str]:
-        found: list[str] = resolve(self.notes)(result, name) if self.notes else []
-        return found
+        return self.notes(result, name) if self.notes else []
 
     def verdicts(self, result: Result) -> list[tuple[Any, str]]:
-        found: list[tuple[Any, str]] = (
-            resolve(self.verdict_rules)(result) if self.verdict_rules else []
-        )
-        return found
+        return self.verdict_rules(result) if self.verdict_rules else []
 
     @property
     def read_whole(self) -> bool:

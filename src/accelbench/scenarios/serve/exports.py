@@ -27,7 +27,8 @@ import numpy as np
 from accelbench.records.result import Result
 from accelbench.records.spec import stable_hash
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics, ServeSettings, ServeTrial
+from accelbench.scenarios.serve.record import ServeMetrics, ServeTrial
+from accelbench.scenarios.serve.settings import ServeSettings
 
 VERSION = "0.2"
 QUANTILES = {

@@ -40,13 +40,9 @@ from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
 from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
-from accelbench.scenarios.serve import (
-    ServedRequest,
-    ServeMetrics,
-    ServeSettings,
-    ServeTrial,
-    endpoint,
-)
+from accelbench.scenarios.serve import endpoint
+from accelbench.scenarios.serve.record import ServedRequest, ServeMetrics, ServeTrial
+from accelbench.scenarios.serve.settings import ServeSettings
 from accelbench.scenarios.serve.verdicts import keeps_up
 from accelbench.scenarios.server.measure import SEARCH_TRIALS
 

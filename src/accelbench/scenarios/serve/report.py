@@ -21,7 +21,8 @@ from accelbench.report.drawing import (
     verdict,
 )
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics, ServeSettings, ServeTrial
+from accelbench.scenarios.serve.record import ServeMetrics, ServeTrial
+from accelbench.scenarios.serve.settings import ServeSettings
 
 
 def cell_text(result: Result) -> str:

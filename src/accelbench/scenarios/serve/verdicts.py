@@ -6,7 +6,7 @@ from __future__ import annotations
 from accelbench.analysis.validity import OVERLOAD_FRAC, Flag, percentile_short
 from accelbench.records.result import Result
 from accelbench.scenarios.base import record_of
-from accelbench.scenarios.serve import ServeMetrics, ServeTrial
+from accelbench.scenarios.serve.record import ServeMetrics, ServeTrial
 
 
 def keeps_up(t: ServeTrial) -> bool:

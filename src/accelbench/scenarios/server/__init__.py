@@ -5,18 +5,13 @@ the latency bound, never the capacity."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from accelbench.records.frozen import Frozen
 from accelbench.records.stats import Summary
-from accelbench.scenarios.base import Figure, Headline, Record, Scenario, Series, record_of
+from accelbench.scenarios.base import Record, Series
 from accelbench.scenarios.settings import Arrivals
-
-if TYPE_CHECKING:
-    from accelbench.records.result import Result
-    from accelbench.records.spec import RunSpec
 
 
 class ServerSettings(Arrivals):
@@ -62,48 +57,3 @@ class ServerMetrics(Record):
             return {}
         latency = self.trials[self.reported].latency
         return {"latency": Series(latency.p99, "ms", summary=latency)}
-
-
-def _rules(spec: RunSpec) -> None:
-    own = ServerSettings.of(spec)
-    if own.rate_per_s is None and own.latency_bound_ms is None:
-        raise ValueError(
-            "the server scenario needs --rate-per-s, or --latency-bound-ms to search for one"
-        )
-
-
-def _headline(result: Result) -> Headline | None:
-    """The queries answered per second at the reported rate (one trial: no interval)."""
-    server = record_of(result, ServerMetrics)
-    rate = server.sustained_per_s if server else None
-    return None if rate is None else Headline(rate, "queries/s sustained")
-
-
-def _columns(result: Result) -> Mapping[str, object]:
-    server = record_of(result, ServerMetrics)
-    if not server or server.reported is None:
-        return {}
-    t = server.trials[server.reported]
-    return {
-        "server_rate_per_s": t.target_per_s,
-        "server_latency_p50_ms": t.latency.median,
-        "server_latency_p99_ms": t.latency.p99,
-        "server_mean_batch": t.mean_batch,
-    }
-
-
-SCENARIO = Scenario(
-    name="server",
-    summary="queries arriving at random at a rate, batched dynamically up to batch_size",
-    measure="accelbench.scenarios.server.measure:measure",
-    batch_latency=False,
-    settings=ServerSettings,
-    rules=_rules,
-    record=ServerMetrics,
-    headline=_headline,
-    objectives=("latency",),
-    figures=(Figure("server-latency", "accelbench.scenarios.server.report:figure"),),
-    verdict_rules="accelbench.scenarios.server.verdicts:server_flags",
-    notes="accelbench.scenarios.server.report:lines",
-    columns=_columns,
-)

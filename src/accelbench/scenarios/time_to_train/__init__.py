@@ -10,12 +10,10 @@ from pydantic import Field, field_validator
 
 from accelbench.records.frozen import Frozen
 from accelbench.records.targets import parse_target
-from accelbench.scenarios.base import Figure, Record, Scenario, Series, Settings, record_of
-from accelbench.scenarios.train import MLLOG
+from accelbench.scenarios.base import Record, Series, Settings
 
 if TYPE_CHECKING:
-    from accelbench.records.result import Result, Status
-    from accelbench.records.spec import RunSpec
+    from accelbench.records.result import Status
 
 Outcome = Literal["reached", "not-converged", "diverged"]
 
@@ -91,61 +89,3 @@ class TimeToTrain(Record):
     def series(self) -> Mapping[str, Series]:
         found = self.time_to_target_s
         return {} if found is None else {"time_to_target": Series(found, "s")}
-
-
-def _rules(spec: RunSpec) -> None:
-    if TimeToTrainSettings.of(spec).target is None:
-        raise ValueError("time-to-train needs a --target such as val_loss<=0.02")
-    if spec.data is None:
-        raise ValueError(
-            "time-to-train needs real data to hold out a validation split: give --data, a "
-            "data set the workload reads (sklearn:digits is at hand for lenet5)"
-        )
-    if spec.distributed:
-        raise ValueError(
-            "time-to-train runs on one device so far: leave out --replicas, "
-            "--pipeline-stages, --tensor-parallel and --fsdp"
-        )
-    if spec.inputs_on_device:
-        raise ValueError(
-            "--inputs-on-device cycles a few synthetic batches: leave it out with "
-            "time-to-train, which reads real data"
-        )
-
-
-def _columns(result: Result) -> Mapping[str, object]:
-    ttt = record_of(result, TimeToTrain)
-    if ttt is None:
-        return {}
-    return {
-        "target": ttt.target,
-        "outcome": ttt.outcome,
-        "time_to_target_s": ttt.time_to_target_s,
-        "steps_to_target": ttt.steps_to_target,
-        "passes_to_target": ttt.passes_to_target,
-        "train_s": ttt.train_s,
-        "eval_s": ttt.eval_s,
-        "lr": ttt.lr,
-    }
-
-
-SCENARIO = Scenario(
-    name="time-to-train",
-    summary="optimizer steps on real data until a held-out metric reaches `target`",
-    measure="accelbench.scenarios.time_to_train.measure:measure",
-    trains=True,
-    settings=TimeToTrainSettings,
-    rules=_rules,
-    record=TimeToTrain,
-    objectives=("time-to-train",),
-    notes="accelbench.scenarios.time_to_train.report:lines",
-    exports=(MLLOG,),
-    table="accelbench.scenarios.time_to_train.report:time_to_train_grid",
-    findings="accelbench.scenarios.time_to_train.report:time_to_train_headlines",
-    figures=(
-        Figure(
-            "time-to-train", "accelbench.scenarios.time_to_train.report:figure", any_status=True
-        ),
-    ),
-    columns=_columns,
-)
