@@ -157,6 +157,13 @@ def test_a_plugin_naming_a_view_the_report_lacks_is_refused() -> None:
     assert "typo" not in scenarios.names()
 
 
+def test_a_plugin_naming_a_hook_by_a_string_is_refused() -> None:
+    named = Scenario(name="named", summary="s", measure="m:f", notes="m:lines")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="named: notes is named by a string: hand the function"):
+        scenarios.register(named)
+    assert "named" not in scenarios.names()
+
+
 def test_a_plugin_exporting_a_format_another_writes_is_refused() -> None:
     from accelbench.scenarios.base import Export
     from accelbench.scenarios.train.plugin import MLLOG
