@@ -273,7 +273,6 @@ print("same")
         (["lenet5", "--framework", "jax", "--precision", "fp16"], "not fp16"),
         (["lenet5", "--framework", "jax", "--fsdp"], "runs data-parallel replicas only"),
         (["lenet5", "--framework", "jax", "--scenario", "infer", "--replicas", "2"], "one process"),
-        (["lenet5", "--framework", "tensorflow", "--replicas", "2"], "runs one process so far"),
         (["lenet5", "--framework", "jax", "--compile"], "leave out --compile"),
         (["lenet5", "--framework", "mxnet"], "unknown framework 'mxnet'"),
     ],

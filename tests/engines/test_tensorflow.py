@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -77,10 +78,60 @@ def test_tensorflow_cells_train_and_infer_and_are_stored_as_torchs(tmp_path: Pat
     assert len(answered.metrics.step_ms) == 12 and answered.metrics.step_ms_steady.n > 0
 
 
+IN_SYNC = """
+import os
+os.environ["KERAS_BACKEND"] = "tensorflow"
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import keras, numpy as np, tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+from accelbench.engines.tensorflow import models
+from accelbench.engines.tensorflow.train import training_step
+chosen = models.get("tiny_mlp", {})
+x, y = chosen.sample(np.random.default_rng(0), 8)
+def stepped():
+    keras.utils.set_random_seed(0)
+    with tf.distribute.get_strategy().scope():
+        model, optimizer = chosen.build(), keras.optimizers.SGD(0.1, momentum=0.9)
+        step = training_step(tf, model, chosen.loss(), optimizer)
+        losses = [float(step(x, y)) for _ in range(3)]
+    return losses, [w.numpy() for w in model.trainable_weights]
+alone = stepped()
+tf.distribute.experimental_set_strategy(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+together = stepped()
+assert np.allclose(alone[0], together[0], rtol=1e-5), (alone[0], together[0])
+assert all(np.allclose(a, b, rtol=1e-5, atol=1e-6) for a, b in zip(alone[1], together[1]))
+print("same")
+"""
+
+
+def test_replicas_in_sync_step_as_one_process_does() -> None:
+    # Two replicas (two logical CPUs, the multi-worker strategy's step and reduction) given the
+    # same batch lose and move exactly as one process: the loss is not counted twice, and the
+    # optimizer applies the replicas' summed shares once (checked: dividing the loss by the
+    # replicas again, or not summing, moves them apart).
+    done = subprocess.run([sys.executable, "-c", IN_SYNC], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]
+
+
+def test_replicas_train_as_tensorflow_workers(tmp_path: Path) -> None:
+    db = tmp_path / "r.sqlite"
+    args = ["run", "tiny_mlp", "--framework", "tensorflow", "--replicas", "2", "--batch-size", "4"]
+    done = CliRunner().invoke(app, [*args, *QUICK, "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    (result,) = ResultStore(db).query()
+    m = result.metrics
+    assert result.status == "ok" and m is not None, result.reason
+    assert [r.rank for r in m.ranks] == [0, 1]  # each worker's own record, gathered
+    assert m.epochs[-1].num_items == 6 * 4 * 2  # a step is the global batch of both workers
+    assert m.epochs[-1].loss_mean is not None and math.isfinite(m.epochs[-1].loss_mean)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (["lenet5", "--framework", "tensorflow", "--scenario", "generate"], "time-to-train, not"),
+        (["lenet5", "--framework", "tensorflow", "--fsdp"], "runs data-parallel replicas only"),
         (["lenet5", "--framework", "tensorflow", "--workers", "2"], "leave out --workers"),
         (["lenet5", "--framework", "tensorflow", "--precision", "bf16"], "not bf16"),
         (["lenet5", "--framework", "tensorflow", "--channels-last"], "--channels-last"),

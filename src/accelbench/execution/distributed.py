@@ -110,6 +110,11 @@ def local_index() -> int:
     return int(os.environ.get("LOCAL_RANK", "0"))
 
 
+def rank_index() -> int:
+    """This process's rank among the cell's (torchrun's RANK), 0 alone."""
+    return int(os.environ.get("RANK", "0"))
+
+
 def first_says(flag: bool) -> bool:
     """Rank 0's `flag` on every rank, for decisions the replicas must take together."""
     import torch.distributed as dist

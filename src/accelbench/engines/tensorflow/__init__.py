@@ -4,7 +4,8 @@ autoencoder, whose training log in the seeds is Keras output) and a user's `file
 returning a Model, each a Keras model with the torch model's layers and parameters (models.py;
 equal trainable counts, a test), trained by a tf.function step with Keras' optimizer (train.py),
 also on the torch workload's real records to a held-out target (time_to_train.py), and measured
-by the kit every scenario shares.
+by the kit every scenario shares. With --replicas N, training is data parallel over N processes,
+TensorFlow's workers under a MultiWorkerMirroredStrategy.
 
 This module describes the engine (it imports neither tensorflow nor torch); the registry of
 engines (accelbench/engines) names it.
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 
 def _rules(spec: RunSpec) -> None:
     lacks = {"--channels-last (Keras lays images out so)": spec.channels_last}
-    one_device("tensorflow", spec, lacks, reads_data=True)
+    one_device("tensorflow", spec, lacks, replicas=True, reads_data=True)
 
 
 FRAMEWORK = Framework(

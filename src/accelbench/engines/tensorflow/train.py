@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import json
 import os
+import socket
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,11 +22,12 @@ import numpy as np
 from accelbench import workloads
 from accelbench.engines import LaggedDevice
 from accelbench.engines.tensorflow import models
+from accelbench.execution import distributed
 from accelbench.execution.data import as_numpy, endless, make_loader
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
 from accelbench.records.spec import RunSpec
-from accelbench.scenarios.epochs import Raw, build_metrics, lagged_epochs
+from accelbench.scenarios.epochs import Raw, across_ranks, build_metrics, lagged_epochs
 from accelbench.workload import Batch
 
 DEVICE_BATCHES = 4
@@ -63,8 +66,10 @@ class TensorFlowDevice(LaggedDevice):
 
 def built(spec: RunSpec) -> tuple[Any, TensorFlowDevice, models.Model]:
     """tensorflow, the cell's device and its model's recipe, the seed and the precision policy
-    set (build the model under `tf.device(device.name)`)."""
+    set (build the model under `placed(tf, device)`)."""
     tf, keras = _imported()
+    if spec.replicas > 1:
+        _join(spec, tf)
     keras.utils.set_random_seed(spec.seed)
     keras.mixed_precision.set_global_policy(
         "mixed_bfloat16" if spec.precision == "amp-bf16" else "float32"
@@ -77,11 +82,11 @@ def measure(spec: RunSpec) -> Metrics:
     tf, device, chosen = built(spec)
     import keras
 
-    with tf.device(device.name):
+    with placed(tf, device):
         model, loss_fn = chosen.build(), chosen.loss()
         optimizer = _optimizer(spec, keras)
         step = training_step(tf, model, loss_fn, optimizer)
-        rng = np.random.default_rng(spec.seed)
+        rng = np.random.default_rng(spec.seed + distributed.rank_index())  # its own data
         queued = batches(spec, chosen, rng, tf)
         build_s = time.perf_counter() - start
         raw = Raw()
@@ -92,24 +97,71 @@ def measure(spec: RunSpec) -> Metrics:
     weights = [*model.weights, *optimizer.variables]
     raw.state_gib = sum(int(np.prod(w.shape)) * tf.as_dtype(w.dtype).size for w in weights) / 2**30
     raw.host_rss = host_peak_rss_gib()
-    metrics = build_metrics(spec, chosen, raw, [], timer=method, build_s=build_s, flops=None)
+    raw, ranks = across_ranks(spec, raw)  # the workers' records, over torch's gloo group
+    metrics = build_metrics(spec, chosen, raw, ranks, timer=method, build_s=build_s, flops=None)
     return metrics.model_copy(update={"trainable_params": models.trainable(model)})
+
+
+def placed(tf: Any, device: TensorFlowDevice) -> Any:
+    """Where a cell's model, optimizer and step are made: the multi-worker strategy's scope
+    when the cell has replicas (their variables mirrored, their gradients all-reduced), else
+    its device."""
+    strategy = tf.distribute.get_strategy()
+    return strategy.scope() if tf.distribute.has_strategy() else tf.device(device.name)
 
 
 def training_step(tf: Any, model: Any, loss_fn: Any, optimizer: Any) -> Any:
     """One optimizer step as a tf.function of (inputs, targets), returning its loss: the loss's
-    gradient by a GradientTape, the optimizer (built here) applying it."""
+    gradient by a GradientTape, the optimizer (built here) applying it. Made under a
+    multi-worker strategy's scope, each worker's replica steps on its own batch: a Keras loss
+    is then already its replica's share (divided by the replicas in sync, as Keras' own
+    trainer relies on) and the optimizer sums the replicas' gradients, so the step follows
+    their mean, as DDP's does; the loss returned is the sum of the shares, their mean."""
     optimizer.build(model.trainable_variables)
 
-    @tf.function
-    def step(x: Any, y: Any) -> Any:
+    def replica_step(x: Any, y: Any) -> Any:
         with tf.GradientTape() as tape:
             loss = tf.cast(loss_fn(y, model(x, training=True)), tf.float32)
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply(grads, model.trainable_variables)
         return loss
 
+    if not tf.distribute.has_strategy():
+        return tf.function(replica_step)
+    strategy = tf.distribute.get_strategy()
+
+    @tf.function
+    def step(x: Any, y: Any) -> Any:
+        shares = strategy.run(replica_step, args=(x, y))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, shares, axis=None)
+
     return step
+
+
+def _join(spec: RunSpec, tf: Any) -> None:
+    """Join the other replicas as TensorFlow's workers under a MultiWorkerMirroredStrategy
+    (before any op runs, as TensorFlow requires): each takes a free port on its host and the
+    workers' addresses are exchanged over torch's gloo group, which the cell has joined; the
+    strategy is entered for the rest of the process (the cell's)."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        port = probe.getsockname()[1]
+    workers = distributed.gather(f"{socket.getfqdn()}:{port}")
+    if spec.device == "cuda":  # a GPU a worker, as torch's replicas have
+        gpus = tf.config.list_physical_devices("GPU")
+        tf.config.set_visible_devices(gpus[distributed.local_index()], "GPU")
+    index = distributed.rank_index()
+    os.environ["TF_CONFIG"] = json.dumps(
+        {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+    )
+    strategy = tf.distribute.MultiWorkerMirroredStrategy(
+        communication_options=tf.distribute.experimental.CommunicationOptions(
+            implementation=tf.distribute.experimental.CommunicationImplementation.RING
+            if spec.device == "cpu"
+            else tf.distribute.experimental.CommunicationImplementation.NCCL
+        )
+    )
+    tf.distribute.experimental_set_strategy(strategy)
 
 
 def _imported() -> tuple[Any, Any]:
@@ -169,7 +221,7 @@ def host_batches(
     if spec.data is None:
         return (model.sample(rng, spec.batch_size) for _ in itertools.count())
     records = workloads.get(spec.workload, spec.model_args)
-    loader = make_loader(records, spec, pin_memory=False)
+    loader = make_loader(records, spec, pin_memory=False, rank=distributed.rank_index())
     return (keras_batch(b, records.correct is not None) for b in endless(loader))
 
 
