@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 from importlib import resources
-from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -76,7 +75,8 @@ class Reference(Frozen):
     sdk: str | None = None
     dataset: str | None = None
     global_batch: int | None = None
-    scenario: Literal["train", "infer", "serve", "micro"] = "train"
+    scenario: str = "train"
+    """The registered scenario that measures as the source did."""
     model_args: dict[str, int] = Field(default_factory=dict)
     """Shape arguments that make the workload run the published shape (e.g. seq_len 128)."""
 
@@ -109,6 +109,11 @@ class Reference(Frozen):
     @classmethod
     def _known(cls, name: str | None) -> str | None:
         return None if name is None else workloads.check_name(name)
+
+    @field_validator("scenario")
+    @classmethod
+    def _registered(cls, name: str) -> str:
+        return scenarios.get(name).name  # ValueError naming the registered ones
 
 
 FORMS = ("sxm", "pcie")
