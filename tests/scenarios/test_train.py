@@ -10,7 +10,7 @@ import torch
 from accelbench import workloads
 from accelbench.errors import AccelbenchError
 from accelbench.execution.engine import TorchEngine
-from accelbench.records import throughput
+from accelbench.records import contention, throughput
 from accelbench.records.energy import EnergyMetrics
 from accelbench.scenarios import epochs
 from accelbench.scenarios.train import measure as train
@@ -111,12 +111,15 @@ def test_the_headline_counts_what_happens_between_steps() -> None:
 
 
 def test_ci_target_adds_epochs_until_met() -> None:
-    # One epoch leaves 3 steady windows, too few for an interval: the target forces more epochs.
+    # One epoch leaves 3 steady windows, too few for an interval: the target forces more epochs,
+    # until the steady state also lasts long enough to be judged (tiny_mlp's steps take well
+    # under a millisecond: a wide target is met long before).
     m = measure(epochs=1, steps_per_epoch=4, window_steps=1, ci_pct=30.0, batch_size=16)
     assert len(m.epochs) > 1
     assert m.ci_met is True
     ci = m.delivered.ci_pct
     assert ci is not None and ci <= 30.0
+    assert m.delivered.time_s >= contention.MIN_WINDOW_S
 
 
 def test_ci_target_out_of_reach_stops_at_the_budget() -> None:

@@ -164,7 +164,8 @@ class RunSpec(Frozen):
     statistic; the headline's interval is from batch means over the steady steps)."""
     ci_pct: float | None = Field(default=None, gt=0)
     """Measure more epochs, past `epochs`, until the 95% confidence interval of the delivered
-    throughput is within +-this percent, or max_measure_s runs out; None: exactly `epochs`."""
+    throughput is within +-this percent over a steady state long enough to judge (0.25 s), or
+    max_measure_s runs out; None: exactly `epochs`."""
     max_measure_s: float = Field(default=600.0, gt=0)
     """Time budget of the epochs run to reach ci_pct, an upper bound: no epoch starts that would
     end past it (the first `epochs` always run)."""
