@@ -72,12 +72,15 @@ def register(scenario: Scenario) -> Scenario:
     formats = {e.format: e for s in _REGISTRY.values() for e in s.exports}
     if clash := [e.format for e in scenario.exports if formats.get(e.format, e) != e]:
         raise ValueError(f"{scenario.name}: another scenario exports {clash[0]!r} otherwise")
-    hooks: dict[str, object] = {"notes": scenario.notes, "verdict_rules": scenario.verdict_rules}
-    hooks |= {"cell_text": scenario.cell_text, "table": scenario.table}
-    hooks |= {"findings": scenario.findings} | {
-        f"figure {f.name}": f.draw for f in scenario.figures
+    hooks: dict[str, object] = {
+        "notes": scenario.notes,
+        "verdict_rules": scenario.verdict_rules,
+        "cell_text": scenario.cell_text,
+        "table": scenario.table,
+        "findings": scenario.findings,
+        **{f"figure {f.name}": f.draw for f in scenario.figures},
+        **{f"export {e.format}": e.write for e in scenario.exports},
     }
-    hooks |= {f"export {e.format}": e.write for e in scenario.exports}
     if named := [name for name, hook in hooks.items() if isinstance(hook, str)]:
         raise ValueError(
             f"{scenario.name}: {named[0]} is named by a string: hand the function itself "

@@ -106,8 +106,9 @@ def placed(tf: Any, device: TensorFlowDevice) -> Any:
     """Where a cell's model, optimizer and step are made: the multi-worker strategy's scope
     when the cell has replicas (their variables mirrored, their gradients all-reduced), else
     its device."""
-    strategy = tf.distribute.get_strategy()
-    return strategy.scope() if tf.distribute.has_strategy() else tf.device(device.name)
+    if tf.distribute.has_strategy():
+        return tf.distribute.get_strategy().scope()
+    return tf.device(device.name)
 
 
 def training_step(tf: Any, model: Any, loss_fn: Any, optimizer: Any) -> Any:

@@ -4,7 +4,7 @@ report, table and figure in report.py)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from accelbench.scenarios.base import Figure, Scenario, record_of
 from accelbench.scenarios.time_to_train import TimeToTrain, TimeToTrainSettings, report
@@ -13,8 +13,6 @@ from accelbench.scenarios.train.plugin import MLLOG
 if TYPE_CHECKING:
     from accelbench.records.result import Result
     from accelbench.records.spec import RunSpec
-
-Outcome = Literal["reached", "not-converged", "diverged"]
 
 
 def _rules(spec: RunSpec) -> None:
