@@ -144,7 +144,26 @@ def test_hostile_names_import_as_data(two_platforms: list[Result]) -> None:
 
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(AccelbenchError, match=r"cannot read .*nothing\.json"):
-        exchange.load(tmp_path / "nothing.json")
+        list(exchange.load(tmp_path / "nothing.json"))
+
+
+def test_an_export_is_read_a_result_at_a_time(
+    two_platforms: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Pieces of 7 characters: every value spans pieces, numbers and strings cut anywhere.
+    monkeypatch.setattr(exchange, "PIECE_CHARS", 7)
+    path = tmp_path / "export.json"
+    path.write_text(exchange.dumps(two_platforms))
+    assert list(exchange.load(path)) == two_platforms
+    # The first result comes before the second is read: a broken second one is found only
+    # after it (the import's transaction then stores neither), so memory holds one result.
+    doc = json.loads(path.read_text())
+    doc["results"][1]["spec"]["batch_size"] = -3
+    path.write_text(json.dumps(doc, indent=1))
+    results = exchange.load(path)
+    assert next(results) == two_platforms[0]
+    with pytest.raises(AccelbenchError, match="result 1: spec.batch_size"):
+        next(results)
 
 
 def test_imported_times_without_a_zone_and_zero_rates_leave_every_reader_working(

@@ -3,7 +3,6 @@ logs) and import."""
 
 from __future__ import annotations
 
-import itertools
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -136,14 +135,12 @@ def import_results(
     db: DbOption = None,
 ) -> None:
     """Merge results from other machines into the database. A malformed file changes nothing:
-    JSON exports and databases are checked whole first; JSON Lines exports are read a result at
-    a time into one transaction, undone at the first bad line. Results stored already (same
-    key) are kept as they are."""
-    lines = [path for path in files if exchange.is_lines(path)]
-    checked = [r for path in files if path not in lines for r in exchange.load(path)]
-    streamed = (r for path in lines for r in exchange.read_lines(path))
+    every file is read a result at a time into one transaction, undone at the first bad
+    result. Results stored already (same key) are kept as they are."""
+    read_file = {True: exchange.read_lines, False: exchange.load}
+    streamed = (r for path in files for r in read_file[exchange.is_lines(path)](path))
     with ResultStore(db) as store:
-        new, read = store.add_stream(itertools.chain(checked, streamed))
+        new, read = store.add_stream(streamed)
         where = store.where
     console.print(
         f"imported {new} new results into {where}; {read - new} were stored already "

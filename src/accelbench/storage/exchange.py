@@ -2,9 +2,9 @@
 file, or another accelbench SQLite database, into the store; `results --format json`. The flat
 CSV schema is tabular.py's.
 
-A file to import is read whole and every record validated (the same model the store uses) before
-anything is written, and then written in one transaction: a malformed or hostile file changes
-nothing. A record whose key is stored already is the same cell on the same platform and is
+A file to import is read a result at a time, each validated (the same model the store uses) and
+written in one transaction that anything wrong rolls back: a malformed or hostile file changes
+nothing, and memory holds one result of it. A record whose key is stored already is the same cell on the same platform and is
 skipped, never overwritten.
 """
 
@@ -38,7 +38,11 @@ TOP_LEVEL = frozenset({"format", "version", "exported_at", "results"})
 LINES = "lines"
 """The header's layout of a JSON Lines export (`export --format jsonl`)."""
 MAX_LINE_BYTES = 256 << 20
-"""The longest result a JSON Lines import reads (a serve record of many requests is a few MB)."""
+"""The longest result an import reads (a serve record of many requests is a few MB)."""
+PIECE_CHARS = 1 << 20
+"""What an export document's import reads at a time."""
+SPACE = " \t\n\r"
+"""JSON's white space."""
 
 
 def dumps(results: Sequence[Result]) -> str:
@@ -87,8 +91,9 @@ def _json_array(items: Iterable[str], out: TextIO, close: str = "\n]") -> int:
     return count
 
 
-def load(path: Path) -> list[Result]:
-    """The results in an export file or an SQLite database, all validated."""
+def load(path: Path) -> Iterator[Result]:
+    """The results in an export file or an SQLite database, each validated as it is read, one
+    held at a time; raises AccelbenchError at the first thing wrong."""
     try:
         if not path.exists():
             raise AccelbenchError(f"cannot read {path} (no such file): {HINT}")
@@ -97,34 +102,94 @@ def load(path: Path) -> list[Result]:
         if path.stat().st_size > MAX_IMPORT_BYTES:
             raise AccelbenchError(
                 f"{path} is over {MAX_IMPORT_BYTES >> 20} MiB: export fewer results at a time "
-                "(--workload, --platform)"
+                "(--workload, --platform), or as JSON Lines (--format jsonl)"
             )
         with path.open("rb") as f:
-            head = f.read(len(SQLITE_HEADER))
-            if head == SQLITE_HEADER:
-                return _from_sqlite(path)
-            data = head + f.read()
+            sqlite = f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+        if sqlite:
+            yield from _from_sqlite(path)
+            return
+        with path.open(encoding="utf-8") as text:
+            yield from _document(text, str(path))
     except OSError as exc:
         raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
-    return parse(data, str(path))
 
 
 def parse(data: bytes, name: str) -> list[Result]:
     """The results of an export file's bytes; AccelbenchError for anything else."""
     try:
-        doc = json.loads(data, object_pairs_hook=_unique)
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise AccelbenchError(f"{name} is not JSON ({one_line(exc)}): {HINT}") from None
+    return list(_document(io.StringIO(text), name))
+
+
+def _document(text: TextIO, name: str) -> Iterator[Result]:
+    """The results of an export document, read a piece at a time and validated one by one as
+    its "results" list goes by (its format and version, which accelbench writes first, are
+    checked before any); AccelbenchError for anything else."""
+    reader, head, seen = _Reader(text), dict[str, Any](), set[str]()
+    try:
+        if reader.peek() != "{":
+            reader.value()  # JSON at all? (a deep nesting is not)
+            raise AccelbenchError(_not_an_export(name))
+        reader.take("{")
+        more = reader.peek() != "}"
+        while more:
+            key = reader.value()
+            if not isinstance(key, str):
+                raise json.JSONDecodeError("expected a key", reader.buf, reader.pos)
+            if key in seen:
+                raise AccelbenchError(
+                    f"{name}: the key {key!r} is given twice in one object: {HINT}"
+                )
+            seen.add(key)
+            reader.take(":")
+            if key not in TOP_LEVEL:
+                _check_head(head, name)
+                raise AccelbenchError(f"{name}: unknown field {key!r} in the export: {HINT}")
+            if key == "results":
+                _check_head(head, name)
+                yield from _results(reader, name)
+            else:
+                head[key] = reader.value()
+            more = reader.take(",}") == ","
+        if reader.peek() == "}":
+            reader.take("}")
+        if reader.peek():
+            raise json.JSONDecodeError("extra data after the export", reader.buf, reader.pos)
+        _check_head(head, name)
+        if "results" not in seen:
+            raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise AccelbenchError(f"{name} is not JSON ({one_line(exc)}): {HINT}") from None
-    except ValueError as exc:  # a key given twice
+    except ValueError as exc:  # a key given twice in a result
         raise AccelbenchError(f"{name}: {exc}: {HINT}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise AccelbenchError(
-            f'{name} is not an accelbench export (no "format": "{FORMAT}"): {HINT}'
-        )
-    unknown = sorted(set(doc) - TOP_LEVEL)
-    if unknown:
-        raise AccelbenchError(f"{name}: unknown field {unknown[0]!r} in the export: {HINT}")
-    version = doc.get("version")
+
+
+def _results(reader: _Reader, name: str) -> Iterator[Result]:
+    """The export's "results" list, each validated as it is read."""
+    if reader.peek() != "[":
+        raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
+    reader.take("[")
+    if reader.peek() == "]":
+        reader.take("]")
+        return
+    for index in itertools.count():
+        yield _validated(reader.value(), f"result {index}", name)
+        if reader.take(",]") == "]":
+            return
+
+
+def _not_an_export(name: str) -> str:
+    return f'{name} is not an accelbench export (no "format": "{FORMAT}"): {HINT}'
+
+
+def _check_head(head: dict[str, Any], name: str) -> None:
+    """An export's format and version, as read so far, are this accelbench's to read."""
+    if head.get("format") != FORMAT:
+        raise AccelbenchError(_not_an_export(name))
+    version = head.get("version")
     if type(version) is not int or version < 1:
         raise AccelbenchError(f'{name}: "version" must be a positive whole number: {HINT}')
     if version > VERSION:
@@ -132,10 +197,60 @@ def parse(data: bytes, name: str) -> list[Result]:
             f"{name} was exported by a newer accelbench (format version {version}, this one reads "
             f"{VERSION}): upgrade accelbench"
         )
-    records = doc.get("results")
-    if not isinstance(records, list):
-        raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
-    return [_validated(record, f"result {i}", name) for i, record in enumerate(records)]
+
+
+class _Reader:
+    """A JSON text read a piece at a time: its punctuation, and its values one by one (with
+    _unique's objects), so that a document of many results is never held whole. A value may
+    span pieces; one over MAX_LINE_BYTES is refused, as a JSON Lines line is."""
+
+    def __init__(self, text: TextIO) -> None:
+        self.text, self.buf, self.pos = text, "", 0
+        self.decoder = json.JSONDecoder(object_pairs_hook=_unique)
+
+    def _more(self) -> bool:
+        """Read on, at least as much again as is held (a long value then costs linear time);
+        False at the end, the buffer unchanged."""
+        if len(self.buf) - self.pos > MAX_LINE_BYTES:
+            raise AccelbenchError(
+                f"a value of over {MAX_LINE_BYTES >> 20} MiB; nothing was imported"
+            )
+        piece = self.text.read(max(PIECE_CHARS, len(self.buf) - self.pos))
+        if not piece:
+            return False
+        self.buf, self.pos = self.buf[self.pos :] + piece, 0
+        return True
+
+    def peek(self) -> str:
+        """The next character that is not white space; "" at the end."""
+        while True:
+            while self.pos < len(self.buf) and self.buf[self.pos] in SPACE:
+                self.pos += 1
+            if self.pos < len(self.buf) or not self._more():
+                return self.buf[self.pos : self.pos + 1]
+
+    def take(self, allowed: str) -> str:
+        """The next character, which must be one of `allowed`."""
+        found = self.peek()
+        if not found or found not in allowed:
+            raise json.JSONDecodeError(f"expected one of {allowed!r}", self.buf, self.pos)
+        self.pos += 1
+        return found
+
+    def value(self) -> Any:
+        """The next JSON value, read on until it is whole."""
+        self.peek()
+        while True:
+            try:
+                found, end = self.decoder.raw_decode(self.buf, self.pos)
+            except json.JSONDecodeError:
+                if self._more():  # cut off where the piece ends, or malformed: read on
+                    continue
+                raise
+            if end == len(self.buf) and self._more():  # a number may go on in the next piece
+                continue
+            self.pos = end
+            return found
 
 
 def _validated(record: object, which: str, name: str) -> Result:
@@ -232,7 +347,7 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _from_sqlite(path: Path) -> list[Result]:
+def _from_sqlite(path: Path) -> Iterator[Result]:
     """The results of another database, read from a consistent copy (SQLite's backup, safe
     while another process writes to it) opened read-only: the file itself is never written,
     an older schema is read as it is, and a database with no results is refused."""
@@ -252,7 +367,7 @@ def _from_sqlite(path: Path) -> list[Result]:
             raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
         try:
             with Store(copy, writable=False) as store:  # no results table: refused
-                return store.query()
+                yield from store.stream()
         except AccelbenchError as exc:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
 
