@@ -162,7 +162,7 @@ def test_an_export_is_read_a_result_at_a_time(
     path.write_text(json.dumps(doc, indent=1))
     results = exchange.load(path)
     assert next(results) == two_platforms[0]
-    with pytest.raises(AccelbenchError, match="result 1: spec.batch_size"):
+    with pytest.raises(AccelbenchError, match=r"result 1: spec\.batch_size"):
         next(results)
 
 
