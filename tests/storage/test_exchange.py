@@ -119,6 +119,7 @@ def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
         "unknown field": (json.dumps(doc | {"rootkit": 1}).encode(), "unknown field 'rootkit'"),
         "twice": (b'{"format": "x", "format": "accelbench-results"}', "'format' is given twice"),
         "edited key": (json.dumps(edited).encode(), "result 0: its key does not match"),
+        "trailing brace": (json.dumps(doc).encode() + b"}", "is not JSON"),
     }
 
 

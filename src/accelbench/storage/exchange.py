@@ -135,6 +135,8 @@ def _document(text: TextIO, name: str) -> Iterator[Result]:
             raise AccelbenchError(_not_an_export(name))
         reader.take("{")
         more = reader.peek() != "}"
+        if not more:
+            reader.take("}")
         while more:
             key = reader.value()
             if not isinstance(key, str):
@@ -154,8 +156,6 @@ def _document(text: TextIO, name: str) -> Iterator[Result]:
             else:
                 head[key] = reader.value()
             more = reader.take(",}") == ","
-        if reader.peek() == "}":
-            reader.take("}")
         if reader.peek():
             raise json.JSONDecodeError("extra data after the export", reader.buf, reader.pos)
         _check_head(head, name)
