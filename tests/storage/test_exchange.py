@@ -15,7 +15,7 @@ from accelbench.cli import app
 from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
-from accelbench.storage import exchange
+from accelbench.storage import exchange, json_stream
 
 from ..conftest import SIM_PLATFORM, tiny
 from .test_store import _schema_1_database
@@ -152,7 +152,7 @@ def test_an_export_is_read_a_result_at_a_time(
     two_platforms: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Pieces of 7 characters: every value spans pieces, numbers and strings cut anywhere.
-    monkeypatch.setattr(exchange, "PIECE_CHARS", 7)
+    monkeypatch.setattr(json_stream, "PIECE_CHARS", 7)
     path = tmp_path / "export.json"
     path.write_text(exchange.dumps(two_platforms))
     assert list(exchange.load(path)) == two_platforms

@@ -27,6 +27,7 @@ from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import STORED
+from accelbench.storage.json_stream import Reader
 from accelbench.storage.schema import stored_json
 
 FORMAT = "accelbench-results"
@@ -39,10 +40,6 @@ LINES = "lines"
 """The header's layout of a JSON Lines export (`export --format jsonl`)."""
 MAX_LINE_BYTES = 256 << 20
 """The longest result an import reads (a serve record of many requests is a few MB)."""
-PIECE_CHARS = 1 << 20
-"""What an export document's import reads at a time."""
-SPACE = " \t\n\r"
-"""JSON's white space."""
 
 
 def dumps(results: Sequence[Result]) -> str:
@@ -128,7 +125,7 @@ def _document(text: TextIO, name: str) -> Iterator[Result]:
     """The results of an export document, read a piece at a time and validated one by one as
     its "results" list goes by (its format and version, which accelbench writes first, are
     checked before any); AccelbenchError for anything else."""
-    reader, head, seen = _Reader(text), dict[str, Any](), set[str]()
+    reader, head, seen = Reader(text, _unique, MAX_LINE_BYTES), dict[str, Any](), set[str]()
     try:
         if reader.peek() != "{":
             reader.value()  # JSON at all? (a deep nesting is not)
@@ -167,7 +164,7 @@ def _document(text: TextIO, name: str) -> Iterator[Result]:
         raise AccelbenchError(f"{name}: {exc}: {HINT}") from None
 
 
-def _results(reader: _Reader, name: str) -> Iterator[Result]:
+def _results(reader: Reader, name: str) -> Iterator[Result]:
     """The export's "results" list, each validated as it is read."""
     if reader.peek() != "[":
         raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
@@ -197,60 +194,6 @@ def _check_head(head: dict[str, Any], name: str) -> None:
             f"{name} was exported by a newer accelbench (format version {version}, this one reads "
             f"{VERSION}): upgrade accelbench"
         )
-
-
-class _Reader:
-    """A JSON text read a piece at a time: its punctuation, and its values one by one (with
-    _unique's objects), so that a document of many results is never held whole. A value may
-    span pieces; one over MAX_LINE_BYTES is refused, as a JSON Lines line is."""
-
-    def __init__(self, text: TextIO) -> None:
-        self.text, self.buf, self.pos = text, "", 0
-        self.decoder = json.JSONDecoder(object_pairs_hook=_unique)
-
-    def _more(self) -> bool:
-        """Read on, at least as much again as is held (a long value then costs linear time);
-        False at the end, the buffer unchanged."""
-        if len(self.buf) - self.pos > MAX_LINE_BYTES:
-            raise AccelbenchError(
-                f"a value of over {MAX_LINE_BYTES >> 20} MiB; nothing was imported"
-            )
-        piece = self.text.read(max(PIECE_CHARS, len(self.buf) - self.pos))
-        if not piece:
-            return False
-        self.buf, self.pos = self.buf[self.pos :] + piece, 0
-        return True
-
-    def peek(self) -> str:
-        """The next character that is not white space; "" at the end."""
-        while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in SPACE:
-                self.pos += 1
-            if self.pos < len(self.buf) or not self._more():
-                return self.buf[self.pos : self.pos + 1]
-
-    def take(self, allowed: str) -> str:
-        """The next character, which must be one of `allowed`."""
-        found = self.peek()
-        if not found or found not in allowed:
-            raise json.JSONDecodeError(f"expected one of {allowed!r}", self.buf, self.pos)
-        self.pos += 1
-        return found
-
-    def value(self) -> Any:
-        """The next JSON value, read on until it is whole."""
-        self.peek()
-        while True:
-            try:
-                found, end = self.decoder.raw_decode(self.buf, self.pos)
-            except json.JSONDecodeError:
-                if self._more():  # cut off where the piece ends, or malformed: read on
-                    continue
-                raise
-            if end == len(self.buf) and self._more():  # a number may go on in the next piece
-                continue
-            self.pos = end
-            return found
 
 
 def _validated(record: object, which: str, name: str) -> Result:
