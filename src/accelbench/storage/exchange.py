@@ -160,7 +160,7 @@ def _document(text: TextIO, name: str) -> Iterator[Result]:
             raise AccelbenchError(f'{name}: "results" must be a list of results: {HINT}')
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise AccelbenchError(f"{name} is not JSON ({one_line(exc)}): {HINT}") from None
-    except ValueError as exc:  # a key given twice in a result
+    except ValueError as exc:  # a key given twice in a result, or a value too long
         raise AccelbenchError(f"{name}: {exc}: {HINT}") from None
 
 

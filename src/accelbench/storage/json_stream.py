@@ -7,8 +7,6 @@ import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from accelbench.errors import AccelbenchError
-
 PIECE_CHARS = 1 << 20
 """What is read at a time."""
 SPACE = " \t\n\r"
@@ -18,7 +16,7 @@ SPACE = " \t\n\r"
 class Reader:
     """A JSON text read a piece at a time: its punctuation, and its values one by one (objects
     made by `pairs`), so that a long list is never held whole. A value may span pieces; one
-    longer than `most` characters is refused."""
+    longer than `most` characters is refused (ValueError)."""
 
     def __init__(
         self, text: TextIO, pairs: Callable[[list[tuple[str, Any]]], Any], most: int
@@ -30,7 +28,7 @@ class Reader:
         """Read on, at least as much again as is held (a long value then costs linear time);
         False at the end, the buffer unchanged."""
         if len(self.buf) - self.pos > self.most:
-            raise AccelbenchError(f"a value of over {self.most >> 20} MiB; nothing was imported")
+            raise ValueError(f"a value of over {self.most >> 20} MiB")
         piece = self.text.read(max(PIECE_CHARS, len(self.buf) - self.pos))
         if not piece:
             return False
