@@ -4,8 +4,8 @@ CSV schema is tabular.py's.
 
 A file to import is read a result at a time, each validated (the same model the store uses) and
 written in one transaction that anything wrong rolls back: a malformed or hostile file changes
-nothing, and memory holds one result of it. A record whose key is stored already is the same cell on the same platform and is
-skipped, never overwritten.
+nothing, and memory holds one result of it. A record whose key is stored already is the same
+cell on the same platform and is skipped, never overwritten.
 """
 
 from __future__ import annotations
