@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from accelbench import engines
 from accelbench.cli import app
 from accelbench.report.database import ResultStore
 
@@ -23,6 +24,7 @@ QUICK = ["--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--de
 
 MODELS = """
 import json, os
+import torch._dynamo  # before TensorFlow, as the engine does: timm's imports reach Triton
 os.environ["KERAS_BACKEND"] = "tensorflow"
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 from accelbench import workloads
@@ -45,12 +47,16 @@ def counted() -> dict[str, list[int]]:
     return found
 
 
-@pytest.mark.parametrize("name", ["tiny_mlp", "lenet5", "autoencoder"])
+@pytest.mark.parametrize("name", ["tiny_mlp", "lenet5", "autoencoder", "resnet50"])
 def test_each_keras_model_has_the_torch_models_parameters(
     counted: dict[str, list[int]], name: str
 ) -> None:
     keras_count, torch_count = counted[name]
     assert keras_count == torch_count
+
+
+def test_the_engine_offers_the_workloads_it_has_models_of(counted: dict[str, list[int]]) -> None:
+    assert set(engines.get("tensorflow").workloads) == set(counted)
 
 
 def test_tensorflow_cells_train_and_infer_and_are_stored_as_torchs(tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """JAX as an engine: the train scenario of the seeds' small models (tiny_mlp, lenet5 and the
-paper's autoencoder) and Llama 3's shapes (llama3_tiny, 3.2 1B and 3B, 3.1 8B), each of plain
-jax.numpy and lax with the torch model's layers, shapes and parameters (models.py, decoder.py;
-equal parameter counts, a test), trained by a jitted step with optax's
-optimizer (train.py), also on the torch workload's real records to a held-out target
+paper's autoencoder), ResNet-50 and Llama 3's shapes (llama3_tiny, 3.2 1B and 3B, 3.1 8B), each
+of plain jax.numpy and lax with the torch model's layers, shapes and parameters (models.py,
+decoder.py; equal parameter counts, a test), trained by a jitted step with optax's optimizer
+(train.py), also on the torch workload's real records to a held-out target
 (time_to_train.py); inference (infer.py), and the decoders' greedy generation with a key-value
 cache (generate.py); each measured by the kit every scenario shares (scenarios/epochs.py): the
 first epoch holds tracing and XLA's compilation, the steady state's delivered rate and interval,
@@ -44,15 +44,15 @@ def _rules(spec: RunSpec) -> None:
 
 FRAMEWORK = Framework(
     name="jax",
-    summary="JAX (jit, optax): training, time to train and inference of the seeds' small models "
-    "and Llama 3, and Llama 3's generation",
+    summary="JAX (jit, optax): training, time to train and inference of the seeds' small models, "
+    "ResNet-50 and Llama 3, and Llama 3's generation",
     measures={
         "train": "accelbench.engines.jax.train:measure",
         "infer": "accelbench.engines.jax.infer:measure",
         "time-to-train": "accelbench.engines.jax.time_to_train:measure",
         "generate": "accelbench.engines.jax.generate:measure",
     },
-    workloads=("tiny_mlp", "lenet5", "autoencoder", *DECODERS),
+    workloads=("tiny_mlp", "lenet5", "autoencoder", "resnet50", *DECODERS),
     user_models="examples/my_jax_model.py",
     precisions=("fp32", "bf16", "amp-bf16"),
     rules=_rules,

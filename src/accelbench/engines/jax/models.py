@@ -25,8 +25,11 @@ from accelbench.workloads.autoencoder import BLOCKS_PER_STAGE, BOTTLENECK_CHANNE
 Layer = tuple[Any, ...]
 """("conv", c_in, c_out, kernel, stride, padding, bias), ("up", c_in, c_out) (a transposed
 4x4 convolution, stride 2, padding 1: twice the height and width), ("bn", channels),
-("res", width) (conv, bn, relu, conv, bn, plus the input, relu), ("dense", fan_in, fan_out),
-("relu",), ("sigmoid",), ("pool",) (2x2 max), ("flatten",)."""
+("res", width) (conv, bn, relu, conv, bn, plus the input, relu), ("bottleneck", c_in, width,
+stride) (ResNet v1.5's: 1x1, 3x3 of that stride, 1x1 to 4 x width, each with bn, plus the
+input, projected by a strided 1x1 and bn where its shape differs, relu), ("dense", fan_in,
+fan_out), ("relu",), ("sigmoid",), ("pool", window, stride, padding) (max), ("mean",) (over
+height and width), ("flatten",)."""
 NCHW = ("NCHW", "OIHW", "NCHW")
 BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # torch's BatchNorm2d defaults
 
@@ -76,6 +79,13 @@ def _images(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
     """28x28 greyscale images uniform in [0, 1] and labels below 10: the "plain" recipe."""
     image = rng.random((n, 1, 28, 28), dtype=np.float32)
     return {"x": image, "label": rng.integers(0, 10, n, dtype=np.int32)}
+
+
+def _imagenet(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
+    """224x224 RGB images of normal noise (as normalised by ImageNet's recipe), labels below
+    1000."""
+    image = rng.standard_normal((n, 3, 224, 224), dtype=np.float32)
+    return {"x": image, "label": rng.integers(0, 1000, n, dtype=np.int32)}
 
 
 def _features(rng: np.random.Generator, n: int) -> dict[str, np.ndarray]:
@@ -128,6 +138,18 @@ def _autoencoder() -> list[Layer]:
     ]
 
 
+def _resnet50() -> list[Layer]:
+    """ResNet-50 v1.5 as timm builds it (the stride on the 3x3 convolution), 1000 classes."""
+    stem: list[Layer] = [("conv", 3, 64, 7, 2, 3, False), ("bn", 64), ("relu",), ("pool", 3, 2, 1)]
+    blocks: list[Layer] = []
+    c_in = 64
+    for width, depth, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(depth):
+            blocks.append(("bottleneck", c_in, width, stride if i == 0 else 1))
+            c_in = 4 * width
+    return [*stem, *blocks, ("mean",), ("dense", c_in, 1000)]
+
+
 MODELS: dict[str, Callable[[], Model]] = {
     "tiny_mlp": lambda: layered(
         [("dense", 64, 128), ("relu",), ("dense", 128, 10)], _features, _cross_entropy, "samples"
@@ -136,10 +158,10 @@ MODELS: dict[str, Callable[[], Model]] = {
         [
             ("conv", 1, 6, 5, 1, 2, True),
             ("relu",),
-            ("pool",),
+            ("pool", 2, 2, 0),
             ("conv", 6, 16, 5, 1, 0, True),
             ("relu",),
-            ("pool",),
+            ("pool", 2, 2, 0),
             ("flatten",),
             ("dense", 16 * 5 * 5, 120),
             ("relu",),
@@ -151,6 +173,7 @@ MODELS: dict[str, Callable[[], Model]] = {
         _cross_entropy,
     ),
     "autoencoder": lambda: layered(_autoencoder(), _images, _reconstruction),
+    "resnet50": lambda: layered(_resnet50(), _imagenet, _cross_entropy),
     **{name: partial(_llama, name) for name in DECODERS},
 }
 
@@ -200,16 +223,29 @@ def _init(layer: Layer, key: jax.Array) -> tuple[Any, Any]:
     if kind == "bn":
         (c,) = shape
         return _bn_init(c)
+    if kind in ("res", "bottleneck"):
+        main, shortcut = _residual(layer)
+        (pm, sm), (ps, ss) = init(main, k1), init(shortcut, k2)
+        return {"main": pm, "shortcut": ps}, {"main": sm, "shortcut": ss}
+    return {}, {}
+
+
+def _residual(layer: Layer) -> tuple[list[Layer], list[Layer]]:
+    """A residual block's main path and its shortcut's (none: the input as it is)."""
+    kind, *shape = layer
     if kind == "res":
         (w,) = shape
-        parts = [
-            ("conv", w, w, 3, 1, 1, False),
-            ("bn", w),
-            ("conv", w, w, 3, 1, 1, False),
-            ("bn", w),
-        ]
-        return init(parts, key)
-    return {}, {}
+        conv_bn: list[Layer] = [("conv", w, w, 3, 1, 1, False), ("bn", w)]
+        return [*conv_bn, ("relu",), *conv_bn], []
+    c_in, width, stride = shape
+    c_out = 4 * width
+    main: list[Layer] = [
+        *(("conv", c_in, width, 1, 1, 0, False), ("bn", width), ("relu",)),
+        *(("conv", width, width, 3, stride, 1, False), ("bn", width), ("relu",)),
+        *(("conv", width, c_out, 1, 1, 0, False), ("bn", c_out)),
+    ]
+    same = stride == 1 and c_in == c_out
+    return main, [] if same else [("conv", c_in, c_out, 1, stride, 0, False), ("bn", c_out)]
 
 
 def _bn_init(c: int) -> tuple[Any, Any]:
@@ -252,25 +288,22 @@ def _apply(layer: Layer, p: Any, s: Any, x: jax.Array, train: bool) -> tuple[jax
         return x @ p["w"].astype(x.dtype) + p["b"].astype(x.dtype), s
     if kind == "bn":
         return _batch_norm(p, s, x, train)
-    if kind == "res":
-        (w,) = shape
-        parts = [
-            ("conv", w, w, 3, 1, 1, False),
-            ("bn", w),
-            ("relu",),
-            ("conv", w, w, 3, 1, 1, False),
-            ("bn", w),
-        ]
-        (pc1, pb1, pc2, pb2), (sc1, sb1, sc2, sb2) = p, s
-        y, new = apply(parts, [pc1, pb1, {}, pc2, pb2], [sc1, sb1, {}, sc2, sb2], x, train)
-        return jax.nn.relu(x + y), [new[0], new[1], new[3], new[4]]
+    if kind in ("res", "bottleneck"):
+        main, shortcut = _residual(layer)
+        y, sm = apply(main, p["main"], s["main"], x, train)
+        r, ss = apply(shortcut, p["shortcut"], s["shortcut"], x, train)
+        return jax.nn.relu(r + y), {"main": sm, "shortcut": ss}
     if kind == "relu":
         return jax.nn.relu(x), s
     if kind == "sigmoid":
         return jax.nn.sigmoid(x), s
     if kind == "pool":
-        window = (1, 1, 2, 2)
-        return lax.reduce_window(x, -jnp.inf, lax.max, window, window, "VALID"), s
+        k, stride, pad = shape
+        padding = [(0, 0), (0, 0), (pad, pad), (pad, pad)]
+        window, strides = (1, 1, k, k), (1, 1, stride, stride)
+        return lax.reduce_window(x, -jnp.inf, lax.max, window, strides, padding), s
+    if kind == "mean":
+        return x.mean((2, 3)), s
     if kind == "flatten":
         return x.reshape(x.shape[0], -1), s
     raise ValueError(f"no such layer: {kind}")

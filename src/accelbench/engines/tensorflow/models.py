@@ -32,6 +32,13 @@ def _images(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     return image, rng.integers(0, 10, n, dtype=np.int32)
 
 
+def _imagenet(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """224x224 RGB images of normal noise (as normalised by ImageNet's recipe), labels below
+    1000."""
+    image = rng.standard_normal((n, 224, 224, 3), dtype=np.float32)
+    return image, rng.integers(0, 1000, n, dtype=np.int32)
+
+
 def _reconstructed(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     image, _ = _images(rng, n)
     return image, image
@@ -69,13 +76,19 @@ def _lenet5() -> Any:
     )
 
 
+def _norm(x: Any) -> Any:
+    """torch's BatchNorm2d: momentum 0.1 of the new, epsilon 1e-5."""
+    from keras import layers
+
+    return layers.BatchNormalization(momentum=0.9, epsilon=1e-5)(x)
+
+
 def _autoencoder() -> Any:
     """The paper's autoencoder as workloads/autoencoder_model.py builds it."""
     import keras
     from keras import layers
 
-    def norm(x: Any) -> Any:  # torch's BatchNorm2d: momentum 0.1 of the new, epsilon 1e-5
-        return layers.BatchNormalization(momentum=0.9, epsilon=1e-5)(x)
+    norm = _norm
 
     def conv_bn(x: Any, width: int, stride: int = 1) -> Any:
         x = layers.Conv2D(width, 3, stride, padding="same", use_bias=False)(x)
@@ -105,6 +118,32 @@ def _autoencoder() -> Any:
     return keras.Model(image, x)
 
 
+def _resnet50() -> Any:
+    """ResNet-50 v1.5 as timm builds it: the stride on the 3x3 convolution and no convolution
+    biases (Keras' own ResNet50 is v1, with them: 26,560 parameters more)."""
+    import keras
+    from keras import layers
+
+    def conv_bn(x: Any, width: int, kernel: int, stride: int = 1) -> Any:
+        return _norm(layers.Conv2D(width, kernel, stride, padding="same", use_bias=False)(x))
+
+    def bottleneck(x: Any, width: int, stride: int) -> Any:
+        y = layers.ReLU()(conv_bn(x, width, 1))
+        y = layers.ReLU()(conv_bn(y, width, 3, stride))
+        y = conv_bn(y, 4 * width, 1)
+        same = stride == 1 and x.shape[-1] == 4 * width
+        return layers.ReLU()(layers.Add()([x if same else conv_bn(x, 4 * width, 1, stride), y]))
+
+    image = keras.Input((224, 224, 3))
+    x = layers.ReLU()(conv_bn(image, 64, 7, 2))  # 112x112
+    x = layers.MaxPooling2D(3, 2, padding="same")(x)  # 56x56
+    for width, depth, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(depth):
+            x = bottleneck(x, width, stride if i == 0 else 1)
+    x = layers.GlobalAveragePooling2D()(x)
+    return keras.Model(image, layers.Dense(1000)(x))
+
+
 def _cross_entropy() -> Any:
     import keras
 
@@ -121,6 +160,7 @@ MODELS: dict[str, Model] = {
     "tiny_mlp": Model(_tiny_mlp, _features, _cross_entropy, "samples"),
     "lenet5": Model(_lenet5, _images, _cross_entropy),
     "autoencoder": Model(_autoencoder, _reconstructed, _mean_squared),
+    "resnet50": Model(_resnet50, _imagenet, _cross_entropy),
 }
 
 
