@@ -15,7 +15,7 @@ REVIEW_LINES = 400
 MAX_LINES = 600
 LAYERS = (
     (
-        *("accelbench.errors", "accelbench.secrets", "accelbench.wire"),
+        *("accelbench.errors", "accelbench.inputs", "accelbench.secrets", "accelbench.wire"),
         *("accelbench.workload", "accelbench.workloads"),
     ),
     (

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationError
 
+from accelbench import inputs
 from accelbench.analysis import fleet
 from accelbench.errors import AccelbenchError, first_invalid
 from accelbench.records.frozen import Frozen
@@ -72,7 +73,7 @@ def shipped_rule() -> Rule:
 def load_rule(path: Path) -> Rule:
     """A rule file, over the shipped rule's settings; any problem is one line naming the file."""
     try:
-        given = tomllib.loads(path.read_text())
+        given = tomllib.loads(inputs.read_text(path, "rule file"))
         return Rule.model_validate(shipped_rule().model_dump() | given)
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, ValidationError) as exc:
         raise AccelbenchError(f"rule file {path}: {_why(exc)}") from None
@@ -81,7 +82,7 @@ def load_rule(path: Path) -> Rule:
 def load_baselines(path: Path) -> list[Baseline]:
     """The rows of a baseline file; any problem is one line naming the file and row."""
     try:
-        with path.open(newline="") as file:
+        with inputs.opened(path, "baseline file", inputs.TABLE_BYTES) as file:
             rows = list(csv.DictReader(file))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise AccelbenchError(f"baseline file {path}: {_why(exc)}") from None

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
+from accelbench import inputs
 from accelbench import scenarios as registry
 from accelbench.analysis import validity
 from accelbench.errors import AccelbenchError
@@ -74,8 +75,8 @@ def goal_of(objective: str, constraints: Constraints) -> Goal:
 def load_prices(path: Path) -> dict[str, float]:
     """A user's price table: `[prices]` then `"platform name part" = dollars per device-hour`."""
     try:
-        table = tomllib.loads(path.read_text()).get("prices")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        table = tomllib.loads(inputs.read_text(path, "prices file")).get("prices")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise AccelbenchError(f"cannot read prices file {path}: {exc}") from None
     if not isinstance(table, dict) or not table:
         raise AccelbenchError(

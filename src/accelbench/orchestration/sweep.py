@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from pydantic import Field, ValidationError, field_validator
 
-from accelbench import scenarios, secrets, workloads
+from accelbench import inputs, scenarios, secrets, workloads
 from accelbench.cell import preflight
 from accelbench.errors import AccelbenchError, first_invalid
 from accelbench.orchestration import forks, launch
@@ -113,11 +113,7 @@ def hold_global_batch(spec: RunSpec, global_batch: int) -> RunSpec:
 def load_sweep(path: Path) -> SweepFile:
     """Read and check a sweep file; any problem is an AccelbenchError naming the file."""
     try:
-        if not path.is_file() or path.stat().st_size > 1 << 20:
-            raise AccelbenchError(f"sweep file {path} is not a file of at most 1 MiB")
-        return SweepFile.model_validate(tomllib.loads(path.read_text()))
-    except OSError as exc:
-        raise AccelbenchError(f"cannot read sweep file {path}: {exc.strerror}") from exc
+        return SweepFile.model_validate(tomllib.loads(inputs.read_text(path, "sweep file")))
     except tomllib.TOMLDecodeError as exc:
         raise AccelbenchError(f"sweep file {path} is not valid TOML: {exc}") from exc
     except UnicodeDecodeError:

@@ -26,6 +26,7 @@ from collections import defaultdict
 from datetime import datetime
 from pathlib import Path
 
+from accelbench import inputs
 from accelbench.errors import AccelbenchError
 
 Series = dict[str, list[tuple[float, float]]]
@@ -40,7 +41,7 @@ def read(path: Path) -> Series:
     that cannot be read (a log still being written ends with a short one) is skipped, and so
     is a reading of watts that is not a finite number of 0 or more."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with inputs.opened(path, "power series", inputs.TABLE_BYTES) as f:
             header = [name.strip() for name in next(csv.reader(f), [])]
             series: Series = defaultdict(list)
             for row in csv.reader(f):

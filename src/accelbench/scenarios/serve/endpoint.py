@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from accelbench import wire
+from accelbench import inputs, wire
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.secrets import remember, scrub
 from accelbench.wire import Garbage
@@ -123,7 +123,7 @@ def read_lengths(path: Path) -> list[tuple[int, int]]:
     """(prompt_tokens, new_tokens) of each row of a lengths CSV; raises, naming the fix, on a
     file that is not one."""
     fix = f"lengths file {path}: give a CSV with columns prompt_tokens,new_tokens"
-    rows = _csv_rows(path, fix)
+    rows = _csv_rows(path, "lengths file", fix)
     try:
         pairs = [(int(r["prompt_tokens"]), int(r["new_tokens"])) for r in rows]
     except (KeyError, TypeError, ValueError):
@@ -133,10 +133,10 @@ def read_lengths(path: Path) -> list[tuple[int, int]]:
     return pairs
 
 
-def _csv_rows(path: Path, fix: str) -> list[dict[str, str]]:
+def _csv_rows(path: Path, what: str, fix: str) -> list[dict[str, str]]:
     """The rows of a CSV file by its header; raises with `fix` on one that cannot be read."""
     try:
-        with path.open(newline="", encoding="utf-8") as f:
+        with inputs.opened(path, what, inputs.TABLE_BYTES) as f:
             return list(csv.DictReader(f))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise AccelbenchError(f"{fix} ({type(exc).__name__})") from None
@@ -149,7 +149,7 @@ def read_trace(path: Path) -> list[tuple[float, int, int]]:
     """(seconds from the trace's start, prompt_tokens, new_tokens) of each row of a trace CSV,
     in time order; raises, naming the fix, on a file that is not one."""
     fix = f"trace {path}: give a CSV with columns {','.join(TRACE_COLUMNS)}"
-    rows = _csv_rows(path, fix)
+    rows = _csv_rows(path, "trace", fix)
     try:
         found = [
             (float(r["timestamp_s"]), int(r["prompt_tokens"]), int(r["new_tokens"])) for r in rows
