@@ -292,7 +292,10 @@ print("same")
             ],
             "time-to-train runs one process",
         ),
-        (["resnet50", "--framework", "jax"], "builds tiny_mlp, lenet5, autoencoder"),
+        (
+            ["efficientnet_b0", "--framework", "jax"],
+            "builds tiny_mlp, lenet5, autoencoder, resnet50",
+        ),
         (["lenet5", "--framework", "jax", "--precision", "fp16"], "not fp16"),
         (["lenet5", "--framework", "jax", "--fsdp"], "runs data-parallel replicas only"),
         (["lenet5", "--framework", "jax", "--scenario", "infer", "--replicas", "2"], "one process"),

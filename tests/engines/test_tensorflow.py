@@ -141,6 +141,10 @@ def test_replicas_train_as_tensorflow_workers(tmp_path: Path) -> None:
         (["lenet5", "--framework", "tensorflow", "--workers", "2"], "leave out --workers"),
         (["lenet5", "--framework", "tensorflow", "--precision", "bf16"], "not bf16"),
         (["lenet5", "--framework", "tensorflow", "--channels-last"], "--channels-last"),
+        (
+            ["efficientnet_b0", "--framework", "tensorflow"],
+            "autoencoder, resnet50 and user models, not",
+        ),
     ],
 )
 def test_a_cell_tensorflow_cannot_run_is_refused_in_one_line(
