@@ -954,9 +954,10 @@ def test_the_gpus_a_local_server_runs_on_are_counted_and_metered(
 
 def test_the_client_keeps_one_connection_per_request_in_flight() -> None:
     """Every request reads its stream to the end, so its connection serves the next: a closed
-    loop of three clients and an arrival trial open three connections in all, not one a
-    request (each of which would add a handshake to its TTFT), though the stub ends each
-    stream a moment after its [DONE]."""
+    loop of three clients and an arrival trial open no more connections than requests were in
+    flight at once (three, unless a loaded host let the arrivals pile up), not one a request
+    (each of which would add a handshake to its TTFT), though the stub ends each stream a
+    moment after its [DONE]."""
     script = Path(__file__).parents[2] / "benchmarks" / "serve_client.py"
     stub = subprocess.Popen(
         [sys.executable, str(script), "--stub", "--new-tokens", "4", "--end-after-ms", "20"],
@@ -984,7 +985,13 @@ def test_the_client_keeps_one_connection_per_request_in_flight() -> None:
     assert record is not None and len(record.trials) == 2
     sent = sum(len(t.requests) for t in record.trials)
     assert sent >= 3 * 5 + 6 and all(r.error is None for t in record.trials for r in t.requests)
-    assert connections == 3
+    # A request holds its connection from its sending to its stream's end, 20 ms after its last
+    # chunk; 0.1 s more for the client's own turn back to the pool on a loaded host.
+    arrivals = record.trials[-1]
+    assert arrivals.rate_per_s == 50.0
+    held = [(r.sent_s, r.sent_s + r.chunk_ms[-1] / 1e3 + 0.12) for r in arrivals.requests]
+    at_once = max(sum(start <= t < end for start, end in held) for t, _ in held)
+    assert 3 <= connections <= max(3, at_once), (connections, at_once)
 
 
 def test_the_client_is_measured_on_the_host_not_on_a_torch_device() -> None:
