@@ -23,7 +23,7 @@ def parser(
     options.add_argument("--steps", type=int, default=steps, help="optimizer steps per epoch")
     options.add_argument("--rounds", type=int, default=rounds)
     options.add_argument("--device", default="auto")
-    options.add_argument("--quick", action="store_true", help="tiny_mlp, 2 rounds of 10 steps")
+    options.add_argument("--quick", action="store_true", help="tiny_mlp, 1 round of 10 steps")
     return options
 
 
@@ -31,7 +31,7 @@ def parse(options: argparse.ArgumentParser) -> tuple[argparse.Namespace, torch.d
     """The arguments, quick mode applied, and the device they name."""
     args = options.parse_args()
     if args.quick:
-        args.workload, args.batch_size, args.steps, args.rounds = "tiny_mlp", 16, 10, 2
+        args.workload, args.batch_size, args.steps, args.rounds = "tiny_mlp", 16, 10, 1
     return args, torch.device(resolve_device(args.device))
 
 

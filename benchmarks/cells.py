@@ -8,7 +8,7 @@ the wall time beyond its own measured epochs: (T(N) - T(1)) / (N - 1) - the mean
 epoch seconds. Medians over rounds, and the median of the rounds' paired ratios.
 
     python benchmarks/cells.py            # 3 rounds, 5 cells
-    python benchmarks/cells.py --quick    # 1 round, 2 cells: what the test suite runs
+    python benchmarks/cells.py --quick    # 1 round, 2 cells of 2 x 5 steps: the suite's run
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from pathlib import Path
 from accelbench.report.database import ResultStore
 
 ACCELBENCH = [sys.executable, "-c", "from accelbench.cli import main; main()"]
-CELL = ["--epochs", "2", "--steps-per-epoch", "20", "--window-steps", "5", "--quiet"]
+CELL = ["--epochs", "2", "--window-steps", "5", "--quiet"]
 SIDES = {"server": "1", "fresh": "0"}
 
 
-def timed_run(batches: list[int], device: str, fork_server: str) -> tuple[float, float]:
+def timed_run(batches: list[int], steps: int, device: str, fork_server: str) -> tuple[float, float]:
     """Wall seconds of one `accelbench run tiny_mlp` over these micro batches, and the mean of
     its cells' measured epoch seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp, "r.sqlite")
         batch_list = ",".join(map(str, batches))
-        command = [*ACCELBENCH, "run", "tiny_mlp", *CELL]
+        command = [*ACCELBENCH, "run", "tiny_mlp", *CELL, "--steps-per-epoch", str(steps)]
         command += ["--batch-size", batch_list, "--device", device, "--db", str(db)]
         env = os.environ | {"ACCELBENCH_FORK_SERVER": fork_server}
         start = time.perf_counter()
@@ -51,16 +51,18 @@ def main() -> None:
     options.add_argument("--cells", type=int, default=5)
     options.add_argument("--rounds", type=int, default=3)
     options.add_argument("--device", default="cpu")
-    options.add_argument("--quick", action="store_true", help="1 round, 2 cells")
+    options.add_argument("--steps", type=int, default=20, help="steps per epoch of each cell")
+    options.add_argument("--quick", action="store_true", help="1 round, 2 cells of 5 steps")
     args = options.parse_args()
     if args.quick:
-        args.cells, args.rounds = 2, 1
+        args.cells, args.rounds, args.steps = 2, 1, 5
     first: dict[str, list[float]] = {side: [] for side in SIDES}
     overhead: dict[str, list[float]] = {side: [] for side in SIDES}
     for _ in range(args.rounds):
         for side, switch in SIDES.items():
-            one, _ = timed_run([4], args.device, switch)
-            many, work = timed_run([4 * (i + 1) for i in range(args.cells)], args.device, switch)
+            one, _ = timed_run([4], args.steps, args.device, switch)
+            batches = [4 * (i + 1) for i in range(args.cells)]
+            many, work = timed_run(batches, args.steps, args.device, switch)
             first[side].append(one)
             overhead[side].append((many - one) / (args.cells - 1) - work)
     print(f"{args.rounds} round(s), {args.cells} cells; load average {os.getloadavg()[0]:.1f}")

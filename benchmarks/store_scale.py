@@ -14,7 +14,7 @@ SQLite database (on --postgres too: the import's reading is what grows).
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
     python benchmarks/store_scale.py --records 100000 --times 10   # 100,000 and 1,000,000
-    python benchmarks/store_scale.py --quick     # 1,000 and 3,000, four commands: the suite's
+    python benchmarks/store_scale.py --quick     # 500 and 1,500, four commands: the suite's
     python benchmarks/store_scale.py --postgres postgresql://me@host/db   # on that server
 
 With --postgres the two databases are made on that server (it must let the user create
@@ -233,7 +233,7 @@ def main() -> None:
     options.add_argument("--times", type=int, default=3, help="the second size: this times N")
     options.add_argument("--device", default="cpu", help="where the one measured cell runs")
     options.add_argument(
-        "--quick", action="store_true", help="1,000 and 3,000 records, a few commands (QUICK)"
+        "--quick", action="store_true", help="500 and 1,500 records, a few commands (QUICK)"
     )
     options.add_argument("--postgres", metavar="URL", help="on this PostgreSQL server instead")
     options.add_argument(
@@ -244,7 +244,7 @@ def main() -> None:
     )
     args = options.parse_args()
     if args.quick:
-        args.records = 1000
+        args.records = 500
         args.only = args.only or [*QUICK, *QUICK_IMPORTS]
     commands = {k: v for k, v in COMMANDS.items() if not args.only or k in args.only}
     imports = {k: v for k, v in IMPORTS.items() if not args.only or k in args.only}
