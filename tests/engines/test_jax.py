@@ -31,10 +31,11 @@ DIGITS = ["--target", "val_loss<=1", "--data", "sklearn:digits"]
 MODELS = """
 import json, jax, jax.numpy as jnp, numpy as np, torch
 from accelbench import workloads
-from accelbench.engines.jax import models
+from accelbench.engines.jax import DECODERS, models
 found = {"params": {}}
-for name in models.MODELS:  # shapes only: no weights made, Llama 3.1 8B included
-    params, _ = jax.eval_shape(models.MODELS[name]().init, jax.random.key(0))
+for name in models.MODELS:  # the decoders' shapes only: no weights made, Llama 3.1 8B included
+    made = jax.eval_shape if name in DECODERS else lambda init, key: init(key)
+    params, _ = made(models.MODELS[name]().init, jax.random.key(0))
     with torch.device("meta"):
         built = workloads.get(name).build_model()
     found["params"][name] = [models.num_params(params), sum(p.numel() for p in built.parameters())]
@@ -45,12 +46,12 @@ ours, _ = models._apply(("up", 8, 5), {"w": jnp.asarray(w)}, {}, jnp.asarray(x),
 theirs = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=2, padding=1)
 found["transposed_max_error"] = float(np.abs(np.asarray(ours) - theirs.numpy()).max())
 layer = ("conv", 96, 96, 3, 1, 1, False)
-params, _ = models._init(layer, jax.random.key(0))
+(params,), _ = models.init([layer], jax.random.key(0))
 step = jax.jit(lambda p, x: models._apply(layer, p, {}, x, True)[0])
 found["conv_flops"] = step.lower(params, jnp.zeros((1, 96, 14, 14))).cost_analysis()["flops"]
 from accelbench.execution.efficiency import flop_counter
 resnet = models.MODELS["resnet50"]()
-params, state = jax.eval_shape(resnet.init, jax.random.key(0))
+params, state = resnet.init(jax.random.key(0))
 forward = jax.jit(lambda p, s, x: resnet.apply(p, s, x, False)[0])
 image = jax.ShapeDtypeStruct((1, 3, 224, 224), jnp.float32)
 counter = flop_counter()

@@ -187,45 +187,51 @@ def get(name: str, model_args: dict[str, Any] | None = None) -> Model:
 
 
 def init(layers: list[Layer], key: jax.Array) -> tuple[list[Any], list[Any]]:
-    """Each layer's parameters and state (batch norm's running statistics), in order."""
+    """Each layer's parameters and state (batch norm's running statistics), in order, drawn on
+    the host from a generator seeded by the key: drawn by jax.random, each parameter's shape
+    was an XLA program of its own to compile (half of a LeNet-5 cell's 20 s on a CPU)."""
+    rng = np.random.default_rng(np.asarray(jax.random.key_data(key)))
+    params, state = _init_all(layers, rng)
+    return jax.tree.map(jnp.asarray, params), jax.tree.map(jnp.asarray, state)
+
+
+def _init_all(layers: list[Layer], rng: np.random.Generator) -> tuple[list[Any], list[Any]]:
     params: list[Any] = []
     state: list[Any] = []
     for layer in layers:
-        key, sub = jax.random.split(key)
-        p, s = _init(layer, sub)
+        p, s = _init(layer, rng)
         params.append(p)
         state.append(s)
     return params, state
 
 
-def _uniform(key: jax.Array, shape: tuple[int, ...], fan_in: int) -> jax.Array:
+def _uniform(rng: np.random.Generator, shape: tuple[int, ...], fan_in: int) -> np.ndarray:
     bound = 1 / math.sqrt(fan_in)
-    return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+    return rng.uniform(-bound, bound, shape).astype(np.float32)
 
 
-def _init(layer: Layer, key: jax.Array) -> tuple[Any, Any]:
+def _init(layer: Layer, rng: np.random.Generator) -> tuple[Any, Any]:
     kind, *shape = layer
-    k1, k2 = jax.random.split(key)
     if kind == "conv":
         c_in, c_out, k, _, _, bias = shape
         fan = c_in * k * k
-        w = _uniform(k1, (c_out, c_in, k, k), fan)
-        return ({"w": w, "b": _uniform(k2, (c_out,), fan)} if bias else {"w": w}), {}
+        w = _uniform(rng, (c_out, c_in, k, k), fan)
+        return ({"w": w, "b": _uniform(rng, (c_out,), fan)} if bias else {"w": w}), {}
     if kind == "up":  # torch's ConvTranspose2d weight: (in, out, k, k), its fan in out*k*k
         c_in, c_out = shape
-        return {"w": _uniform(k1, (c_in, c_out, 4, 4), c_out * 16)}, {}
+        return {"w": _uniform(rng, (c_in, c_out, 4, 4), c_out * 16)}, {}
     if kind == "dense":
         fan_in, fan_out = shape
         return {
-            "w": _uniform(k1, (fan_in, fan_out), fan_in),
-            "b": _uniform(k2, (fan_out,), fan_in),
+            "w": _uniform(rng, (fan_in, fan_out), fan_in),
+            "b": _uniform(rng, (fan_out,), fan_in),
         }, {}
     if kind == "bn":
         (c,) = shape
         return _bn_init(c)
     if kind in ("res", "bottleneck"):
         main, shortcut = _residual(layer)
-        (pm, sm), (ps, ss) = init(main, k1), init(shortcut, k2)
+        (pm, sm), (ps, ss) = _init_all(main, rng), _init_all(shortcut, rng)
         return {"main": pm, "shortcut": ps}, {"main": sm, "shortcut": ss}
     return {}, {}
 
@@ -250,7 +256,7 @@ def _residual(layer: Layer) -> tuple[list[Layer], list[Layer]]:
 
 def _bn_init(c: int) -> tuple[Any, Any]:
     """A buffer each (a step donates them, and one given twice cannot be)."""
-    ones, zeros = partial(jnp.ones, (c,), jnp.float32), partial(jnp.zeros, (c,), jnp.float32)
+    ones, zeros = partial(np.ones, (c,), np.float32), partial(np.zeros, (c,), np.float32)
     return {"scale": ones(), "shift": zeros()}, {"mean": zeros(), "var": ones()}
 
 
