@@ -1,11 +1,11 @@
 """TensorFlow (Keras 3 on its TensorFlow backend) as an engine: the train, infer and
 time-to-train scenarios of the seeds' small models (tiny_mlp, lenet5 and the paper's
-autoencoder, whose training log in the seeds is Keras output), ResNet-50 and a user's `file.py:build`
-returning a Model, each a Keras model with the torch model's layers and parameters (models.py;
-equal trainable counts, a test), trained by a tf.function step with Keras' optimizer (train.py),
-also on the torch workload's real records to a held-out target (time_to_train.py), and measured
-by the kit every scenario shares. With --replicas N, training is data parallel over N processes,
-TensorFlow's workers under a MultiWorkerMirroredStrategy.
+autoencoder, whose training log in the seeds is Keras output), ResNet-50 and a user's
+`file.py:build` returning a Model, each a Keras model with the torch model's layers and
+parameters (models.py; equal trainable counts, a test), trained by a tf.function step with
+Keras' optimizer (train.py), also on the torch workload's real records to a held-out target
+(time_to_train.py), and measured by the kit every scenario shares. With --replicas N, training
+is data parallel over N processes, TensorFlow's workers under a MultiWorkerMirroredStrategy.
 
 This module describes the engine (it imports neither tensorflow nor torch); the registry of
 engines (accelbench/engines) names it.

@@ -88,20 +88,18 @@ def _autoencoder() -> Any:
     import keras
     from keras import layers
 
-    norm = _norm
-
     def conv_bn(x: Any, width: int, stride: int = 1) -> Any:
         x = layers.Conv2D(width, 3, stride, padding="same", use_bias=False)(x)
-        return layers.ReLU()(norm(x))
+        return layers.ReLU()(_norm(x))
 
     def up_bn(x: Any, width: int) -> Any:
         x = layers.Conv2DTranspose(width, 4, 2, padding="same", use_bias=False)(x)
-        return layers.ReLU()(norm(x))
+        return layers.ReLU()(_norm(x))
 
     def stage(x: Any, width: int) -> Any:
         for _ in range(BLOCKS_PER_STAGE):
             y = conv_bn(x, width)
-            y = norm(layers.Conv2D(width, 3, padding="same", use_bias=False)(y))
+            y = _norm(layers.Conv2D(width, 3, padding="same", use_bias=False)(y))
             x = layers.ReLU()(layers.Add()([x, y]))
         return x
 
