@@ -245,7 +245,8 @@ def test_generation_under_both_frameworks_streams_every_token(tmp_path: Path) ->
 
 def test_the_cache_decodes_the_tokens_the_whole_sequence_gives() -> None:
     # Greedy tokens made a token a call from the cache are those that the whole sequence, run
-    # again for each new token without a cache, makes.
+    # again for each new token without a cache, makes. Each jitted, as generation runs them
+    # (run eagerly, every operation compiles alone: 39 s).
     code = """
 import jax, jax.numpy as jnp, numpy as np
 from functools import partial
@@ -253,14 +254,15 @@ from accelbench.engines.jax import decoder, generate
 c = decoder.config("llama3_tiny")
 params = decoder.init(c, jax.random.key(0))
 ids = jnp.asarray(np.random.default_rng(0).integers(0, c.vocab, (2, 7)), jnp.int32)
-token, cache = generate._prefill(c, 7 + 3 - 1, params, ids)
+token, cache = jax.jit(partial(generate._prefill, c, 7 + 3 - 1))(params, ids)
 cached = [token]
+step = jax.jit(partial(generate._next, c))
 for made in range(1, 3):
-    token, cache = generate._next(c, params, token, cache, 7 + made - 1)
+    token, cache = step(params, token, cache, 7 + made - 1)
     cached.append(token)
-whole = ids
+whole, logits = ids, jax.jit(partial(decoder.logits, c))
 for _ in range(3):
-    nxt = jnp.argmax(decoder.logits(c, params, whole)[:, -1], -1).astype(jnp.int32)
+    nxt = jnp.argmax(logits(params, whole)[:, -1], -1).astype(jnp.int32)
     whole = jnp.concatenate([whole, nxt[:, None]], 1)
 assert (np.stack(cached, 1) == np.asarray(whole[:, 7:])).all(), (cached, whole)
 print("same")
