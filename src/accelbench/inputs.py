@@ -17,8 +17,9 @@ MiB = 1 << 20
 SETTINGS_BYTES = MiB
 """A TOML file of settings (a sweep, prices, a rule): a few kilobytes."""
 TABLE_BYTES = 256 * MiB
-"""A CSV file of rows (baselines, a trace, lengths, a power log): a day of nvidia-smi's log of
-eight GPUs each second is about 60 MiB."""
+"""A CSV file of rows (baselines, a trace, lengths, a power log): by arithmetic, not a measured
+log, a day of nvidia-smi's index, timestamp and power each second for eight GPUs is 86,400 x 8
+lines of about 85 bytes, some 60 MiB."""
 
 
 @contextmanager
