@@ -5,11 +5,14 @@ a cell here, most of a small cell's time).
 A cell started here is what launch.py's Popen gives, as far as launch.py can tell: a pid that
 leads its own session, wait(timeout) and a returncode. `serving()` starts a server for the
 block (on Linux); outside one, or with ACCELBENCH_FORK_SERVER=0, or if the server will not start,
-cells start in fresh interpreters as before.
+cells start in fresh interpreters as before. The server outlives its block, for the next block
+of the same process (the Python API called again, the test suite: 7 s of CPU a sweep here, most
+of a small sweep's cost), and ends with the process.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -33,6 +36,8 @@ START_TIMEOUT_S = 120.0
 """How long the server may take to import torch and the cell code."""
 
 _active: list[CellServer] = []
+_kept: list[CellServer] = []
+"""The last block's server, idle, for the next block of this process."""
 
 
 def _die_with_parent(prctl: Any, parent: int, sig: int) -> None:  # between fork and exec
@@ -77,6 +82,20 @@ class CellServer:
         self._buffer = b""
         self._ready = False
         self.broken = False
+        self.pending = False  # a cell started whose exit has not been read
+        self._owner, self._imported_with = os.getpid(), _import_environment()
+
+    def serves_again(self) -> bool:
+        """Whether a later block of this process may use this server: it is alive and idle, and
+        it imported torch under the environment the block has (a cell's own variables are set
+        at its fork, but what torch read at its import, OMP_NUM_THREADS say, stays)."""
+        return (
+            not self.broken
+            and not self.pending
+            and self._process.poll() is None
+            and self._owner == os.getpid()  # not a copy in a process forked from the owner
+            and self._imported_with == _import_environment()
+        )
 
     def start(self, argv: list[str], log_path: Path) -> Forked:
         """Fork a cell running `python -m accelbench.cell.child *argv`, its output to log_path."""
@@ -91,6 +110,7 @@ class CellServer:
             self._process.stdin.flush()
         except OSError as exc:
             raise ServerGone(f"the cell server is gone: {exc}") from None
+        self.pending = True
         started = self.read_line(None)
         assert started is not None  # no timeout: a line or ServerGone
         return Forked(self, int(json.loads(started)["pid"]))
@@ -150,6 +170,7 @@ class Forked:
             if line is None:
                 raise subprocess.TimeoutExpired(f"cell {self.pid}", timeout or 0)
             self.returncode = int(json.loads(line)["returncode"])
+            self.server.pending = False
         return self.returncode
 
     def _vanish(self, timeout: float | None) -> None:
@@ -176,13 +197,32 @@ def serving() -> Iterator[None]:
     if _active or os.environ.get(SWITCH, "1") == "0" or sys.platform != "linux":
         yield
         return
-    server = CellServer()
+    server = _kept.pop() if _kept and _kept[0].serves_again() else CellServer()
+    _close_kept()
     _active.append(server)
     try:
         yield
     finally:
         _active.remove(server)
-        server.close()
+        _kept.append(server)
+
+
+def _close_kept() -> None:
+    while _kept:
+        _kept.pop().close()
+
+
+atexit.register(_close_kept)
+
+
+def _import_environment() -> dict[str, str]:
+    """The environment a server's imports read: all of it but accelbench's own variables, which
+    a cell reads after its fork, and pytest's name of the test in progress."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("ACCELBENCH_") and name != "PYTEST_CURRENT_TEST"
+    }
 
 
 def fork_or_exec(argv: list[str], log_path: Path, **popen: Any) -> Forked | subprocess.Popen[bytes]:
