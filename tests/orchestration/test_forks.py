@@ -114,3 +114,25 @@ def test_a_probe_forked_by_the_server_names_the_platform() -> None:
         env = launch.probe_environment("cpu")
         assert forks.active() is not None  # the probe was forked: no fall-back marked it broken
     assert env.device_type == "cpu" and "torch" in env.versions
+
+
+def test_the_next_block_of_the_process_uses_the_same_server_while_it_may(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with forks.serving():
+        first = forks.active()
+        launch.probe_environment("cpu")
+    with forks.serving():  # the Python API called again: torch is not imported again
+        assert forks.active() is first is not None
+        launch.probe_environment("cpu")
+    monkeypatch.setenv("ACCELBENCH_DB", "elsewhere.sqlite")  # read by the sweep, not the server
+    with forks.serving():
+        assert forks.active() is first
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # read by torch at its import: a new server
+    with forks.serving():
+        second = forks.active()
+        assert second is not None and second is not first
+    assert first._process.poll() is not None  # the one it replaced has ended
+    second.pending = True  # as if a cell it forked were not waited for
+    with forks.serving():
+        assert forks.active() is not second
