@@ -136,3 +136,17 @@ def test_the_next_block_of_the_process_uses_the_same_server_while_it_may(
     second.pending = True  # as if a cell it forked were not waited for
     with forks.serving():
         assert forks.active() is not second
+
+
+def test_torchrun_over_a_cells_ranks_is_forked_too(tmp_path: Path) -> None:
+    model, seen, db = tmp_path / "leaky.py", tmp_path / "seen", tmp_path / "r.sqlite"
+    model.write_text(LEAKY)
+    args = ["run", f"{model}:build", "--model-arg", "act=check", "--model-arg", f"seen={seen}"]
+    args += ["--replicas", "2", "--batch-size", "4", "--epochs", "2", "--steps-per-epoch", "4"]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu", "--db", str(db)])
+    assert result.exit_code == 0, result.output
+    with ResultStore(db) as store:
+        (cell,) = store.query()
+    assert cell.status == "ok" and cell.metrics is not None and len(cell.metrics.ranks) == 2
+    # A rank's parent is torchrun's agent, which the server forked: its command line.
+    assert "accelbench.cell.server" in seen.read_text()

@@ -1,5 +1,6 @@
-"""The cell server: `python -m accelbench.cell.server`, one process per sweep that has imported
-torch and accelbench's cell code once, and forks a fresh process for each cell or probe.
+"""The cell server: `python -m accelbench.cell.server`, one process per sweep (kept for the next
+sweep of the same process) that has imported torch and accelbench's cell code once, and forks a
+fresh process for each cell, probe or torchrun over a cell's ranks.
 
 A cell still runs in a process of its own, in a session of its own, that ends with it, so an
 OOM, a crash, CUDA's state or a global setting changed in a cell cannot reach the next; only
@@ -7,7 +8,8 @@ the seconds of importing torch and its lazy parts are paid once instead of per c
 process imports and runs nothing else: no tensor op (OpenMP's threads do not survive a fork)
 and no CUDA call, which a forked process could not use again (CUDA starts in the cell only).
 
-Protocol, one JSON object a line: the sweep writes {"argv", "log", "cwd", "env"} on stdin; this
+Protocol, one JSON object a line: the sweep writes {"argv", "log", "cwd", "env"} on stdin (argv:
+what follows `python`, -m MODULE ...: the cell's child.py, or torchrun over its ranks); this
 answers {"pid"} when the cell has started and {"returncode"} (negative: killed by that signal)
 when it has ended, as subprocess reports it, then reads the next request. "ready" comes first,
 once torch is imported (the sweep reads its database meanwhile); the rest of a cell's imports
@@ -16,11 +18,14 @@ are done before the first request is forked. A module the package does not impor
 
 import json
 import os
+import runpy
 import signal
 import sys
 import traceback
 from typing import Any
 
+CHILD = "accelbench.cell.child"
+"""The module of a cell or a probe."""
 NAME = "accelbench-cell"
 """A forked cell's process name (its command line is the server's)."""
 WARM = ("torch", "torch._dynamo", "torch.optim", "torch.utils.data")
@@ -100,9 +105,16 @@ def _cell(request: dict[str, Any], replies: int, server: int) -> None:
         os.environ.update(request["env"])
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        from accelbench.cell.child import child_main
+        option, module, *args = request["argv"]
+        assert option == "-m", request["argv"]
+        if module == CHILD:  # imported here already: runpy would warn of it, into the log
+            from accelbench.cell.child import child_main
 
-        code = child_main(request["argv"])
+            code = child_main(args)
+        else:  # torchrun over a cell's ranks, which it starts afresh
+            sys.argv = [module, *args]
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+            code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
     except BaseException:

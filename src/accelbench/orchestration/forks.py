@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 SWITCH = "ACCELBENCH_FORK_SERVER"
 """Environment variable: 0 starts every cell in a fresh interpreter instead."""
+CHILD = ["-m", "accelbench.cell.child"]
+"""The interpreter's arguments that run a cell or a probe (cell/child.py)."""
 START_TIMEOUT_S = 120.0
 """How long the server may take to import torch and the cell code."""
 
@@ -98,7 +100,7 @@ class CellServer:
         )
 
     def start(self, argv: list[str], log_path: Path) -> Forked:
-        """Fork a cell running `python -m accelbench.cell.child *argv`, its output to log_path."""
+        """Fork a process running `python *argv` (-m MODULE ...), its output to log_path."""
         if not self._ready:
             if self.read_line(START_TIMEOUT_S) != "ready":
                 raise ServerGone(f"the cell server did not start: {self._tail()}")
@@ -226,8 +228,9 @@ def _import_environment() -> dict[str, str]:
 
 
 def fork_or_exec(argv: list[str], log_path: Path, **popen: Any) -> Forked | subprocess.Popen[bytes]:
-    """Start `python -m accelbench.cell.child *argv`: forked by the active server, else in a
-    fresh interpreter with subprocess.Popen(**popen), output to log_path either way."""
+    """Start `python *argv` (-m MODULE ...: a cell, a probe, torchrun over a cell's ranks):
+    forked by the active server, else in a fresh interpreter with subprocess.Popen(**popen),
+    output to log_path either way."""
     server = active()
     if server is not None:
         try:
@@ -237,7 +240,7 @@ def fork_or_exec(argv: list[str], log_path: Path, **popen: Any) -> Forked | subp
             log.warning("%s; cells start in fresh interpreters from now on", exc)
     with log_path.open("a") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "accelbench.cell.child", *argv],
+            [sys.executable, *argv],
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,

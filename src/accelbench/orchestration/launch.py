@@ -116,7 +116,9 @@ def _inspect(
         todo.write_text(json.dumps([i.model_dump(mode="json") for i in inputs]))
         log_path.touch()
         child = forks.fork_or_exec(
-            [*args, str(out), str(todo)], log_path, preexec_fn=forks.on_parent_death()
+            [*forks.CHILD, *args, str(out), str(todo)],
+            log_path,
+            preexec_fn=forks.on_parent_death(),
         )
         try:
             child.wait(timeout=min(timeout_s, PROBE_TIMEOUT_S))
@@ -277,19 +279,16 @@ def _stopped(spec: RunSpec, env: Environment, out: Path, name: str, start: float
 def _start(
     spec: RunSpec, cell_args: list[str], log_path: Path
 ) -> forks.Forked | subprocess.Popen[bytes]:
-    """The cell's process, started: forked by the cell server where it is one process that
-    runs torch (a client of a server imports none: forked, its memory would count torch's)."""
-    if not (
-        spec.distributed
-        or spec.numa_binding
-        or isinstance(scenarios.get(spec.scenario), scenarios.ClientScenario)
-    ):
-        return forks.fork_or_exec(
-            ["cell", *cell_args], log_path, preexec_fn=forks.on_parent_death()
-        )
+    """The cell's process, started: forked by the cell server where it is a Python process on
+    this host, the cell or torchrun over its ranks (a client of a server imports no torch:
+    forked, its memory would count torch's); srun over nodes is started afresh."""
+    argv = command(spec, cell_args)
+    client = isinstance(scenarios.get(spec.scenario), scenarios.ClientScenario)
+    if argv[0] == sys.executable and not client:
+        return forks.fork_or_exec(argv[1:], log_path, preexec_fn=forks.on_parent_death())
     with log_path.open("a") as log:
         return subprocess.Popen(
-            command(spec, cell_args),
+            argv,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -300,7 +299,7 @@ def _start(
 def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
     """The command line that runs a cell: one process, torchrun on this host, or srun + torchrun
     over the nodes of a Slurm allocation."""
-    cell = ["-m", "accelbench.cell.child", "cell", *cell_args]
+    cell = [*forks.CHILD, "cell", *cell_args]
     if not spec.distributed and spec.numa_binding is None:
         return [sys.executable, *cell]
     torchrun = [sys.executable, "-m", "torch.distributed.run"]
