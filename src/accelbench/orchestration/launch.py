@@ -280,8 +280,9 @@ def _start(
     spec: RunSpec, cell_args: list[str], log_path: Path
 ) -> forks.Forked | subprocess.Popen[bytes]:
     """The cell's process, started: forked by the cell server where it is a Python process on
-    this host, the cell or torchrun over its ranks (a client of a server imports no torch:
-    forked, its memory would count torch's); srun over nodes is started afresh."""
+    this host, the cell or torchrun over its ranks. srun over nodes is started afresh, and so
+    is a serving client, which measures no torch work: forked, its memory would count the
+    server's."""
     argv = command(spec, cell_args)
     client = isinstance(scenarios.get(spec.scenario), scenarios.ClientScenario)
     if argv[0] == sys.executable and not client:
