@@ -199,8 +199,9 @@ def serving() -> Iterator[None]:
     if _active or os.environ.get(SWITCH, "1") == "0" or sys.platform != "linux":
         yield
         return
-    server = _kept.pop() if _kept and _kept[0].serves_again() else CellServer()
-    _close_kept()
+    server = _kept.pop() if _kept and _kept[0].serves_again() else None
+    _close_kept()  # one that may not serve again ends before another starts importing torch
+    server = server or CellServer()
     _active.append(server)
     try:
         yield
