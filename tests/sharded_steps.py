@@ -1,9 +1,9 @@
-"""Run under torchrun by test_sharding.py: a few optimizer steps of a cell's engine on one fixed
+"""Run by test_sharding.py, under torchrun: a few optimizer steps of a cell's engine on one fixed
 global batch, each data-parallel rank taking its slice, and the global loss of every step
 (with the weights and optimizer state each rank holds, and how many blocks were compiled)
 written by rank 0 as JSON.
 
-python -m torch.distributed.run --nproc-per-node N tests/sharded_steps.py SPEC_JSON OUT STEPS
+python tests/sharded_steps.py N SPEC_JSON OUT STEPS (N: torchrun's ranks, 0 without torchrun)
 """
 
 from __future__ import annotations
@@ -49,12 +49,22 @@ def main(spec_json: str, out: str, steps: int) -> None:
         record = {"losses": losses, "held_gib": held, "compiled_blocks": len(compiled)}
         Path(out).write_text(json.dumps(record))
     distributed.leave()
-    # As accelbench's own ranks do (child.child_main): the steps are written, so no interpreter
-    # teardown, where gloo's threads can abort the process under load.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+
+
+def launch(nproc: int, args: list[str]) -> None:
+    """torchrun over `nproc` ranks, forked from this process as accelbench's are (launch.py):
+    with this file's imports and the optimizer's lazy one done, which each rank would
+    otherwise import again."""
+    import torch._dynamo  # noqa: F401
+    from torch.distributed.run import main as torchrun
+
+    fork = ["--run-path", "--start-method", "fork", str(Path(__file__).resolve())]
+    torchrun(["--standalone", "--nproc-per-node", str(nproc), *fork, str(nproc), *args])
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    nproc, *args = sys.argv[1:]
+    if int(nproc) and "RANK" not in os.environ:
+        launch(int(nproc), args)
+    else:
+        main(args[0], args[1], int(args[2]))

@@ -44,10 +44,9 @@ def steps(tmp_path: Path, *, workload: str = "llama3_tiny", **layout: Any) -> di
     tmp_path.mkdir(parents=True, exist_ok=True)
     out = tmp_path / "steps.json"
     script = str(Path(__file__).parents[1].joinpath("sharded_steps.py"))
-    launcher = ["-m", "torch.distributed.run", "--standalone"] if spec.distributed else []
-    nproc = ["--nproc-per-node", str(spec.num_processes)] if spec.distributed else []
+    nproc = str(spec.num_processes if spec.distributed else 0)
     subprocess.run(
-        [sys.executable, *launcher, *nproc, script, spec.model_dump_json(), str(out), str(STEPS)],
+        [sys.executable, script, nproc, spec.model_dump_json(), str(out), str(STEPS)],
         check=True,
         env=os.environ | {"OMP_NUM_THREADS": "1"},
         timeout=600,

@@ -49,8 +49,8 @@ def act_out(act, seen):
         }
         if any(leaked.values()):
             raise RuntimeError('leaked: ' + ', '.join(k for k, v in leaked.items() if v))
-        with open(seen, 'w') as out:  # who started this cell
-            out.write(open(f'/proc/{os.getppid()}/cmdline').read())
+        with open(seen, 'w') as out:  # how this cell's process started: forked, or afresh
+            out.write(open('/proc/self/cmdline').read())
 
 def build(act='check', seen=''):
     return Workload(
@@ -138,7 +138,11 @@ def test_the_next_block_of_the_process_uses_the_same_server_while_it_may(
         assert forks.active() is not second
 
 
-def test_torchrun_over_a_cells_ranks_is_forked_too(tmp_path: Path) -> None:
+def test_torchrun_and_the_ranks_it_starts_are_forked_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # torch in the server takes every CPU (2 on CI); torchrun gives each rank one
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     model, seen, db = tmp_path / "leaky.py", tmp_path / "seen", tmp_path / "r.sqlite"
     model.write_text(LEAKY)
     args = ["run", f"{model}:build", "--model-arg", "act=check", "--model-arg", f"seen={seen}"]
@@ -148,5 +152,6 @@ def test_torchrun_over_a_cells_ranks_is_forked_too(tmp_path: Path) -> None:
     with ResultStore(db) as store:
         (cell,) = store.query()
     assert cell.status == "ok" and cell.metrics is not None and len(cell.metrics.ranks) == 2
-    # A rank's parent is torchrun's agent, which the server forked: its command line.
+    # Forked by torchrun's agent, which the server forked: the server's command line.
     assert "accelbench.cell.server" in seen.read_text()
+    assert cell.env.torch_num_threads == 1  # as a rank started afresh would read it

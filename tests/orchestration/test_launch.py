@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from accelbench.cell import child
 from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import exits, launch
@@ -148,8 +149,11 @@ def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
         "--numa-binding",
         "node",
         "--standalone",
-        "-m",
-        "accelbench.cell.child",
+        # forked by torchrun from its own process, which has the cell's imports (cell server)
+        "--run-path",
+        "--start-method",
+        "fork",
+        str(Path(child.__file__)),
         "cell",
         *cell,
     ]

@@ -5,8 +5,11 @@ A module the package does not import, so that runpy finds nothing to warn about 
 first, became the reason of a cell that died without one)."""
 
 import json
+import multiprocessing
 import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 from accelbench.cell import preflight
@@ -14,6 +17,9 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution import interruption, progress
 from accelbench.records.result import MEASURED
 from accelbench.records.spec import RunSpec
+
+PEER_GRACE_S = 2.0
+"""How long a failed rank torchrun forked waits before it ends (torchrun looks every 0.1 s)."""
 
 
 def child_main(argv: list[str]) -> int:
@@ -23,8 +29,11 @@ def child_main(argv: list[str]) -> int:
 
     what, arg, out, *inputs = argv
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
+    forked = world_size > 1 and multiprocessing.parent_process() is not None  # by torchrun
     if world_size == 1:  # ranks must stop together: torchrun's SIGTERM ends them as before
         interruption.stop_on_sigterm()
+    elif forked:
+        _as_a_fresh_rank()
     progress.report_to(Path(out).with_name(progress.FILE) if what == "cell" and rank == 0 else None)
     failed = False
     try:
@@ -46,6 +55,13 @@ def child_main(argv: list[str]) -> int:
         tmp.replace(path)  # atomic: the parent sees a whole result or none
     # A failed rank exits with an error so that torchrun stops the ranks still waiting for it.
     code = 1 if failed and world_size > 1 else 0
+    if forked:
+        # torchrun reports one failed rank of those it forked, the first it finds ended: a
+        # rank failed by a peer's death (a broken collective) leaves late enough for torchrun
+        # to find the peer, killed by a signal, first. It returns to torchrun's code, which
+        # leaves without the interpreter's teardown.
+        time.sleep(PEER_GRACE_S if code else 0)
+        return code
     if world_size > 1:
         # Its result is written: leave without the interpreter's teardown, where gloo's threads
         # can abort the process ("terminate called without an active exception", under load),
@@ -54,6 +70,20 @@ def child_main(argv: list[str]) -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _as_a_fresh_rank() -> None:
+    """A rank torchrun forked (launch.py's --start-method fork) starts as one it started afresh
+    would: without torchrun's signal handlers, which raise inside the model's code, and with the
+    CPU threads torchrun gives it (OMP_NUM_THREADS, one unless set), which torch read at its
+    import in the cell server, under the sweep's environment."""
+    for name in ("SIGTERM", "SIGHUP", "SIGQUIT"):
+        signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    if threads := os.environ.get("OMP_NUM_THREADS"):
+        import torch
+
+        torch.set_num_threads(int(threads))
 
 
 if __name__ == "__main__":
