@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
 import random
 import signal
 import sqlite3
@@ -26,12 +27,13 @@ QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--de
 SWEEP = ["run", "tiny_mlp", "--batch-size", "2,4,8"]
 
 
-def start(db: Path, *args: str) -> subprocess.Popen[str]:
+def start(db: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "accelbench", *args, "--db", str(db)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        env=env,
     )
 
 
@@ -208,7 +210,10 @@ def test_stopping_a_cell_that_has_just_ended_is_no_error() -> None:
 
 @pytest.mark.skipif(sys.platform != "linux", reason="the parent-death signal is Linux's")
 def test_a_cell_dies_with_its_sweep_even_by_kill_9(tmp_path: Path) -> None:
-    proc = start(tmp_path / "r.sqlite", *SWEEP, "--epochs", "2", "--steps-per-epoch", "100000")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    args = [*SWEEP, "--epochs", "2", "--steps-per-epoch", "100000"]
+    proc = start(tmp_path / "r.sqlite", *args, env=os.environ | {"TMPDIR": str(temp)})
     deadline = time.monotonic() + 300
     cells: list[psutil.Process] = []
     while not cells:
@@ -221,6 +226,8 @@ def test_a_cell_dies_with_its_sweep_even_by_kill_9(tmp_path: Path) -> None:
     for orphan in alive:
         orphan.kill()
     assert alive == [], "the cell outlived its sweep"
+    # The cell server's log was unlinked as it was made; the cell's own files are left.
+    assert list(temp.iterdir()) and not list(temp.glob("accelbench-server-*"))
 
 
 def test_ctrl_c_in_the_python_api_stores_the_cell_in_flight(tmp_path: Path) -> None:

@@ -68,19 +68,19 @@ class CellServer:
     """One server process and its pipes; one cell at a time."""
 
     def __init__(self) -> None:
-        self._dir = tempfile.TemporaryDirectory(prefix="accelbench-server-")
-        self.log_path = Path(self._dir.name, "log")
-        with self.log_path.open("w") as server_log:
-            self._process = subprocess.Popen(
-                [sys.executable, "-m", "accelbench.cell.server"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=server_log,
-                start_new_session=True,  # Ctrl-C goes to the sweep, which stops the cell
-                # It ignores SIGTERM, so that a cell it forked stops and reports as one
-                # started by the sweep would; it dies with the sweep, and its cells with it.
-                preexec_fn=on_parent_death(signal.SIGKILL),
-            )
+        # Unlinked as it is made, so that nothing is left behind however the sweep ends (a
+        # directory of its own was, at each kill -9); close() closes it.
+        self._log = tempfile.TemporaryFile(prefix="accelbench-server-")  # noqa: SIM115
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "accelbench.cell.server"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            start_new_session=True,  # Ctrl-C goes to the sweep, which stops the cell
+            # It ignores SIGTERM, so that a cell it forked stops and reports as one started by
+            # the sweep would; it dies with the sweep, and its cells with it.
+            preexec_fn=on_parent_death(signal.SIGKILL),
+        )
         self._buffer = b""
         self._ready = False
         self.broken = False
@@ -135,7 +135,9 @@ class CellServer:
         return line.decode()
 
     def _tail(self) -> str:
-        lines = self.log_path.read_text(errors="replace").strip().splitlines()
+        fd = self._log.fileno()  # read where it is, not moving the offset the server writes at
+        text = os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
+        lines = text.strip().splitlines()
         return lines[-1] if lines else f"exit code {self._process.poll()}"
 
     def close(self) -> None:
@@ -150,7 +152,7 @@ class CellServer:
             with suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
-        self._dir.cleanup()
+        self._log.close()
 
 
 class Forked:
