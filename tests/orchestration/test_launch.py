@@ -164,6 +164,7 @@ def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     assert multi[multi.index("--nnodes") + 1] == "2"
     assert multi[multi.index("--rdzv-endpoint") + 1].startswith("node001:")
     assert multi[multi.index("--rdzv-id") + 1] == "abc"
+    assert multi[-6:] == ["--start-method", "fork", str(Path(child.__file__)), "cell", *cell]
 
 
 def test_a_failing_rank_is_the_result_and_stops_the_others(

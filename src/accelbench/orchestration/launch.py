@@ -318,15 +318,16 @@ def command(spec: RunSpec, cell_args: list[str]) -> list[str]:
     srun += [*(["--cpus-per-task", cpus] if cpus else []), "--mem=0"]
     torchrun += ["--nnodes", str(spec.nodes), "--rdzv-backend", "c10d"]
     torchrun += ["--rdzv-endpoint", rendezvous, "--rdzv-id", Path(cell_args[0]).parent.name]
-    return [*srun, *torchrun, *cell]
+    return [*srun, *torchrun, *_forked_ranks(cell)]
 
 
 def _forked_ranks(cell: list[str]) -> list[str]:
     """torchrun's arguments that run the cell's ranks: on Linux, forked by torchrun itself
     (--start-method fork, the rank's script run in the forked process with --run-path), so a
-    rank has the imports of torchrun's process, which the cell server forked, instead of
-    importing torch and the cell's code again (about 7 s of CPU a rank here); else a fresh
-    interpreter each."""
+    rank has the imports of torchrun's process instead of importing torch again: on this host
+    the cell server forked torchrun with the cell's code imported too (about 7 s of CPU a rank
+    here); on each node of a Slurm job, its ranks share their torchrun's import of torch from
+    the shared file system instead of each reading it. Else a fresh interpreter each."""
     if sys.platform != "linux":
         return cell
     option, module, *args = cell
