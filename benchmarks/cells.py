@@ -1,5 +1,6 @@
 """What a cell costs beyond its own work, and how soon a `run` prints its first result: cells
-forked by the cell server against cells in fresh interpreters (ACCELBENCH_FORK_SERVER=0).
+(and their ranks) forked by the cell server and torchrun, against cells in fresh interpreters
+(ACCELBENCH_FORK_SERVER=0).
 
 Each round runs `accelbench run` as a user does, in a fresh process on a fresh database, once
 with one cell and once with N cells, on both sides in turn. The time to a first result is the
@@ -7,8 +8,9 @@ one-cell command's wall time, start to exit. A cell's overhead is what each extr
 the wall time beyond its own measured epochs: (T(N) - T(1)) / (N - 1) - the mean of the cells'
 epoch seconds. Medians over rounds, and the median of the rounds' paired ratios.
 
-    python benchmarks/cells.py            # 3 rounds, 5 cells
-    python benchmarks/cells.py --quick    # 1 round, 2 cells of 2 x 5 steps: the suite's run
+    python benchmarks/cells.py               # 3 rounds, 5 cells
+    python benchmarks/cells.py --replicas 2  # cells of 2 ranks (torchrun's, forked or afresh)
+    python benchmarks/cells.py --quick       # 1 round, 2 cells of 2 x 5 steps: the suite's run
 """
 
 from __future__ import annotations
@@ -29,13 +31,16 @@ CELL = ["--epochs", "2", "--window-steps", "5", "--quiet"]
 SIDES = {"server": "1", "fresh": "0"}
 
 
-def timed_run(batches: list[int], steps: int, device: str, fork_server: str) -> tuple[float, float]:
+def timed_run(
+    batches: list[int], steps: int, device: str, fork_server: str, replicas: int = 1
+) -> tuple[float, float]:
     """Wall seconds of one `accelbench run tiny_mlp` over these micro batches, and the mean of
     its cells' measured epoch seconds."""
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp, "r.sqlite")
         batch_list = ",".join(map(str, batches))
         command = [*ACCELBENCH, "run", "tiny_mlp", *CELL, "--steps-per-epoch", str(steps)]
+        command += ["--replicas", str(replicas)]
         command += ["--batch-size", batch_list, "--device", device, "--db", str(db)]
         env = os.environ | {"ACCELBENCH_FORK_SERVER": fork_server}
         start = time.perf_counter()
@@ -52,6 +57,7 @@ def main() -> None:
     options.add_argument("--rounds", type=int, default=3)
     options.add_argument("--device", default="cpu")
     options.add_argument("--steps", type=int, default=20, help="steps per epoch of each cell")
+    options.add_argument("--replicas", type=int, default=1, help="ranks of each cell")
     options.add_argument("--quick", action="store_true", help="1 round, 2 cells of 5 steps")
     args = options.parse_args()
     if args.quick:
@@ -60,12 +66,15 @@ def main() -> None:
     overhead: dict[str, list[float]] = {side: [] for side in SIDES}
     for _ in range(args.rounds):
         for side, switch in SIDES.items():
-            one, _ = timed_run([4], args.steps, args.device, switch)
+            one, _ = timed_run([4], args.steps, args.device, switch, args.replicas)
             batches = [4 * (i + 1) for i in range(args.cells)]
-            many, work = timed_run(batches, args.steps, args.device, switch)
+            many, work = timed_run(batches, args.steps, args.device, switch, args.replicas)
             first[side].append(one)
             overhead[side].append((many - one) / (args.cells - 1) - work)
-    print(f"{args.rounds} round(s), {args.cells} cells; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{args.rounds} round(s), {args.cells} cells of {args.replicas} rank(s); "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"{'':8} {'first result (s)':>17} {'overhead per cell (s)':>22}")
     for side in SIDES:
         print(

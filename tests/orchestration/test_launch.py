@@ -12,7 +12,7 @@ import pytest
 from accelbench.cell import child
 from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
-from accelbench.orchestration import exits, launch
+from accelbench.orchestration import exits, forks, launch
 from accelbench.records.environment import Environment
 
 from ..conftest import ctrl_c_reaches, tiny
@@ -165,6 +165,8 @@ def test_command_per_placement(monkeypatch: pytest.MonkeyPatch) -> None:
     assert multi[multi.index("--rdzv-endpoint") + 1].startswith("node001:")
     assert multi[multi.index("--rdzv-id") + 1] == "abc"
     assert multi[-6:] == ["--start-method", "fork", str(Path(child.__file__)), "cell", *cell]
+    monkeypatch.setenv(forks.SWITCH, "0")  # every cell and rank afresh, should a fork not do
+    assert launch.command(tiny(replicas=2), cell)[-5:] == [*forks.CHILD, "cell", *cell]
 
 
 def test_a_failing_rank_is_the_result_and_stops_the_others(

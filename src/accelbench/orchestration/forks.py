@@ -31,7 +31,8 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SWITCH = "ACCELBENCH_FORK_SERVER"
-"""Environment variable: 0 starts every cell in a fresh interpreter instead."""
+"""Environment variable: 0 starts every cell, and every rank of one, in a fresh interpreter
+instead (launch.py)."""
 CHILD = ["-m", "accelbench.cell.child"]
 """The interpreter's arguments that run a cell or a probe (cell/child.py)."""
 START_TIMEOUT_S = 120.0

@@ -327,8 +327,9 @@ def _forked_ranks(cell: list[str]) -> list[str]:
     rank has the imports of torchrun's process instead of importing torch again: on this host
     the cell server forked torchrun with the cell's code imported too (about 7 s of CPU a rank
     here); on each node of a Slurm job, its ranks share their torchrun's import of torch from
-    the shared file system instead of each reading it. Else a fresh interpreter each."""
-    if sys.platform != "linux":
+    the shared file system instead of each reading it. Else (and with ACCELBENCH_FORK_SERVER=0)
+    a fresh interpreter each."""
+    if sys.platform != "linux" or os.environ.get(forks.SWITCH, "1") == "0":
         return cell
     option, module, *args = cell
     script = importlib.util.find_spec(module)
