@@ -183,7 +183,10 @@ def test_concurrent_writers_lose_nothing(
         if backend == "sqlite"
         else request.getfixturevalue("fresh_postgres")
     )
-    ctx = multiprocessing.get_context("spawn")
+    # Forked from one fresh process that has imported torch (capture's) and this module, not
+    # eight interpreters importing them each (the pytest worker has threads: no plain fork).
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["torch", __name__])
     # All at once on a database none of them has made yet: they race to create it, too.
     procs = [ctx.Process(target=_write, args=(where, w)) for w in range(WRITERS)]
     for p in procs:
