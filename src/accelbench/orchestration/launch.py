@@ -5,10 +5,10 @@ A fresh process per cell means CUDA state, peak-memory counters, compiled graphs
 leak from one cell into the next. Spec and result cross the boundary as JSON files.
 
 The child is one process for one replica, forked by the cell server where one serves the sweep
-(forks.py); torchrun (torch.distributed.run) with a rank per
-replica for several; and, for several nodes inside a Slurm allocation, srun starting one torchrun
-per node that meet through a c10d rendezvous on this host. Rank 0 writes the result; a rank that
-fails writes its own, and torchrun then stops the others.
+(forks.py); torchrun (torch.distributed.run) with a rank per replica for several, which it forks
+from its own process (_forked_ranks); and, for several nodes inside a Slurm allocation, srun
+starting one torchrun per node that meet through a c10d rendezvous on this host. Rank 0 writes
+the result; a rank that fails writes its own, and torchrun then stops the others.
 """
 
 from __future__ import annotations
