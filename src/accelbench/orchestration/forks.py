@@ -28,12 +28,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from accelbench.cell import server as cell_server
+
 log = logging.getLogger(__name__)
 
 SWITCH = "ACCELBENCH_FORK_SERVER"
 """Environment variable: 0 starts every cell, and every rank of one, in a fresh interpreter
 instead (launch.py)."""
-CHILD = ["-m", "accelbench.cell.child"]
+CHILD = ["-m", cell_server.CHILD]
 """The interpreter's arguments that run a cell or a probe (cell/child.py)."""
 START_TIMEOUT_S = 120.0
 """How long the server may take to import torch and the cell code."""
@@ -73,7 +75,7 @@ class CellServer:
         # directory of its own was, at each kill -9); close() closes it.
         self._log = tempfile.TemporaryFile(prefix="accelbench-server-")  # noqa: SIM115
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "accelbench.cell.server"],
+            [sys.executable, "-m", cell_server.__name__],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._log,
