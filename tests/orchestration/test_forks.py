@@ -51,6 +51,7 @@ def act_out(act, seen):
             raise RuntimeError('leaked: ' + ', '.join(k for k, v in leaked.items() if v))
         with open(seen, 'w') as out:  # how this cell's process started: forked, or afresh
             out.write(open('/proc/self/cmdline').read())
+            out.write(f' SIGTERM default: {signal.getsignal(signal.SIGTERM) is signal.SIG_DFL}')
 
 def build(act='check', seen=''):
     return Workload(
@@ -155,3 +156,4 @@ def test_torchrun_and_the_ranks_it_starts_are_forked_too(
     # Forked by torchrun's agent, which the server forked: the server's command line.
     assert "accelbench.cell.server" in seen.read_text()
     assert cell.env.torch_num_threads == 1  # as a rank started afresh would read it
+    assert "SIGTERM default: True" in seen.read_text()  # not torchrun's, which raises
