@@ -1,9 +1,11 @@
 """Run by test_sharding.py, under torchrun: a few optimizer steps of a cell's engine on one fixed
 global batch, each data-parallel rank taking its slice, and the global loss of every step
 (with the weights and optimizer state each rank holds, and how many blocks were compiled)
-written by rank 0 as JSON.
+written by rank 0 as JSON; for each of several cells of the same number of processes in turn,
+in one process group (a launch each cost 8 s of CPU here, importing torch).
 
-python tests/sharded_steps.py N SPEC_JSON OUT STEPS (N: torchrun's ranks, 0 without torchrun)
+python tests/sharded_steps.py N JOBS_JSON STEPS (N: torchrun's ranks, 0 without torchrun;
+JOBS_JSON: a file of [[SPEC, OUT], ...])
 """
 
 from __future__ import annotations
@@ -22,9 +24,14 @@ from accelbench.execution.engine import TorchEngine
 from accelbench.records.spec import RunSpec
 
 
-def main(spec_json: str, out: str, steps: int) -> None:
-    spec = RunSpec.model_validate_json(spec_json)
-    rank = distributed.join(spec, "cpu")
+def main(jobs_json: str, steps: int) -> None:
+    for spec_json, out in json.loads(Path(jobs_json).read_text()):
+        run(RunSpec.model_validate(spec_json), out, steps)
+    distributed.leave()
+
+
+def run(spec: RunSpec, out: str, steps: int) -> None:
+    rank = distributed.join(spec, "cpu")  # the group of the first, kept for the next
     workload = workloads.get(spec.workload, spec.model_args)
     torch.manual_seed(spec.seed)  # the same weights on every rank, as the train scenario does
     engine = TorchEngine(workload, spec, torch.device("cpu"))
@@ -48,7 +55,6 @@ def main(spec_json: str, out: str, steps: int) -> None:
     if rank.is_first:
         record = {"losses": losses, "held_gib": held, "compiled_blocks": len(compiled)}
         Path(out).write_text(json.dumps(record))
-    distributed.leave()
 
 
 def launch(nproc: int, args: list[str]) -> None:
@@ -67,4 +73,4 @@ if __name__ == "__main__":
     if int(nproc) and "RANK" not in os.environ:
         launch(int(nproc), args)
     else:
-        main(args[0], args[1], int(args[2]))
+        main(args[0], int(args[1]))

@@ -30,10 +30,23 @@ LAYOUTS: dict[str, dict[str, Any]] = {
 }
 
 
-def steps(tmp_path: Path, *, workload: str = "llama3_tiny", **layout: Any) -> dict[str, Any]:
-    """Losses of STEPS adamw steps of a tiny model (Llama), and what each rank held."""
+LORA: dict[str, Any] = {"lora_rank": 4, "lora_alpha": 8.0, "lora_targets": "q_proj,v_proj"}
+"""LoRA adapters on the tiny Llama's attention."""
+CELLS: dict[str, dict[str, Any]] = {
+    "one process": {},
+    **LAYOUTS,
+    "moe, one process": {"workload": "moe_tiny"},
+    "moe, fsdp over 2": {"workload": "moe_tiny", "fsdp": True, "replicas": 2},
+    "lora, one process": LORA,
+    "lora, fsdp over 2": {"fsdp": True, "replicas": 2, **LORA},
+}
+"""Every cell the tests compare, by name: a layout of a tiny model (Llama unless named)."""
+
+
+def spec_of(workload: str = "llama3_tiny", **layout: Any) -> RunSpec:
+    """STEPS adamw steps of a tiny model on GLOBAL_BATCH samples, however many micro-batches."""
     micro_batches = layout.get("replicas", 1) * layout.get("grad_accum", 1)
-    spec = RunSpec(
+    return RunSpec(
         workload=workload,
         batch_size=GLOBAL_BATCH // micro_batches,
         optimizer="adamw",
@@ -41,31 +54,35 @@ def steps(tmp_path: Path, *, workload: str = "llama3_tiny", **layout: Any) -> di
         device="cpu",
         **layout,
     )
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    out = tmp_path / "steps.json"
-    script = str(Path(__file__).parents[1].joinpath("sharded_steps.py"))
-    nproc = str(spec.num_processes if spec.distributed else 0)
-    subprocess.run(
-        [sys.executable, script, nproc, spec.model_dump_json(), str(out), str(STEPS)],
-        check=True,
-        env=os.environ | {"OMP_NUM_THREADS": "1"},
-        timeout=600,
-    )
-    result: dict[str, Any] = json.loads(out.read_text())
-    return result
 
 
 @pytest.fixture(scope="module")
-def one_process(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return steps(tmp_path_factory.mktemp("one"))
+def ran(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Each cell's losses and what each rank held: one launch for the cells of each number of
+    processes (one process group for all of them), not one each."""
+    folder = tmp_path_factory.mktemp("sharded")
+    script = str(Path(__file__).parents[1].joinpath("sharded_steps.py"))
+    launches: dict[int, list[tuple[str, RunSpec]]] = {}
+    for name, layout in CELLS.items():
+        spec = spec_of(**layout)
+        launches.setdefault(spec.num_processes if spec.distributed else 0, []).append((name, spec))
+    for nproc, cells in launches.items():
+        jobs = folder / f"{nproc}.json"
+        out = {name: str(folder / f"{name}.json") for name, _ in cells}
+        jobs.write_text(json.dumps([[s.model_dump(mode="json"), out[n]] for n, s in cells]))
+        subprocess.run(
+            [sys.executable, script, str(nproc), str(jobs), str(STEPS)],
+            check=True,
+            env=os.environ | {"OMP_NUM_THREADS": "1"},
+            timeout=600,
+        )
+    return {name: json.loads((folder / f"{name}.json").read_text()) for name in CELLS}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_sharded_training_matches_one_process(
-    name: str, one_process: dict[str, Any], tmp_path: Path
-) -> None:
-    sharded = steps(tmp_path, **LAYOUTS[name])
+def test_sharded_training_matches_one_process(name: str, ran: dict[str, dict[str, Any]]) -> None:
+    one_process, sharded = ran["one process"], ran[name]
     # The weights moved (adamw at lr 1e-2), so steps 2 and 3 check the gradients' exchange too.
     assert one_process["losses"][0] - one_process["losses"][-1] > 0.01
     assert sharded["losses"] == pytest.approx(one_process["losses"], rel=1e-4)
@@ -100,11 +117,10 @@ def test_sequence_parallelism_needs_a_llama_shaped_model() -> None:
 
 
 @pytest.mark.slow
-def test_a_sharded_mixture_of_experts_matches_one_process(tmp_path: Path) -> None:
+def test_a_sharded_mixture_of_experts_matches_one_process(ran: dict[str, dict[str, Any]]) -> None:
     """The tiny Mixtral under FSDP over 2 ranks: the same losses as one process, each rank
     holding half the weights (its experts' included)."""
-    one = steps(tmp_path / "one", workload="moe_tiny")
-    sharded = steps(tmp_path / "two", workload="moe_tiny", fsdp=True, replicas=2)
+    one, sharded = ran["moe, one process"], ran["moe, fsdp over 2"]
     assert one["losses"][0] - one["losses"][-1] > 0.01
     assert sharded["losses"] == pytest.approx(one["losses"], rel=1e-4)
     assert max(sharded["held_gib"]) == pytest.approx(one["held_gib"][0] / 2, rel=0.05)
@@ -118,11 +134,9 @@ def test_a_mixture_of_experts_is_refused_tensor_parallelism_in_one_line() -> Non
 
 
 @pytest.mark.slow
-def test_lora_under_fsdp_matches_one_process(tmp_path: Path) -> None:
+def test_lora_under_fsdp_matches_one_process(ran: dict[str, dict[str, Any]]) -> None:
     """LoRA adapters on the tiny Llama's attention, FSDP over 2 ranks holding the frozen
     weights and the adapters alike: the same losses as one process."""
-    lora: dict[str, Any] = {"lora_rank": 4, "lora_alpha": 8.0, "lora_targets": "q_proj,v_proj"}
-    one = steps(tmp_path / "one", **lora)
-    sharded = steps(tmp_path / "two", fsdp=True, replicas=2, **lora)
+    one, sharded = ran["lora, one process"], ran["lora, fsdp over 2"]
     assert one["losses"][0] - one["losses"][-1] > 0.01
     assert sharded["losses"] == pytest.approx(one["losses"], rel=1e-4)
