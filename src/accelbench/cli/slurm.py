@@ -12,7 +12,7 @@ from accelbench.cli.app import DbOption, app, check_out, console, write_file
 from accelbench.cli.options import job_help
 from accelbench.cli.run import cells_of
 from accelbench.errors import AccelbenchError
-from accelbench.orchestration import launch
+from accelbench.orchestration import forks, launch
 from accelbench.orchestration.sweep import check_cells, check_timeout
 from accelbench.secrets import has_secret, redact_url, scrub, write_private
 
@@ -65,9 +65,10 @@ def slurm(
         account=account,
     )
     check_timeout(parsed.params["timeout_s"])
-    specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
-    slurm_job.check_allocation(job, specs)
-    launch.preflight_in_child(check_cells(specs), parsed.params["timeout_s"])
+    with forks.serving():  # the probes forked by a cell server, kept for the next command
+        specs = cells_of(parsed)  # every cell valid now, not when the job starts after its queue
+        slurm_job.check_allocation(job, specs)
+        launch.preflight_in_child(check_cells(specs), parsed.params["timeout_s"])
     where = slurm_job.database_path(db or default_path())
     if slurm_job.node_local(where):
         console.print(
