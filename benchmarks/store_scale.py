@@ -14,7 +14,7 @@ SQLite database (on --postgres too: the import's reading is what grows).
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
     python benchmarks/store_scale.py --records 100000 --times 10   # 100,000 and 1,000,000
-    python benchmarks/store_scale.py --quick     # 500 and 1,500, four commands: the suite's
+    python benchmarks/store_scale.py --quick     # 500 and 1,500, three commands: the suite's
     python benchmarks/store_scale.py --postgres postgresql://me@host/db   # on that server
 
 With --postgres the two databases are made on that server (it must let the user create
@@ -62,10 +62,11 @@ COMMANDS = {
 }
 IMPORTS = {"import (json)": "json", "import (jsonl)": "jsonl"}
 """Each size's export, made untimed, imported into a new SQLite database."""
-QUICK = ("results (table)", "report --format md", "history", "export --format jsonl")
+QUICK = ("results (table)", "export --format jsonl")
 QUICK_IMPORTS = ("import (jsonl)",)
-"""What --quick times (the suite's run: the script whole, but a command is a process start of
-a second or two here, and each command's own test reads its output)."""
+"""What --quick times (the suite's run: the script whole, a listing and the ratio's export, but
+a command is a process start of a second or two here, and each command's own test reads its
+output)."""
 RUN = (
     "import sys\n"
     "from pathlib import Path\n"
