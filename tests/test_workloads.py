@@ -38,6 +38,9 @@ SMALLER: dict[str, dict[str, int | float]] = {
     "efficientnet_b4": {"image_size": 64},
     "vit_base_16": {"image_size": 64},
     "vit_base_16_finetune": {"image_size": 64},
+    "swin_tiny": {"image_size": 64},
+    "swin_base": {"image_size": 64},
+    "swin_large": {"image_size": 64},
     "conformer_medium": {"seconds": 1.0},
 }
 # The Llama shapes hold a 128k-token vocabulary: even one layer of them is gigabytes of weights
