@@ -1007,3 +1007,10 @@ def test_the_client_is_measured_on_the_host_not_on_a_torch_device() -> None:
         timer.mark()
     assert len(timer.intervals_ms()) == 2 and timer.intervals_ms() == []
     assert (HOST.type, HOST.index, HOST.peak_memory_gib()) == ("cpu", None, (None, None))
+    # Nor does anything a client cell imports: it starts afresh (launch._start), and torch took
+    # 3 s of CPU and 600 MB of its peak memory here.
+    cell = "from accelbench.cell import child, runner; from accelbench import scenarios"
+    cell += "; scenarios.get('serve').measure_fn(); import sys; print(sorted(sys.modules))"
+    imported = subprocess.run([sys.executable, "-c", cell], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert "'torch'" not in imported.stdout and "'accelbench.scenarios.epochs'" in imported.stdout

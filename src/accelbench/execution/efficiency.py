@@ -18,13 +18,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-import torch
-
-from accelbench.execution import device as dev
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.workload import Workload
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # torch is imported where it is used: the datasheets serve every engine
+    import torch
     from torch.utils.flop_counter import FlopCounterMode
 
 PeakClass = Literal["fp32", "tf32", "fp16", "bf16", "int8"]
@@ -119,6 +117,10 @@ def measured_peak(
     """(FLOP/s, how) of the fastest square matmul in the precision's input type, over pairs of
     matmuls repeated for `budget_s`: the best of many samples is what a busy host lets through
     least often, so it varies less from cell to cell than a short measurement."""
+    import torch
+
+    from accelbench.execution import device as dev
+
     info = PRECISIONS[precision]
     dtype = getattr(torch, info.autocast_dtype or info.param_dtype)
     n = MATMUL_SIZE.get(device.type, 8192)
@@ -138,14 +140,6 @@ def measured_peak(
     return 2 * n**3 / best, f"measured: best {n}x{n} {name} matmul on this device"
 
 
-WEIGHTED = (
-    torch.nn.Linear,
-    torch.nn.modules.conv._ConvNd,
-    torch.nn.MultiheadAttention,
-    torch.nn.RNNBase,
-)
-
-
 def flops_floor(workload: Workload, training: bool) -> float | None:
     """The fewest FLOPs one item's pass can take: each weight of a linear, convolution,
     attention or recurrent layer multiplies each item at least once (2 FLOPs), twice when
@@ -153,6 +147,14 @@ def flops_floor(workload: Workload, training: bool) -> float | None:
     upstream needs it, as for the first layer). Built on the meta device:
     no memory, no time. None for mixture-of-experts models, where an item meets only some
     experts, and for models that cannot be built there."""
+    import torch
+
+    weighted = (
+        torch.nn.Linear,
+        torch.nn.modules.conv._ConvNd,
+        torch.nn.MultiheadAttention,
+        torch.nn.RNNBase,
+    )
     try:
         with torch.device("meta"):
             model = workload.build_model()
@@ -164,7 +166,7 @@ def flops_floor(workload: Workload, training: bool) -> float | None:
     weights = sum(
         p.numel()
         for module in model.modules()
-        if isinstance(module, WEIGHTED)
+        if isinstance(module, weighted)
         for name, p in module.named_parameters(recurse=False)
         if "bias" not in name
     )
@@ -176,6 +178,7 @@ def flop_counter() -> FlopCounterMode:
     has none of (every scaled_dot_product_attention on the CPU counted 0 FLOPs, half of a small
     encoder layer's), and for grouped-query attention on the GPU's, which torch before 2.12
     refuses ("query/key/value shapes are incompatible": no FLOPs for Llama 3 on an H100)."""
+    import torch
     from torch.utils import flop_counter as fc
 
     def forward(q: Shape, k: Shape, v: Shape, *_: object, **__: object) -> int:
@@ -208,6 +211,8 @@ def counter_sees_all() -> Iterator[None]:
     """Turn off the fused inference fast path of nn.MultiheadAttention and the transformer
     layers, whose single native op FlopCounterMode has no formula for (it counted 640 FLOPs per
     item for an encoder of 14.7M)."""
+    import torch
+
     before = torch.backends.mha.get_fastpath_enabled()
     torch.backends.mha.set_fastpath_enabled(False)
     try:

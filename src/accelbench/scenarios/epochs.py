@@ -9,18 +9,16 @@ import logging
 import math
 import socket
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-import torch
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from accelbench import scenarios
 from accelbench.engines import Device, Timer, TimerMethod
 from accelbench.errors import one_line
-from accelbench.execution import device as dev
-from accelbench.execution import distributed, efficiency, interruption, progress, sharding
+from accelbench.execution import distributed, interruption, progress, sharding
 from accelbench.execution.meters.energy import EnergyMeter
 from accelbench.execution.meters.host import HostMonitor
 from accelbench.records import contention, throughput
@@ -30,6 +28,9 @@ from accelbench.records.metrics import NO_CPU_PEAK, EpochMetrics, Flops, Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import Summary, summarize, warmup_end
 from accelbench.workload import Batch, Workload
+
+if TYPE_CHECKING:  # the kit imports no framework: a JAX cell or a serving client needs no torch
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,7 @@ def measured_epochs(spec: RunSpec, device: Device | torch.device, raw: Raw) -> I
     meters energy and the host's activity over the steady epochs (all of a one-epoch run) into
     raw.energy and raw.host. Any engine's device (engines.Device); a torch.device is taken as
     one."""
-    if isinstance(device, torch.device):
-        device = dev.TorchDevice(device)
+    device = _engine_device(device)
     meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
     device.reset_peak_memory()
     device.synchronize()
@@ -239,6 +239,17 @@ def delivered(spec: RunSpec, raw: Raw) -> tuple[int, Summary, throughput.Deliver
     return first, windows, throughput.delivered(wall[first:], spec.global_batch)
 
 
+def _engine_device(device: Device | torch.device) -> Device:
+    """An engine's device as it is; a torch.device as torch's engine's Device. None can exist
+    unless torch is imported: the kit itself imports no framework."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(device, torch.device):
+        from accelbench.execution.device import TorchDevice
+
+        return TorchDevice(device)
+    return cast("Device", device)
+
+
 def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
     """Whether to stop measuring: with a CI target, once the interval is as narrow as the
     target and the steady state lasts long enough to be judged (contention.MIN_WINDOW_S; a
@@ -267,6 +278,10 @@ def count_flops(
     micro_batch: Batch,
     device: torch.device,
 ) -> Flops | None:
+    import torch
+
+    from accelbench.execution import efficiency
+
     if efficiency.PEAK_CLASS[spec.precision] == "int8":
         return None  # no int8 peak to divide by: an fp32 one would flatter int8 runs
     try:

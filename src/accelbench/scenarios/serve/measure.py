@@ -44,7 +44,7 @@ from accelbench.scenarios.serve import endpoint
 from accelbench.scenarios.serve.record import ServedRequest, ServeMetrics, ServeTrial
 from accelbench.scenarios.serve.settings import ServeSettings
 from accelbench.scenarios.serve.verdicts import keeps_up
-from accelbench.scenarios.server.measure import SEARCH_TRIALS
+from accelbench.scenarios.server import SEARCH_TRIALS
 
 SLO_SHARE = 0.99
 """MLPerf Inference's server latency bounds hold at the 99th percentile."""

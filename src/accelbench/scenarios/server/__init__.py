@@ -13,6 +13,10 @@ from accelbench.records.stats import Summary
 from accelbench.scenarios.base import Record, Series
 from accelbench.scenarios.settings import Arrivals
 
+SEARCH_TRIALS = 6
+"""Rates tried by a bisection for the highest rate that meets a bound: it narrows the rate to
+1/64 of where it starts (the server scenario's, and serve's without a rate)."""
+
 
 class ServerSettings(Arrivals):
     latency_bound_ms: float | None = Field(default=None, gt=0)

@@ -25,11 +25,13 @@ from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
 from accelbench.scenarios.infer import measure as infer
-from accelbench.scenarios.server import ServerMetrics, ServerSettings, ServerTrial
+from accelbench.scenarios.server import (
+    SEARCH_TRIALS,
+    ServerMetrics,
+    ServerSettings,
+    ServerTrial,
+)
 from accelbench.workload import Batch, Workload
-
-SEARCH_TRIALS = 6
-"""Rates tried by the bisection: it narrows the rate to 1/64 of the capacity."""
 
 
 def measure(spec: RunSpec, workload: Workload, device: torch.device) -> Metrics:
