@@ -31,12 +31,12 @@ lint: install
 # threads taking turns on shared cores spin (the SIGTERM test took 205 s beside two busy
 # processes, 31 s with one thread each). No test measures speed, so nothing is lost.
 #
-# accelbench's own modules are compiled first: where PYTHONDONTWRITEBYTECODE is set (as on this
-# project's machines) nothing else writes their bytecode, an editable install has none, and each
-# of the suite's 150-odd fresh interpreters compiled them again (0.5 s of CPU each).
+# Bytecode is written as Python does by default: where PYTHONDONTWRITEBYTECODE is set (as on
+# this project's machines) nothing wrote that of accelbench's own modules (an editable install
+# has none), so each of the suite's 150-odd fresh interpreters compiled them again (0.5 s of CPU
+# each), and each worker rewrote the tests' asserts again (5 s).
 test: lint
-	$(BIN)/python -m compileall -q src
-	OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=20
+	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=20
 
 # The docs site (docs/, mkdocs.yml), built strictly: a broken link or reference fails it. The
 # suite builds it too (tests/test_docs.py).
