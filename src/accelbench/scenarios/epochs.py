@@ -29,7 +29,7 @@ from accelbench.records.spec import RunSpec
 from accelbench.records.stats import Summary, summarize, warmup_end
 from accelbench.workload import Batch, Workload
 
-if TYPE_CHECKING:  # the kit imports no framework: a JAX cell or a serving client needs no torch
+if TYPE_CHECKING:  # the kit imports no framework: a serving client's cell needs no torch
     import torch
 
 log = logging.getLogger(__name__)
