@@ -34,7 +34,7 @@ lint: install
 # Bytecode is written as Python does by default: where PYTHONDONTWRITEBYTECODE is set (as on
 # this project's machines) nothing wrote that of accelbench's own modules (an editable install
 # has none), so each of the suite's 150-odd fresh interpreters compiled them again (0.5 s of CPU
-# each), and each worker rewrote the tests' asserts again (5 s).
+# each), and each worker rewrote the tests' asserts again (7 s of its 16 s collecting).
 test: lint
 	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=20
 
