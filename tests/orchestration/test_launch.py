@@ -4,6 +4,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import psutil
@@ -14,6 +15,7 @@ from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration import exits, forks, launch
 from accelbench.records.environment import Environment
+from accelbench.records.result import Result
 
 from ..conftest import ctrl_c_reaches, tiny
 
@@ -188,6 +190,21 @@ def test_a_failing_rank_is_the_result_and_stops_the_others(
     assert result.status == "error"
     assert result.reason == "RuntimeError: rank 1 cannot build its model"
     assert result.detail and "rank_one_fails.py" in result.detail
+
+
+def test_the_first_rank_to_fail_is_the_cells_result(env: Environment) -> None:
+    """Rank 0 writes its own failure too when its peer's end breaks a collective (gloo's
+    "Connection closed by peer", seen before torchrun stopped it): the earlier failure is
+    the cause, whichever rank wrote it."""
+    spec = tiny(replicas=2)
+    own = Result.new(spec, env, "error", reason="RuntimeError: rank 1 cannot build its model")
+    broken = Result.new(spec, env, "error", reason="RuntimeError: Connection closed by peer")
+    broken = broken.model_copy(update={"created_at": own.created_at + timedelta(seconds=2)})
+    assert launch._first_failure([broken, own]) is own
+    assert launch._first_failure([own, broken]) is own
+    ok = Result.new(spec, env, "ok")
+    assert launch._first_failure([ok]) is ok
+    assert launch._first_failure([ok, own]) is own
 
 
 TORCHRUN_REPORT = """Failures:

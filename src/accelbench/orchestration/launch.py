@@ -37,7 +37,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution import progress
 from accelbench.orchestration import exits, forks
 from accelbench.records.environment import Environment
-from accelbench.records.result import Result
+from accelbench.records.result import MEASURED, Result
 from accelbench.records.spec import RunSpec
 
 log = logging.getLogger(__name__)
@@ -198,17 +198,25 @@ def run_in_child(
         wall_s = time.perf_counter() - start
         tail = _end(log_path, _TAIL_LINES)
         ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
-        written = [out] if out.exists() else ranks
+        written = [f for f in (out, *ranks) if f.exists()]
         code = child.wait()
         # A rank killed by a signal: what the others wrote (a broken collective) is its effect.
         killed = exits.rank_killed(_end(log_path, 60)) if code != 0 else None
         if written and killed is None:
-            result = Result.model_validate_json(written[0].read_text())
+            result = _first_failure([Result.model_validate_json(f.read_text()) for f in written])
             return _kept(result.model_copy(update={"wall_s": wall_s}), log_path)
         code = code if killed is None else -killed[1]
         who = "cell process" if killed is None else f"rank {killed[0]} of the cell"
         status, reason = exits.status(code, tail, exits.oom_kills() != oom_kills, who)
         return _kept(Result.new(spec, env, status, reason=reason, detail=tail or None), log_path)
+
+
+def _first_failure(written: list[Result]) -> Result:
+    """The cell's result from what its ranks wrote (rank 0's first, then each failed rank's):
+    the failure that came first, where any rank failed, since the others' (a collective broken
+    by that rank's end) are its effect; else rank 0's."""
+    failed = [r for r in written if r.status not in MEASURED]
+    return min(failed, key=lambda r: r.created_at) if failed else written[0]
 
 
 def _end(log_path: Path, num_lines: int) -> str:
