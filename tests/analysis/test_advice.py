@@ -4,6 +4,7 @@ time to train and the constraints."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -303,3 +304,50 @@ def test_a_drifting_result_is_never_recommended(two_platforms: list[Result]) -> 
     (a,) = advice.recommend(runs, "tiny_mlp", "throughput")
     assert [o.result.spec.batch_size for o in a.options] == [16]
     assert a.excluded == {advice.Out.DRIFTING: 1}
+
+
+def test_each_framework_at_its_best_is_set_beside_the_best(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    """Which framework serves the objective best on a platform, and by how much: each
+    framework's best configuration, the others' ratio to it, not ranked where they overlap."""
+    base = two_platforms[0]
+    runs = [
+        at(base, "X", 8, 1000.0),
+        at(base, "X", 32, 1200.0),
+        at(base, "X", 8, 500.0, framework="jax"),
+        at(base, "X", 32, 600.0, framework="jax"),
+        at(base, "X", 32, 1190.0, framework="tensorflow"),
+    ]
+    (a,) = advice.recommend(runs, "tiny_mlp", "throughput")
+    assert [(o.result.spec.framework, o.result.spec.batch_size) for o in a.frameworks] == [
+        ("torch", 32),
+        ("tensorflow", 32),
+        ("jax", 32),
+    ]
+    lines = advice_text.advice_lines([a], "throughput", objectives.Constraints())
+    assert lines[0].startswith("1. X: bs=32 fp32: 1,200 items/s")
+    assert (
+        "   frameworks, each at its best: torch: bs=32 fp32 1,200 items/s; "
+        "tensorflow: bs=32 fp32 1,190 items/s (0.99x torch's, not ranked: the intervals "
+        "overlap); jax: bs=32 fp32 600 items/s (0.50x torch's)"
+    ) in lines
+    (alone,) = advice.recommend(
+        [r for r in runs if r.spec.framework == "torch"], "tiny_mlp", "throughput"
+    )
+    assert alone.frameworks == []
+    assert not any(
+        "frameworks" in t
+        for t in advice_text.advice_lines([alone], "throughput", objectives.Constraints())
+    )
+    db = tmp_path / "f.sqlite"
+    with ResultStore(db) as store:
+        store.add(runs)
+    out = CliRunner().invoke(app, ["recommend", "tiny_mlp", "--db", str(db), "--format", "json"])
+    assert out.exit_code == 0, out.output
+    (platform,) = json.loads(out.stdout)["platforms"]
+    assert [(c["framework"], c["value"]) for c in platform["frameworks"]] == [
+        ("torch", pytest.approx(1200.0)),
+        ("tensorflow", pytest.approx(1190.0)),
+        ("jax", pytest.approx(600.0)),
+    ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -95,6 +95,9 @@ class Advice:
     pareto: list[Option] = field(default_factory=list)
     """Configurations no other beats on throughput, devices, p99 latency and energy together,
     when there is more than one."""
+    frameworks: list[Option] = field(default_factory=list)
+    """Each framework's best configuration, best first, where more than one framework ran
+    here: which framework serves the objective best on this platform, each at its best."""
 
 
 def _per_rate(scale: float, rate: Band) -> tuple[float, float | None, float | None]:
@@ -189,7 +192,17 @@ def _platform_advice(platform: str, tally: Tally, objective: str) -> Advice:
     advice.batch_range = _within_best(tally.rates[sweep])
     advice.gaps = _gaps(best, tally.ran[sweep], tally.ooms[sweep], objective)
     advice.pareto = _pareto(options)
+    advice.frameworks = each_at_its_best(options, lambda o: o.result.spec.framework)
     return advice
+
+
+def each_at_its_best(options: Sequence[Option], kind: Callable[[Option], str]) -> list[Option]:
+    """The first (best) option of each kind, in the options' order; none where all the
+    options are of one kind."""
+    best: dict[str, Option] = {}
+    for o in options:
+        best.setdefault(kind(o), o)
+    return list(best.values()) if len(best) > 1 else []
 
 
 def _confidence(options: list[Option], goal: Goal) -> Confidence:

@@ -190,6 +190,9 @@ def advice_lines(
                 "   trade-offs (throughput, devices, p99 latency, energy; none beats another on "
                 f"all): {front}"
             )
+        if a.frameworks:
+            each = _frameworks_text(a, objective, constraints)
+            lines.append(f"   frameworks, each at its best: {each}")
         lines += [f"   left out: {why}" for why in excluded]
         lines += [f"   not measured: {gap}" for gap in (_gap_lines(a.gaps) if a.gaps else [])]
     ranked = [a.platform for a in found if a.options]
@@ -203,6 +206,34 @@ def advice_lines(
             verdict = f"{ranked[0]} and {ranked[1]} overlap: not ranked"
         lines.append(f"across platforms: {verdict}")
     return lines
+
+
+def _frameworks_text(a: advice.Advice, objective: str, constraints: objectives.Constraints) -> str:
+    """Each framework's best configuration and its value, and the others' ratio to the best
+    framework's (not ranked where the intervals overlap, as a runner-up is not)."""
+    first, *others = a.frameworks
+    lower = objectives.GOALS[objective].lower_is_better
+    best = first.result.spec.framework
+    parts = [_framework_cell(first, objective, constraints)]
+    for o in others:
+        clear = advice.clears(first, o, lower)
+        apart = (
+            ""
+            if clear
+            else ", not ranked: "
+            + ("an interval is missing" if clear is None else "the intervals overlap")
+        )
+        ratio = f"{o.value / first.value:.2f}x {best}'s{apart}"
+        parts.append(f"{_framework_cell(o, objective, constraints)} ({ratio})")
+    return "; ".join(parts)
+
+
+def _framework_cell(o: advice.Option, objective: str, constraints: objectives.Constraints) -> str:
+    """ "jax: bs=32 fp32 22.2 items/s": the framework named first, not again among the knobs."""
+    spec = o.result.spec
+    knobs = configuration(spec.model_copy(update={"framework": "torch"}))  # torch: not named
+    value = _objective_text(o.value, objective, constraints, o.result.num_devices)
+    return f"{spec.framework}: {knobs} {value}"
 
 
 def published_lines(refs: Sequence[Reference]) -> list[str]:
@@ -313,6 +344,9 @@ class PlatformAdvice(Frozen):
     """The micro batches within 5% of the best's throughput (seed 003's effective range)."""
     trade_offs: list[Configuration]
     """Configurations none beats on throughput, devices, p99 latency and energy together."""
+    frameworks: list[Configuration]
+    """Each framework's best configuration, best first, where several frameworks ran on the
+    platform (empty otherwise)."""
     left_out: dict[str, int]
     """Measured runs the constraints or their verdicts left out, by reason."""
 
@@ -331,7 +365,8 @@ class RecommendAnswer(Frozen):
     """`accelbench recommend --format json`: per platform, the best configuration first."""
 
     format: Literal["accelbench-recommend"] = "accelbench-recommend"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
+    """2: each platform's `frameworks`."""
     workload: str
     objective: str
     unit: str
@@ -424,6 +459,7 @@ def recommendation(
                 ),
                 batch_range=list(a.batch_range),
                 trade_offs=[option(o) for o in a.pareto],
+                frameworks=[option(o) for o in a.frameworks],
                 left_out={str(why): n for why, n in a.excluded.items()},
             )
             for a in found
