@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -192,16 +192,16 @@ def _platform_advice(platform: str, tally: Tally, objective: str) -> Advice:
     advice.batch_range = _within_best(tally.rates[sweep])
     advice.gaps = _gaps(best, tally.ran[sweep], tally.ooms[sweep], objective)
     advice.pareto = _pareto(options)
-    advice.frameworks = each_at_its_best(options, lambda o: o.result.spec.framework)
+    advice.frameworks = _each_framework(options)
     return advice
 
 
-def each_at_its_best(options: Sequence[Option], kind: Callable[[Option], str]) -> list[Option]:
-    """The first (best) option of each kind, in the options' order; none where all the
-    options are of one kind."""
+def _each_framework(options: list[Option]) -> list[Option]:
+    """Each framework's first (best) option, in the options' order; none where all are of
+    one framework."""
     best: dict[str, Option] = {}
     for o in options:
-        best.setdefault(kind(o), o)
+        best.setdefault(o.result.spec.framework, o)
     return list(best.values()) if len(best) > 1 else []
 
 

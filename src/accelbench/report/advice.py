@@ -213,25 +213,23 @@ def _frameworks_text(a: advice.Advice, objective: str, constraints: objectives.C
     framework's (not ranked where the intervals overlap, as a runner-up is not)."""
     first, *others = a.frameworks
     lower = objectives.GOALS[objective].lower_is_better
-    best = first.result.spec.framework
     parts = [_framework_cell(first, objective, constraints)]
     for o in others:
+        ratio = f"{o.value / first.value:.2f}x {first.result.spec.framework}'s"
         clear = advice.clears(first, o, lower)
-        apart = (
-            ""
-            if clear
-            else ", not ranked: "
-            + ("an interval is missing" if clear is None else "the intervals overlap")
-        )
-        ratio = f"{o.value / first.value:.2f}x {best}'s{apart}"
+        if clear is None:
+            ratio += ", not ranked: an interval is missing"
+        elif not clear:
+            ratio += ", not ranked: the intervals overlap"
         parts.append(f"{_framework_cell(o, objective, constraints)} ({ratio})")
     return "; ".join(parts)
 
 
 def _framework_cell(o: advice.Option, objective: str, constraints: objectives.Constraints) -> str:
-    """ "jax: bs=32 fp32 22.2 items/s": the framework named first, not again among the knobs."""
+    """The option as "jax: bs=32 fp32 22.2 items/s": its framework first, not again among
+    the knobs (configuration names any but torch)."""
     spec = o.result.spec
-    knobs = configuration(spec.model_copy(update={"framework": "torch"}))  # torch: not named
+    knobs = configuration(spec.model_copy(update={"framework": "torch"}))
     value = _objective_text(o.value, objective, constraints, o.result.num_devices)
     return f"{spec.framework}: {knobs} {value}"
 
