@@ -164,6 +164,28 @@ def test_no_summary_ratio_from_pairs_that_were_not_ranked(two_platforms: list[Re
     assert "1.17" not in line
 
 
+def test_cells_level_within_their_intervals_are_counted_and_said(
+    two_platforms: list[Result],
+) -> None:
+    """Two frameworks whose intervals overlap in every cell are level, which the summary says
+    rather than "see the verdicts"; beside ranked cells, the level ones are counted too."""
+    here = [with_rate(r, 1000.0, 0.05) for r in train(two_platforms)]
+    level = [on_platform(r, None, 1.02, framework="tensorflow") for r in here]
+    (summary,) = comparison.summary(comparison.ratios([*here, *level], "framework"))
+    assert (summary.num_matched, summary.num_level, summary.geomean) == (3, 3, None)
+    (line,) = compare_text.ratio_summary_lines([summary])
+    assert line == (
+        "tensorflow against torch: level in all 3 matched cells (their intervals overlap): "
+        "no summary ratio"
+    )
+    faster = on_platform(here[0], None, 0.5, framework="tensorflow")
+    found = comparison.ratios([*here, faster, *level[1:]], "framework")
+    (summary,) = comparison.summary(found)
+    assert (summary.num_slower, summary.num_level) == (1, 2)
+    (line,) = compare_text.ratio_summary_lines([summary])
+    assert line.endswith("tensorflow faster in 0, torch faster in 1, level in 2")
+
+
 def test_cells_that_could_not_be_matched_are_said_with_why(two_platforms: list[Result]) -> None:
     here = train(two_platforms)  # batch 4, 16 and 64 at the same steps per epoch
     steps = here[0].spec.steps_per_epoch

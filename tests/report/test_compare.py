@@ -24,7 +24,7 @@ def test_compare_answers_in_json_what_it_ranks(two_platforms: list[Result], tmp_
     )
     assert done.exit_code == 0, done.output
     answer = json.loads(done.stdout)  # the whole of standard output
-    assert (answer["format"], answer["version"]) == ("accelbench-compare", 1)
+    assert (answer["format"], answer["version"]) == ("accelbench-compare", 2)
     ok = [r for r in two_platforms if r.status == "ok"]
     expected = comparison.ratios(ok, "platform")
     assert [(r["value"], r["baseline"], r["ranking"]) for r in answer["ratios"]] == [
@@ -32,7 +32,7 @@ def test_compare_answers_in_json_what_it_ranks(two_platforms: list[Result], tmp_
     ]
     assert [r["ratio"] for r in answer["ratios"]] == pytest.approx([r.ratio for r in expected])
     (summary,) = answer["summary"]
-    assert summary["matched"] == len(expected) and summary["faster"] + summary["slower"] <= len(
-        expected
-    )
+    assert summary["matched"] == len(expected)
+    assert summary["faster"] + summary["slower"] + summary["level"] <= len(expected)
+    assert summary["level"] == sum(r.ranking is comparison.Ranking.OVERLAP for r in expected)
     assert {u["workload"] for u in answer["unmatched"]} <= {r.spec.workload for r in ok}

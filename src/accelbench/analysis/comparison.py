@@ -315,6 +315,8 @@ class Summary:
     num_matched: int
     num_faster: int
     num_slower: int
+    num_level: int
+    """The matched cells whose intervals overlap: level, as far as the runs can tell."""
 
     @property
     def num_ranked(self) -> int:
@@ -335,6 +337,7 @@ def summary(found: Sequence[Ratio]) -> list[Summary]:
             num_matched=len(members),
             num_faster=sum(r.ranking is Ranking.FASTER for r in members),
             num_slower=sum(r.ranking is Ranking.SLOWER for r in members),
+            num_level=sum(r.ranking is Ranking.OVERLAP for r in members),
         )
         for (value, baseline), members in groups.items()
     ]

@@ -70,21 +70,28 @@ def ranking_text(r: comparison.Ratio) -> str:
 
 
 def ratio_summary_lines(found: Sequence[comparison.Summary]) -> list[str]:
-    """One line per value against its baseline; a ratio only from cells that were ranked."""
+    """One line per value against its baseline; a ratio only from cells that were ranked, and
+    how many were level (their intervals overlap)."""
     lines = []
     for s in found:
         matched = f"{s.num_matched} matched cell{'s' if s.num_matched > 1 else ''}"
-        if s.geomean is None:
+        head = f"{s.value} against {s.baseline}"
+        if s.geomean is not None:
+            level = f", level in {s.num_level}" if s.num_level else ""
             lines.append(
-                f"{s.value} against {s.baseline}: ranked in none of {matched} (see the "
-                "verdicts): no summary ratio"
+                f"{head}: {s.geomean:.2f}x throughput (geometric mean of the {s.num_ranked} "
+                f"ranked of {matched}): {s.value} faster in {s.num_faster}, {s.baseline} faster "
+                f"in {s.num_slower}{level}"
             )
-            continue
-        lines.append(
-            f"{s.value} against {s.baseline}: {s.geomean:.2f}x throughput (geometric mean of "
-            f"the {s.num_ranked} ranked of {matched}): {s.value} faster in {s.num_faster}, "
-            f"{s.baseline} faster in {s.num_slower}"
-        )
+        elif s.num_level == s.num_matched:
+            lines.append(
+                f"{head}: level in all {matched} (their intervals overlap): no summary ratio"
+            )
+        else:
+            level = f"level in {s.num_level}, " if s.num_level else ""
+            lines.append(
+                f"{head}: ranked in none of {matched} ({level}see the verdicts): no summary ratio"
+            )
     return lines
 
 
@@ -237,6 +244,7 @@ def ratios_json(
                 matched=s.num_matched,
                 faster=s.num_faster,
                 slower=s.num_slower,
+                level=s.num_level,
             )
             for s in summary
         ],
@@ -311,6 +319,8 @@ class ValueSummary(Frozen):
     matched: int
     faster: int
     slower: int
+    level: int
+    """Matched cells whose intervals overlap."""
 
 
 class UnmatchedCell(Frozen):
@@ -326,7 +336,8 @@ class CompareAnswer(Frozen):
     """`accelbench compare --by FIELD --format json` (report.compare.ratios_json)."""
 
     format: Literal["accelbench-compare"] = "accelbench-compare"
-    version: Literal[1] = 1
+    version: Literal[2] = 2
+    """2: each summary's `level`."""
     by: str
     baseline: str | None
     ratios: list[RatioRow]
