@@ -178,6 +178,11 @@ def test_cells_level_within_their_intervals_are_counted_and_said(
         "tensorflow against torch: level in all 3 matched cells (their intervals overlap): "
         "no summary ratio"
     )
+    (one,) = comparison.summary(comparison.ratios([here[0], level[0]], "framework"))
+    assert compare_text.ratio_summary_lines([one]) == [
+        "tensorflow against torch: level in the one matched cell (their intervals overlap): "
+        "no summary ratio"
+    ]
     faster = on_platform(here[0], None, 0.5, framework="tensorflow")
     found = comparison.ratios([*here, faster, *level[1:]], "framework")
     (summary,) = comparison.summary(found)

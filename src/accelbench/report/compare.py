@@ -84,9 +84,8 @@ def ratio_summary_lines(found: Sequence[comparison.Summary]) -> list[str]:
                 f"in {s.num_slower}{level}"
             )
         elif s.num_level == s.num_matched:
-            lines.append(
-                f"{head}: level in all {matched} (their intervals overlap): no summary ratio"
-            )
+            every = "the one matched cell" if s.num_matched == 1 else f"all {matched}"
+            lines.append(f"{head}: level in {every} (their intervals overlap): no summary ratio")
         else:
             level = f"level in {s.num_level}, " if s.num_level else ""
             lines.append(
