@@ -183,6 +183,13 @@ def test_cells_level_within_their_intervals_are_counted_and_said(
         "tensorflow against torch: level in the one matched cell (their intervals overlap): "
         "no summary ratio"
     ]
+    bare = with_rate(train(two_platforms)[1], 1000.0, None)  # no interval: not ranked
+    unsure = on_platform(bare, None, 1.02, framework="tensorflow")
+    (mixed,) = comparison.summary(comparison.ratios([here[0], level[0], bare, unsure], "framework"))
+    assert compare_text.ratio_summary_lines([mixed]) == [
+        "tensorflow against torch: ranked in none of 2 matched cells (level in 1, see the "
+        "verdicts): no summary ratio"
+    ]
     faster = on_platform(here[0], None, 0.5, framework="tensorflow")
     found = comparison.ratios([*here, faster, *level[1:]], "framework")
     (summary,) = comparison.summary(found)

@@ -227,9 +227,9 @@ def _frameworks_text(a: advice.Advice, objective: str, constraints: objectives.C
 
 def _framework_cell(o: advice.Option, objective: str, constraints: objectives.Constraints) -> str:
     """The option as "jax: bs=32 fp32 22.2 items/s": its framework first, not again among
-    the knobs (configuration names any but torch)."""
+    the knobs."""
     spec = o.result.spec
-    knobs = configuration(spec.model_copy(update={"framework": "torch"}))
+    knobs = configuration(spec, framework=False)
     value = _objective_text(o.value, objective, constraints, o.result.num_devices)
     return f"{spec.framework}: {knobs} {value}"
 

@@ -37,13 +37,18 @@ def label(spec: RunSpec) -> str:
 
 
 def configuration(
-    spec: RunSpec, *, batch: bool = True, devices: bool = True, replicas: bool = True
+    spec: RunSpec,
+    *,
+    batch: bool = True,
+    devices: bool = True,
+    replicas: bool = True,
+    framework: bool = True,
 ) -> str:
     """How the workload ran: micro batch, accumulation, devices, the framework unless torch,
     precision, compile and the
     input's place (device-input: the compute ceiling, not the host pipeline's rate); without the
     batch, the devices or only the replicas (and nodes) where a figure's axis or a table's
-    column shows them."""
+    column shows them, and without the framework where a line names it first."""
     scenario = scenarios.get(spec.scenario)
     if isinstance(
         scenario, scenarios.ClientScenario
@@ -60,7 +65,9 @@ def configuration(
         parts += [f"on {spec.nodes} nodes"] if spec.nodes > 1 and replicas else []
     parts += ["fsdp" + ("+offload" if spec.fsdp_offload else "")] if spec.fsdp else []
     parts += [f"lora r{spec.lora_rank}"] if spec.lora_rank else []
-    parts += [spec.framework] if spec.framework != "torch" else []  # torch: the default
+    parts += (
+        [spec.framework] if framework and spec.framework != "torch" else []
+    )  # torch: the default
     parts.append(spec.precision)
     if spec.compile:
         mode = spec.compile_mode
