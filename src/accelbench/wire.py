@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import zlib
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 
@@ -26,7 +26,7 @@ _PIECE_BYTES = 1 << 16
 a request's deadline holds during it."""
 
 
-async def lines(body: AsyncIterator[bytes], encoding: str) -> AsyncIterator[str]:
+async def lines(body: AsyncIterator[bytes], encoding: str) -> AsyncGenerator[str, None]:
     """The lines of a body's raw bytes as they arrive, decompressed in bounded pieces where the
     server compressed it (`encoding`, its Content-Encoding); raises Garbage for a line over
     LINE_CAP_BYTES or a body over BODY_CAP_BYTES."""

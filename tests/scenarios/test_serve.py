@@ -994,6 +994,54 @@ def test_the_client_keeps_one_connection_per_request_in_flight() -> None:
     assert 3 <= connections <= max(3, at_once), (connections, at_once)
 
 
+class _Closing(_Steady):
+    """Answers at once, and closes each connection a moment after its [DONE]."""
+
+    SERVICE_S = 0.0
+
+
+class _Kept(_Steady):
+    """Answers at once, and keeps each connection for the next request (Content-Length)."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        chunks = [{"model": "m", "choices": [{"text": text}]} for text in ("a", "b")]
+        events = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("content-length", str(len(events)))
+        self.end_headers()
+        self.wfile.write(events.encode())
+
+
+@pytest.mark.parametrize("handler", [_Kept, _Closing])
+def test_a_request_schedules_no_task_of_its_own(handler: type[_Steady]) -> None:
+    """Each answer's stream is closed as its request is left, not by the event loop's finalizer
+    of unfinished generators, which schedules a task for it (a tenth of the client's work a
+    request against a fast server: benchmarks/serve_client.py), and the rest of a stream after
+    its [DONE] is read within a timeout, not in a task of wait_for's. What is left is aiohttp's
+    own, at most one a request (it writes the request's body in a task)."""
+
+    async def ask(url: str) -> tuple[list[endpoint.Reply], int]:
+        made = itertools.count()
+
+        def counted(loop: asyncio.AbstractEventLoop, coro: object, **kw: object) -> asyncio.Task:
+            next(made)
+            return asyncio.Task(coro, loop=loop, **kw)  # type: ignore[arg-type]
+
+        asyncio.get_running_loop().set_task_factory(counted)
+        async with endpoint.session() as client:
+            replies = [await endpoint.complete(client, url, "m", "hi", 4, 10.0) for _ in range(8)]
+            for _ in range(3):  # a finalizer's task is made at the loop's next turn
+                await asyncio.sleep(0)
+            return replies, next(made)  # before the session's closing, which makes its own
+
+    with stub_server(handler) as url:
+        replies, tasks = asyncio.run(ask(url))
+    assert all(r.finished and len(r.chunks) == 2 for r in replies), replies
+    assert tasks <= len(replies)
+
+
 def test_the_client_is_measured_on_the_host_not_on_a_torch_device() -> None:
     # A client scenario drives no device: its epochs, energy and host readings take the host
     # (engines.HOST), and its measure names no framework.
