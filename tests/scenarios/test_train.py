@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import math
 import time
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from accelbench import workloads
+from accelbench.engines import HOST
 from accelbench.errors import AccelbenchError
 from accelbench.execution.engine import TorchEngine
 from accelbench.records import contention, throughput
@@ -108,6 +110,19 @@ def test_the_headline_counts_what_happens_between_steps() -> None:
     assert rate.items_per_s == pytest.approx(400 / 0.6)  # delivered: 400 items in 0.6 s
     assert rate.ci_low is not None and rate.ci_high is not None
     assert rate.ci_low <= rate.items_per_s <= rate.ci_high
+
+
+def test_the_collector_leaves_out_what_the_process_held_before_its_measurement() -> None:
+    # Frozen while the epochs run, so that no pass of the collector walks the framework's
+    # objects inside a step; given back after, also where the caller stops early.
+    spec = tiny(epochs=3, steps_per_epoch=1)
+    before = gc.get_freeze_count()
+    inside = [gc.get_freeze_count() for _ in epochs.measured_epochs(spec, HOST, epochs.Raw())]
+    assert len(inside) == 3 and min(inside) > before + 10_000  # torch's objects, at least
+    assert gc.get_freeze_count() == before
+    for _ in epochs.measured_epochs(spec, HOST, epochs.Raw()):
+        break
+    assert gc.get_freeze_count() == before
 
 
 def test_ci_target_adds_epochs_until_met() -> None:
