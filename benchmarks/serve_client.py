@@ -100,7 +100,7 @@ def accelbench_rate(url: str, in_flight: int, new_tokens: int, steps: int) -> fl
             "window_steps": 1,
             "new_tokens": new_tokens,
             "prompt_tokens": 8,
-            "rate_per_s": 1.0,  # one short arrival trial after the loop: no search
+            "rate_per_s": 1000.0,  # one arrival trial of milliseconds after the loop: no search
             "num_queries": 2,
             "device": "cpu",
         }
@@ -154,8 +154,8 @@ def main() -> None:
     options = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     options.add_argument("--in-flight", type=int, default=16)
     options.add_argument("--new-tokens", type=int, default=8)
-    options.add_argument("--steps", type=int, default=200, help="requests per client an epoch")
-    options.add_argument("--rounds", type=int, default=4)
+    options.add_argument("--steps", type=int, default=400, help="requests per client an epoch")
+    options.add_argument("--rounds", type=int, default=8, help="paired rounds (the median's)")
     options.add_argument("--quick", action="store_true", help="4 in flight, 2 rounds of 10")
     options.add_argument("--device", help="ignored: a client needs no device")
     options.add_argument("--stub", action="store_true", help=argparse.SUPPRESS)
