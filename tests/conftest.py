@@ -59,13 +59,15 @@ def db_path(tmp_path: Path) -> Path:
 
 
 def tiny(**overrides: object) -> RunSpec:
-    """A spec that runs in a fraction of a second on a CPU."""
+    """A spec that runs in a fraction of a second on a CPU: exactly its epochs, which tests
+    count (no more until the steady state lasts min_steady_s)."""
     fields: dict[str, object] = {
         "workload": "tiny_mlp",
         "batch_size": 4,
         "epochs": 2,
         "steps_per_epoch": 4,
         "window_steps": 1,
+        "min_steady_s": 0.0,
         "device": "cpu",
     }
     return RunSpec.model_validate(fields | overrides)

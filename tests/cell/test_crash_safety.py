@@ -23,7 +23,18 @@ from accelbench.report.database import ResultStore
 
 from ..conftest import ctrl_c_reaches, tiny
 
-QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "4",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+    "--device",
+    "cpu",
+]
 SWEEP = ["run", "tiny_mlp", "--batch-size", "2,4,8"]
 
 

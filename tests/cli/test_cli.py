@@ -24,7 +24,18 @@ from ..conftest import make_image_folder, make_shards
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).parents[2] / "examples" / "my_model.py"
-QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "4",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -25,7 +25,18 @@ from accelbench.scenarios.time_to_train import TimeToTrain
 if importlib.util.find_spec("jax") is None:
     pytest.skip("the [jax] extra is not installed", allow_module_level=True)
 
-QUICK = ["--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--device", "cpu"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "6",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+    "--device",
+    "cpu",
+]
 DIGITS = ["--target", "val_loss<=1", "--data", "sklearn:digits"]
 
 MODELS = """

@@ -20,7 +20,18 @@ from accelbench.report.database import ResultStore
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("the [tensorflow] extra is not installed", allow_module_level=True)
 
-QUICK = ["--epochs", "2", "--steps-per-epoch", "6", "--window-steps", "1", "--device", "cpu"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "6",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+    "--device",
+    "cpu",
+]
 
 MODELS = """
 import json, os

@@ -29,7 +29,18 @@ from ..conftest import _with_peak, on_platform
 runner = CliRunner()
 SHARDED = ["--fsdp", "--replicas", "2", "--tensor-parallel", "2", "--batch-size", "2"]
 SHARDED += ["--sequence-parallel"]  # every axis of the layout at once
-QUICK = ["--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1", "--device", "cpu"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "4",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,18 @@ def build(fault='none'):
         lambda model, batch: step(fault, seen, model, batch),
     )
 """
-QUICK = ["--batch-size", "2", "--epochs", "2", "--steps-per-epoch", "4", "--window-steps", "1"]
+QUICK = [
+    "--batch-size",
+    "2",
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "4",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+]
 
 
 def _run(tmp_path: Path, fault: str, *args: str) -> tuple[int, str, list[Result]]:

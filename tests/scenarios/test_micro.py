@@ -23,7 +23,18 @@ from accelbench.scenarios.micro.measure import calls_per_step
 
 from ..conftest import needs_cuda, with_rate
 
-QUICK = ["--epochs", "2", "--steps-per-epoch", "8", "--window-steps", "1", "--device", "cpu"]
+QUICK = [
+    "--epochs",
+    "2",
+    "--steps-per-epoch",
+    "8",
+    "--window-steps",
+    "1",
+    "--min-steady-s",
+    "0",
+    "--device",
+    "cpu",
+]
 
 
 def micro(workload: str, **spec: object) -> RunSpec:

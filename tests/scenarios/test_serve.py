@@ -57,6 +57,8 @@ QUICK = [
     "2",
     "--steps-per-epoch",
     "2",
+    "--min-steady-s",
+    "0",
     "--prompt-tokens",
     "12",
     "--new-tokens",

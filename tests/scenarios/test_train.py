@@ -14,6 +14,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.execution.engine import TorchEngine
 from accelbench.records import contention, throughput
 from accelbench.records.energy import EnergyMetrics
+from accelbench.records.spec import RunSpec
 from accelbench.scenarios import epochs
 from accelbench.scenarios.train import measure as train
 
@@ -123,6 +124,15 @@ def test_the_collector_leaves_out_what_the_process_held_before_its_measurement()
     for _ in epochs.measured_epochs(spec, HOST, epochs.Raw()):
         break
     assert gc.get_freeze_count() == before
+
+
+def test_epochs_are_added_until_the_steady_state_lasts_long_enough_to_judge() -> None:
+    # A default cell of steps well under a millisecond: the default 2 epochs of 20 steps would
+    # last a few milliseconds, flagged too-short; epochs are added until 0.25 s.
+    spec = RunSpec(workload="tiny_mlp", batch_size=4, device="cpu")
+    m = train.measure(spec, workloads.get(spec.workload), CPU)
+    assert len(m.epochs) > spec.epochs and m.ci_met is None
+    assert m.delivered.time_s >= spec.min_steady_s == contention.MIN_WINDOW_S  # not too-short
 
 
 def test_ci_target_adds_epochs_until_met() -> None:

@@ -36,7 +36,7 @@ _ADDED_NAMES = (
     "fsdp_offload tensor_parallel sequence_parallel prompt_tokens new_tokens endpoint "
     "platform lengths slo_ttft_ms slo_tpot_ms request_timeout_s code_digest api_key_env "
     "chat burstiness ramp_to_per_s trace power_series lora_rank lora_alpha lora_targets "
-    "framework"
+    "framework min_steady_s"
 )
 _ADDED_LATER = tuple(_ADDED_NAMES.split())
 """Fields added after the first release, new ones last: left out of a cell's identity while at
@@ -165,10 +165,15 @@ class RunSpec(Frozen):
     ci_pct: float | None = Field(default=None, gt=0)
     """Measure more epochs, past `epochs`, until the 95% confidence interval of the delivered
     throughput is within +-this percent over a steady state long enough to judge (0.25 s), or
-    max_measure_s runs out; None: exactly `epochs`."""
+    max_measure_s runs out; None: no interval target."""
+    min_steady_s: float = Field(default=0.25, ge=0)
+    """Measure more epochs, past `epochs`, until the steady state lasts this long (as timeit's
+    autorange and torch's blocked_autorange run a small step more often), or max_measure_s runs
+    out: a shorter one is flagged too-short, since no CPU reading can tell whether other work
+    shared it. 0: exactly `epochs` (with no --ci)."""
     max_measure_s: float = Field(default=600.0, gt=0)
-    """Time budget of the epochs run to reach ci_pct, an upper bound: no epoch starts that would
-    end past it (the first `epochs` always run)."""
+    """Time budget of the epochs run to reach ci_pct and min_steady_s, an upper bound: no epoch
+    starts that would end past it (the first `epochs` always run)."""
     repeat: int = Field(default=0, ge=0)
     """Index of a repeat of the same cell, each in a fresh process (--repeats N runs 0..N-1)."""
     seed: int = Field(default=0, ge=-(2**63), lt=2**64)

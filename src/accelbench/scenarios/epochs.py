@@ -261,19 +261,21 @@ def _engine_device(device: Device | torch.device) -> Device:
 
 
 def precise_enough(spec: RunSpec, raw: Raw, measure_start: float) -> bool:
-    """Whether to stop measuring: with a CI target, once the interval is as narrow as the
-    target and the steady state lasts long enough to be judged (contention.MIN_WINDOW_S; a
-    narrow interval over 50 ms of steps is still flagged too-short), or once the time budget
-    would pass. Rank 0 decides for all replicas, which must stop together."""
-    if spec.ci_pct is None:
+    """Whether to stop measuring: once the steady state lasts spec.min_steady_s and, with a CI
+    target, its interval is as narrow as the target over a steady state long enough to be judged
+    (contention.MIN_WINDOW_S; a narrow interval over 50 ms of steps is still flagged too-short);
+    or once the time budget would pass. Rank 0 decides for all replicas, which must stop
+    together."""
+    if spec.ci_pct is None and not spec.min_steady_s:
         return True
     # The budget is an upper bound: stop when another epoch as long as the last would pass it.
     next_epoch_s = raw.epoch_s[-1] if raw.epoch_s else 0.0
     done = time.perf_counter() - measure_start + next_epoch_s > spec.max_measure_s
     if not done:
         rate = delivered(spec, raw)[2]
-        narrow = rate.ci_pct is not None and rate.ci_pct <= spec.ci_pct
-        done = narrow and rate.time_s >= contention.MIN_WINDOW_S
+        narrow = spec.ci_pct is None or (rate.ci_pct is not None and rate.ci_pct <= spec.ci_pct)
+        least_s = max(spec.min_steady_s, contention.MIN_WINDOW_S if spec.ci_pct else 0.0)
+        done = narrow and rate.time_s >= least_s
     return distributed.first_says(done)
 
 
