@@ -38,6 +38,7 @@ TUNE_KNOBS = (
     "epochs",
     "steps_per_epoch",
     "window_steps",
+    "min_steady_s",
     "workers",
     "device",
     "data",
