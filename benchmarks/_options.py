@@ -37,13 +37,15 @@ def parse(options: argparse.ArgumentParser) -> tuple[argparse.Namespace, torch.d
 
 def spec(args: argparse.Namespace, device: torch.device, **fields: object) -> RunSpec:
     """The cell the arguments name: two epochs (a warm-up and the one timed) of --steps each,
-    with `fields` besides."""
+    exactly (none added for a short steady state: the bare loop times the same steps), with
+    `fields` besides."""
     return RunSpec.model_validate(
         {
             "workload": args.workload,
             "batch_size": args.batch_size,
             "epochs": 2,
             "steps_per_epoch": args.steps,
+            "min_steady_s": 0.0,
             "device": device.type,
         }
         | fields
