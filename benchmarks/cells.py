@@ -26,7 +26,8 @@ from pathlib import Path
 
 from accelbench.report.database import ResultStore
 
-ACCELBENCH = [sys.executable, "-c", "from accelbench.cli import main; main()"]
+ACCELBENCH = [sys.executable, "-m", "accelbench"]
+"""The command as a user runs it (accelbench.command: its cell server started first)."""
 CELL = ["--epochs", "2", "--window-steps", "5", "--min-steady-s", "0", "--quiet"]
 """Exactly two epochs: what is timed is accelbench's cost around a cell, not its steady state."""
 SIDES = {"server": "1", "fresh": "0"}

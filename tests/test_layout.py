@@ -36,7 +36,13 @@ LAYERS = (
     ("accelbench.report", "accelbench.scenarios.*.report"),
     ("accelbench.scenarios.*.plugin",),
     ("accelbench.orchestration",),
-    ("accelbench.suites", "accelbench.cli", "accelbench$", "accelbench.__main__"),
+    (
+        "accelbench.suites",
+        "accelbench.cli",
+        "accelbench$",
+        "accelbench.__main__",
+        "accelbench.command",
+    ),
     ("accelbench.integrations",),
 )
 """From the bottom up: what a result is made of, the scenarios' plug-ins (which describe

@@ -1,3 +1,3 @@
-from accelbench.cli import main
+from accelbench.command import main
 
 main()

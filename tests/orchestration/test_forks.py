@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,36 @@ def test_the_next_block_of_the_process_uses_the_same_server_while_it_may(
     second.pending = True  # as if a cell it forked were not waited for
     with forks.serving():
         assert forks.active() is not second
+
+
+def test_a_server_started_early_serves_the_next_block() -> None:
+    forks._close_kept()
+    forks.start_early()
+    [early] = forks._kept
+    forks.start_early()  # one is enough
+    assert forks._kept == [early]
+    with forks.serving():
+        assert forks.active() is early
+        launch.probe_environment("cpu")
+
+
+def test_the_run_command_starts_its_server_before_its_other_imports(tmp_path: Path) -> None:
+    # So that the server's import of torch runs beside the command line's own imports.
+    code = (
+        "import sys\n"
+        "from accelbench import command\n"
+        "from accelbench.orchestration import forks\n"
+        "forks.start_early = lambda: print('before:', sorted({'accelbench.cli', 'torch'} & "
+        "set(sys.modules)))\n"
+        "sys.argv = ['accelbench', 'run', 'tiny_mlp', '--dry-run', '--db', sys.argv[1]]\n"
+        "command.main()\n"
+    )
+    db = str(tmp_path / "r.sqlite")
+    done = subprocess.run(
+        [sys.executable, "-c", code, db], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "before: []" in done.stdout and "tiny_mlp" in done.stdout
 
 
 def test_torchrun_and_the_ranks_it_starts_are_forked_too(

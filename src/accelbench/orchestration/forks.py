@@ -215,6 +215,15 @@ def serving() -> Iterator[None]:
         _kept.append(server)
 
 
+def start_early() -> None:
+    """Start the server the next `serving()` block takes, now: a command that will run cells
+    calls this before its other imports, which the server's import of torch then runs beside.
+    One the block cannot use (its environment changed since) is ended there; one never used
+    (a dry run, refused input) ends with the process."""
+    if not _kept and os.environ.get(SWITCH, "1") != "0" and sys.platform == "linux":
+        _kept.append(CellServer())
+
+
 def _close_kept() -> None:
     while _kept:
         _kept.pop().close()
