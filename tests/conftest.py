@@ -58,6 +58,13 @@ def db_path(tmp_path: Path) -> Path:
     return tmp_path / "results.sqlite"
 
 
+def quick(steps: int = 4, device: str | None = "cpu") -> list[str]:
+    """A quick cell's options on the command line: two epochs of `steps` steps, exactly (tests
+    count them), windows of a step, on `device` (None: the default)."""
+    args = ["--epochs", "2", "--steps-per-epoch", str(steps), "--window-steps", "1"]
+    return [*args, "--min-steady-s", "0", *(["--device", device] if device else [])]
+
+
 def tiny(**overrides: object) -> RunSpec:
     """A spec that runs in a fraction of a second on a CPU: exactly its epochs, which tests
     count (no more until the steady state lasts min_steady_s)."""

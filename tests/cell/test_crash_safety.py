@@ -21,20 +21,9 @@ from accelbench.cell.server import NAME
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 
-from ..conftest import ctrl_c_reaches, tiny
+from ..conftest import ctrl_c_reaches, quick, tiny
 
-QUICK = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "4",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-    "--device",
-    "cpu",
-]
+QUICK = quick()
 SWEEP = ["run", "tiny_mlp", "--batch-size", "2,4,8"]
 
 

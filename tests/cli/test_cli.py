@@ -20,22 +20,11 @@ from accelbench.cli.options import OPTION_NAMES, with_fields
 from accelbench.records.spec import RunSpec, knobs
 from accelbench.report.database import ResultStore
 
-from ..conftest import make_image_folder, make_shards
+from ..conftest import make_image_folder, make_shards, quick
 
 runner = CliRunner()
 EXAMPLE = Path(__file__).parents[2] / "examples" / "my_model.py"
-QUICK = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "4",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-    "--device",
-    "cpu",
-]
+QUICK = quick()
 
 
 def invoke(*args: str) -> tuple[int, str]:

@@ -22,21 +22,12 @@ from accelbench.report.database import ResultStore
 from accelbench.scenarios.generate import GenerateMetrics
 from accelbench.scenarios.time_to_train import TimeToTrain
 
+from ..conftest import quick
+
 if importlib.util.find_spec("jax") is None:
     pytest.skip("the [jax] extra is not installed", allow_module_level=True)
 
-QUICK = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "6",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-    "--device",
-    "cpu",
-]
+QUICK = quick(6)
 DIGITS = ["--target", "val_loss<=1", "--data", "sklearn:digits"]
 
 MODELS = """

@@ -17,21 +17,12 @@ from accelbench import engines
 from accelbench.cli import app
 from accelbench.report.database import ResultStore
 
+from ..conftest import quick
+
 if importlib.util.find_spec("tensorflow") is None:
     pytest.skip("the [tensorflow] extra is not installed", allow_module_level=True)
 
-QUICK = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "6",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-    "--device",
-    "cpu",
-]
+QUICK = quick(6)
 
 MODELS = """
 import json, os

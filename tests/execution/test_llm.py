@@ -24,23 +24,12 @@ from accelbench.report.listing import tokens_line
 from accelbench.report.results import notes, token_projection_lines
 from accelbench.workloads.experts import expert_load
 
-from ..conftest import _with_peak, on_platform
+from ..conftest import _with_peak, on_platform, quick
 
 runner = CliRunner()
 SHARDED = ["--fsdp", "--replicas", "2", "--tensor-parallel", "2", "--batch-size", "2"]
 SHARDED += ["--sequence-parallel"]  # every axis of the layout at once
-QUICK = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "4",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-    "--device",
-    "cpu",
-]
+QUICK = quick()
 
 
 @pytest.fixture(scope="module")

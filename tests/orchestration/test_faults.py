@@ -15,6 +15,8 @@ from accelbench.cli import app
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 
+from ..conftest import quick
+
 FAULTY = """
 import os, signal, time
 import torch
@@ -40,18 +42,7 @@ def build(fault='none'):
         lambda model, batch: step(fault, seen, model, batch),
     )
 """
-QUICK = [
-    "--batch-size",
-    "2",
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "4",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-]
+QUICK = ["--batch-size", "2", *quick(device=None)]
 
 
 def _run(tmp_path: Path, fault: str, *args: str) -> tuple[int, str, list[Result]]:

@@ -21,20 +21,9 @@ from accelbench.report.database import ResultStore
 from accelbench.scenarios.micro import MicroMetrics
 from accelbench.scenarios.micro.measure import calls_per_step
 
-from ..conftest import needs_cuda, with_rate
+from ..conftest import needs_cuda, quick, with_rate
 
-QUICK = [
-    "--epochs",
-    "2",
-    "--steps-per-epoch",
-    "8",
-    "--window-steps",
-    "1",
-    "--min-steady-s",
-    "0",
-    "--device",
-    "cpu",
-]
+QUICK = quick(8)
 
 
 def micro(workload: str, **spec: object) -> RunSpec:
