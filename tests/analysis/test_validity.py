@@ -205,6 +205,9 @@ def test_a_steady_state_shorter_than_a_cpu_reading_is_never_valid(measured: Resu
     )
     why = dict(validity.verdict(varied(measured, delivered=brief, input_wait_frac=0.0)))
     assert "lasted 0.025 s" in why[validity.Flag.TOO_SHORT]
+    assert why[validity.Flag.TOO_SHORT].endswith(
+        "give --min-steady-s 0.25 or more, or --max-measure-s more"
+    )
     busy = HostActivity(
         num_cpus=2,
         cell_cpus=2,

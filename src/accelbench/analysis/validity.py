@@ -137,7 +137,8 @@ def _rate_flags(m: Metrics, batch_latency: bool, target: float) -> list[tuple[Fl
             f"the steady state lasted {rate.time_s:.3g} s; under {contention.MIN_WINDOW_S:g} s "
             "no CPU reading can tell whether other work shared it"
         )
-        return [(Flag.TOO_SHORT, f"{why}: {more}")]
+        fix = f"give --min-steady-s {contention.MIN_WINDOW_S:g} or more, or --max-measure-s more"
+        return [(Flag.TOO_SHORT, f"{why}: {fix}")]
     if (drift := drifting(rate, target)) is not None:
         return [(Flag.DRIFTING, drift)]
     if rate.ci_pct is None:
