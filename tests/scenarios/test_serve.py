@@ -1019,9 +1019,9 @@ class _Kept(_Steady):
 @pytest.mark.parametrize("handler", [_Kept, _Closing])
 def test_a_request_schedules_no_task_of_its_own(handler: type[_Steady]) -> None:
     """Each answer's stream is closed as its request is left, not by the event loop's finalizer
-    of unfinished generators, which schedules a task for it (a tenth of the client's work a
-    request against a fast server: benchmarks/serve_client.py), and the rest of a stream after
-    its [DONE] is read within a timeout, not in a task of wait_for's. What is left is aiohttp's
+    of unfinished generators, which schedules a task for it (benchmarks/serve_client.py pairs
+    the client with a bare one), and the rest of a stream after its [DONE] is read within a
+    timeout, not in a task of wait_for's. What is left is aiohttp's
     own, at most one a request (it writes the request's body in a task)."""
 
     async def ask(url: str) -> tuple[list[endpoint.Reply], int]:

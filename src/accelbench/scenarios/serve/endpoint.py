@@ -254,8 +254,8 @@ async def _stream(
     headers = {"Accept-Encoding": "identity"}
     async with client.post(url, json=body, headers=headers) as response:
         encoding = response.headers.get("Content-Encoding", "identity")
-        # Closed here when left, not by the event loop's finalizer, which schedules a task for
-        # it: a tenth of the client's work a request against a fast server.
+        # Closed here when left, not by the event loop's finalizer of unfinished generators,
+        # which wakes the loop and schedules a task for it: one more of each a request.
         async with contextlib.aclosing(wire.lines(response.content.iter_any(), encoding)) as lines:
             if response.status != 200:
                 text = await anext(lines, "")
