@@ -98,6 +98,7 @@ def accelbench_rate(url: str, in_flight: int, new_tokens: int, steps: int) -> fl
             "epochs": 2,
             "steps_per_epoch": steps,
             "window_steps": 1,
+            "min_steady_s": 0.0,  # exactly its epochs, as the bare loop times one
             "new_tokens": new_tokens,
             "prompt_tokens": 8,
             "rate_per_s": 1000.0,  # one arrival trial of milliseconds after the loop: no search

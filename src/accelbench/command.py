@@ -11,7 +11,8 @@ CELL_COMMANDS = frozenset({"run", "tune"})
 
 
 def main() -> None:
-    if len(sys.argv) > 1 and sys.argv[1] in CELL_COMMANDS and "--help" not in sys.argv:
+    asked_help = {"--help", "-h"} & set(sys.argv)
+    if len(sys.argv) > 1 and sys.argv[1] in CELL_COMMANDS and not asked_help:
         from accelbench.orchestration import forks
 
         forks.start_early()
