@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import date, datetime
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Literal
 
@@ -69,9 +70,10 @@ def _grouped(runs: Iterable[tuple[datetime, str, Sequence[Any]]], host: str | No
         words, name_platform, hostname, cell, rate, flags, unit, interval, software = row
         if (host is not None and hostname != host) or not rate:
             continue
-        name = f"{words} on {name_platform}, {hostname}"  # its first run's: repeat 0
         group = (cell, name_platform, hostname)
-        _, _, points = grouped.setdefault(group, (name, f"{unit}/s", []))
+        if (held := grouped.get(group)) is None:  # named by its first run: repeat 0
+            held = grouped[group] = (f"{words} on {name_platform}, {hostname}", f"{unit}/s", [])
+        points = held[2]
         low_high = (interval[0], interval[1]) if interval else None
         found = _Software(sys.intern(software))  # a host's runs mostly ran the same
         points.append(history.Point(at, key, rate, bool(flags), found, low_high, tuple(flags)))
@@ -274,9 +276,8 @@ def plots(source: Source) -> list[Plot]:
     are the report's own listings in the order they were stored."""
     made = source.made
     ok = sorted((r for r in source.rows.rows if r.status == "ok"), key=lambda r: made[r.key])
-    runs = [
-        (datetime.fromisoformat(made[r.key]), r.key, [getattr(r, n) for n in _READ]) for r in ok
-    ]
+    read = attrgetter(*_READ)
+    runs = [(datetime.fromisoformat(made[r.key]), r.key, read(r)) for r in ok]
     found = _grouped(runs, None)
     drawn = [
         s
