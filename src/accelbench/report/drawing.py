@@ -248,8 +248,8 @@ def fit(fig: Figure) -> None:
     """Place the figure's axes, in a row, so that each tick label, axis label and title fits
     inside it, and each legend in the corner of its axes that holds fewest of the lines' points.
     Margins come from each text measured alone. matplotlib's constrained layout and its "best"
-    legend search each lay out every artist of the figure, in a pass of their own: together half
-    of a site report's drawing (61 figures, 11 of 23 s)."""
+    legend search each lay out every artist of the figure, in a pass of their own: a site
+    report's 61 figures (100k results) drew in 11.6-12.6 s of CPU with both, 5.3-6.6 s without."""
     from matplotlib import rcParams
     from matplotlib.backends.backend_agg import RendererAgg
     from matplotlib.font_manager import FontProperties
