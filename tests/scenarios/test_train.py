@@ -124,6 +124,15 @@ def test_the_collector_leaves_out_what_the_process_held_before_its_measurement()
     for _ in epochs.measured_epochs(spec, HOST, epochs.Raw()):
         break
     assert gc.get_freeze_count() == before
+    with epochs.frozen_heap():  # a block around them (a serving client's trials) stays frozen
+        frozen = gc.get_freeze_count()
+        assert frozen > before + 10_000
+        assert [
+            gc.get_freeze_count() >= frozen
+            for _ in epochs.measured_epochs(spec, HOST, epochs.Raw())
+        ] == [True] * 3
+        assert gc.get_freeze_count() >= frozen
+    assert gc.get_freeze_count() == before
 
 
 def test_epochs_are_added_until_the_steady_state_lasts_long_enough_to_judge() -> None:

@@ -13,6 +13,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -42,18 +43,13 @@ def measured_epochs(spec: RunSpec, device: Device | torch.device, raw: Raw) -> I
     Times each into raw.epoch_s (the caller's last act in it must wait for the device), and
     meters energy and the host's activity over the steady epochs (all of a one-epoch run) into
     raw.energy and raw.host. Any engine's device (engines.Device); a torch.device is taken as
-    one.
-
-    What the process holds when its measurement starts (a framework's few hundred thousand
-    objects) is kept out of the garbage collector's passes until it ends (gc.freeze): a full
-    pass over them, which the objects a measurement keeps (a serving client's requests) set
-    off, held the host 0.13 s here, a pause in the steps it fell in."""
+    one. What the process holds as they start is left out of the collector's passes
+    (frozen_heap)."""
     device = _engine_device(device)
     meter, monitor = EnergyMeter(device), HostMonitor(spec, device)
     device.reset_peak_memory()
     device.synchronize()
-    gc.freeze()
-    try:
+    with frozen_heap():
         measure_start = time.perf_counter()
         while len(raw.epoch_s) < spec.epochs or not precise_enough(spec, raw, measure_start):
             if raw.epoch_s and interruption.requested():  # stopped: keep the epochs measured
@@ -67,8 +63,27 @@ def measured_epochs(spec: RunSpec, device: Device | torch.device, raw: Raw) -> I
             raw.epoch_s.append(time.perf_counter() - epoch_start)
         raw.energy, raw.host = meter.stop(), monitor.stop()
         raw.measure_s = time.perf_counter() - measure_start
+
+
+_FROZEN: list[None] = []
+"""One entry for each frozen_heap block in progress."""
+
+
+@contextmanager
+def frozen_heap() -> Iterator[None]:
+    """What the process holds as the block starts kept out of the garbage collector's passes
+    until it ends (gc.freeze): a measurement's own objects set off full passes, which otherwise
+    walk a framework's few hundred thousand (0.13 s a pass here, a pause in what it fell in).
+    A block inside another is the outer one's."""
+    if not _FROZEN:
+        gc.freeze()
+    _FROZEN.append(None)
+    try:
+        yield
     finally:
-        gc.unfreeze()
+        _FROZEN.pop()
+        if not _FROZEN:
+            gc.unfreeze()
 
 
 def lagged_epochs(

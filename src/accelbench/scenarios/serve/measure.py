@@ -39,7 +39,7 @@ from accelbench.execution.meters.host import HostMonitor, server_pids
 from accelbench.records.result import Metrics
 from accelbench.records.spec import RunSpec
 from accelbench.records.stats import summarize
-from accelbench.scenarios.epochs import Raw, build_metrics, measured_epochs
+from accelbench.scenarios.epochs import Raw, build_metrics, frozen_heap, measured_epochs
 from accelbench.scenarios.serve import endpoint
 from accelbench.scenarios.serve.record import ServedRequest, ServeMetrics, ServeTrial
 from accelbench.scenarios.serve.settings import ServeSettings
@@ -63,8 +63,11 @@ class Requests:
 
 
 def measure(spec: RunSpec) -> Metrics:
-    """A client scenario's measurement: the spec alone, no workload or device of its own."""
-    return asyncio.run(_measure(spec))
+    """A client scenario's measurement: the spec alone, no workload or device of its own. The
+    heap is frozen for all of it: the arrival trials, which give the headline, as well as the
+    closed loop's epochs."""
+    with frozen_heap():
+        return asyncio.run(_measure(spec))
 
 
 async def _measure(spec: RunSpec) -> Metrics:
