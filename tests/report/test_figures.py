@@ -271,10 +271,12 @@ def test_every_label_and_title_is_inside_the_figure(kind: str) -> None:
     renderer, edge = drawn(fig)
     for ax in axes:
         box = ax.get_tightbbox(renderer)
+        assert box is not None
         assert box.x0 >= edge.x0 - 1 and box.y0 >= edge.y0 - 1, kind
         assert box.x1 <= edge.x1 + 1 and box.y1 <= edge.y1 + 1, kind
     if kind == "panels":
-        assert axes[0].get_tightbbox(renderer).x1 <= axes[1].get_position().x0 * edge.width + 1
+        first = axes[0].get_tightbbox(renderer)
+        assert first is not None and first.x1 <= axes[1].get_position().x0 * edge.width + 1
 
 
 @pytest.mark.parametrize("empty", drawing.CORNERS)
@@ -297,7 +299,9 @@ def test_the_legend_goes_where_it_hides_no_point(empty: str) -> None:
     ax.set_ylim(0, 1)
     drawing.place_legend(ax)
     renderer, _ = drawn(fig)
-    box = ax.get_legend().get_window_extent(renderer)
+    legend = ax.get_legend()
+    assert legend is not None
+    box = legend.get_window_extent(renderer)
     hidden = sum(
         box.count_contains(line.get_transform().transform(line.get_xydata()))
         for line in ax.get_lines()
