@@ -18,7 +18,7 @@ from accelbench.report.database import ResultStore
 from ..conftest import quick
 
 FAULTY = """
-import os, signal, time
+import ctypes, os, signal, time
 import torch
 from accelbench import Workload
 
@@ -30,6 +30,8 @@ def step(fault, seen, model, batch):
         if fault == 'exit':
             print('a line the model printed')
             os._exit(0)
+        if fault == 'crash':
+            ctypes.string_at(0)  # a native library's bad pointer
     return model(batch['x']).sum()
 
 def build(fault='none'):
@@ -92,6 +94,17 @@ def test_a_model_that_ends_its_process_is_told_so_not_by_its_own_output(tmp_path
     assert "exited with code 0 and no result" in (result.reason or "")
     assert "a line the model printed" not in (result.reason or "")
     assert "a line the model printed" in (result.detail or "")
+
+
+@pytest.mark.slow
+def test_a_crashed_cell_keeps_where_it_crashed(tmp_path: Path) -> None:
+    """A segfault's reason names its signal, and the cell's output its Python stack."""
+    _, _, results = _run(tmp_path, "crash")
+    (result,) = results
+    assert result.status == "error" and "SIGSEGV" in (result.reason or ""), result.reason
+    detail = result.detail or ""
+    line = next(i for i, text in enumerate(FAULTY.splitlines(), 1) if "string_at(0)" in text)
+    assert f'faulty.py", line {line} in step' in detail, detail
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ the child's side of launch.py: it measures (or probes) and writes its answer to 
 A module the package does not import, so that runpy finds nothing to warn about (which, printed
 first, became the reason of a cell that died without one)."""
 
+import faulthandler
 import json
 import multiprocessing
 import os
@@ -28,6 +29,9 @@ def child_main(argv: list[str]) -> int:
     from accelbench.cell.environment import capture
 
     what, arg, out, *inputs = argv
+    # A crash in native code (a segfault in a framework's kernels or collectives) leaves the
+    # Python stack of each thread in the cell's output, which the result's detail keeps.
+    faulthandler.enable()
     rank, world_size = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     forked = world_size > 1 and multiprocessing.parent_process() is not None  # by torchrun
     if world_size == 1:  # ranks must stop together: torchrun's SIGTERM ends them as before

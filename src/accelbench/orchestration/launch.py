@@ -196,7 +196,7 @@ def run_in_child(
                 thread.join(timeout=5)
         _signal_group(child.pid, signal.SIGKILL)  # what the cell forked and left running
         wall_s = time.perf_counter() - start
-        tail = _end(log_path, _TAIL_LINES)
+        tail = _detail(log_path)
         ranks = sorted(f for f in Path(tmp).glob("result.json.rank*") if f.suffix != ".tmp")
         written = [f for f in (out, *ranks) if f.exists()]
         code = child.wait()
@@ -217,6 +217,15 @@ def _first_failure(written: list[Result]) -> Result:
     by that rank's end) are its effect; else rank 0's."""
     failed = [r for r in written if r.status not in MEASURED]
     return min(failed, key=lambda r: r.created_at) if failed else written[0]
+
+
+def _detail(log_path: Path) -> str:
+    """The end of the cell's output; where a process crashed in native code, the fault handler's
+    report from its start (cell/child.py), as its innermost frames come first."""
+    lines = log_path.read_text(errors="replace").splitlines()
+    crashed = [i for i, line in enumerate(lines) if line.startswith("Fatal Python error:")]
+    start = crashed[-1] if crashed else max(len(lines) - _TAIL_LINES, 0)
+    return "\n".join(lines[start : start + _TAIL_LINES])
 
 
 def _end(log_path: Path, num_lines: int) -> str:
