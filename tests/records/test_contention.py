@@ -24,16 +24,17 @@ from ..cli.test_cli import invoke
 from ..conftest import tiny
 
 # A steady state long enough (over contention.MIN_WINDOW_S) for CPU times to be read, on any
-# machine: an interval target no run meets keeps it measuring until its 2 s budget, and where a
-# slow first epoch leaves no room for more, the two steady epochs that always run hold 200
-# steps (0.125 s was seen for 80 steps on a loaded host).
-BUSY_CELL = (  # the first --epochs always run: 3 steady epochs outlast MIN_WINDOW_S, loaded too
+# machine: epochs are added until it lasts --min-steady-s (0.25 s by default, MIN_WINDOW_S), and
+# an interval target no run meets keeps it measuring to its 2 s budget. Few steps an epoch: on
+# CPUs that spinners keep busy, each of torch's threads waits for the others at every op (400
+# steps took 37 s of the suite's time).
+BUSY_CELL = (
     "--batch-size",
     "64",
     "--epochs",
-    "4",
+    "2",
     "--steps-per-epoch",
-    "100",
+    "20",
     "--ci",
     "0.01%",
     "--max-measure-s",
