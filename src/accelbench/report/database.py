@@ -49,17 +49,22 @@ class ResultStore(Store):
         """query()'s results as the results table shows them, without reading their records
         (but for a row whose listing older code made, or none: made again from its record)."""
         texts = self.listing_texts(workload=workload, platform=platform, status=status, limit=limit)
-        found = []
-        collecting = gc.isenabled()
-        gc.disable()  # 100,000 listings hold no cycle: the collector's passes cost a second
-        try:
-            for key, text in texts:
-                made = None if text is None else Listing.loads(text)
-                found.append(made if made is not None else listing.of(self.records([key])[0]))
-        finally:
-            if collecting:
-                gc.enable()
-        return found
+        with _uncollected():
+            return [self._listed(key, text) for key, text in texts]
+
+    def briefs_listed(
+        self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
+    ) -> list[tuple[Brief, Listing]]:
+        """briefs() with each result's listing, as listings() makes it, in one read of the
+        table."""
+        texts = self.brief_texts(workload=workload, platform=platform, status=status)
+        with _uncollected():
+            return [(brief, self._listed(brief.key, text)) for brief, text in texts]
+
+    def _listed(self, key: str, text: str | None) -> Listing:
+        """The stored listing; made again from its record where older code made it, or none."""
+        made = None if text is None else Listing.loads(text)
+        return made if made is not None else listing.of(self.records([key])[0])
 
     def flats(
         self,
@@ -89,6 +94,18 @@ class ResultStore(Store):
 
 _FLAT = ("alone", "base", "replicas", "items_per_s", "status", "threads", "spec")
 """What a CSV row takes from the listing: its scaling.Scale, in order, and its spec."""
+
+
+@contextmanager
+def _uncollected() -> Iterator[None]:
+    """The garbage collector off: 100,000 listings hold no cycle, and its passes cost a second."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def flats_all(
@@ -148,14 +165,13 @@ def _briefed(
     found: list[tuple[Brief, Listing | None]] = []
     workload, platform, status = filters
     for store in stores:
-        briefs = store.briefs(workload=workload, platform=platform, status=status)
-        pairs: list[tuple[Brief, Listing | None]] = [(b, None) for b in briefs]
-        if listed:
-            rows = {
-                row.key: row
-                for row in store.listings(workload=workload, platform=platform, status=status)
-            }
-            pairs = [(b, rows[b.key]) for b in briefs if b.key in rows]
+        pairs: list[tuple[Brief, Listing | None]]
+        if listed:  # one read of the table, not one for the briefs and one for the listings
+            pairs = list(store.briefs_listed(workload=workload, platform=platform, status=status))
+        else:
+            pairs = [
+                (b, None) for b in store.briefs(workload=workload, platform=platform, status=status)
+            ]
         for b, row in pairs:
             if b.key not in owner:
                 owner[b.key] = store

@@ -279,6 +279,16 @@ class Store:
         rows = self._rows(", ".join(Brief._fields), (workload, platform, status), 5000)
         return [Brief.read(row) for row in rows]
 
+    def brief_texts(
+        self, *, workload: str | None = None, platform: str | None = None, status: str | None = None
+    ) -> Iterator[tuple[Brief, str | None]]:
+        """briefs() with the text each row's lister made (None where none did), in one read of
+        the table, a batch at a time."""
+        listing = "listing" if self._version() >= schema.LISTED else "NULL"
+        columns = f"{', '.join(Brief._fields)}, {listing}"
+        for *brief, text in self._rows(columns, (workload, platform, status), 1000):
+            yield Brief.read(brief), text
+
     def records(self, keys: Sequence[str]) -> list[Result]:
         """The results of these keys, in their order."""
         found = self.held(keys)
