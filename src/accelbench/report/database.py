@@ -165,9 +165,9 @@ def _briefed(
     found: list[tuple[Brief, Listing | None]] = []
     workload, platform, status = filters
     for store in stores:
-        pairs: list[tuple[Brief, Listing | None]]
+        pairs: Sequence[tuple[Brief, Listing | None]]
         if listed:  # one read of the table, not one for the briefs and one for the listings
-            pairs = list(store.briefs_listed(workload=workload, platform=platform, status=status))
+            pairs = store.briefs_listed(workload=workload, platform=platform, status=status)
         else:
             pairs = [
                 (b, None) for b in store.briefs(workload=workload, platform=platform, status=status)

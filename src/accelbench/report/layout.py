@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -20,7 +20,8 @@ PAD_PT = 4.0
 """Between a text and what it labels, and between a text and the figure's edge (points)."""
 TICK_PT = 3.5 + 3.5
 """A tick's length and its label's pad, as the style draws them (points)."""
-CORNERS = ("upper right", "upper left", "lower left", "lower right")
+Corner = Literal["upper right", "upper left", "lower left", "lower right"]
+CORNERS: tuple[Corner, ...] = ("upper right", "upper left", "lower left", "lower right")
 """Where fit() may put a legend, in the order matplotlib's "best" tries them (ties: the first)."""
 
 
@@ -146,7 +147,7 @@ def _tick_labels(axis: Any) -> list[tuple[str, Any, float]]:
     ]
 
 
-def _emptiest(ax: Axes, legend: Any, size: Measure, wide: float, tall: float) -> Any:
+def _emptiest(ax: Axes, legend: Any, size: Measure, wide: float, tall: float) -> Corner:
     """The corner of the axes (CORNERS) whose legend-sized box holds fewest of the points of
     its lines, error bars and bars' edges, and of points along their segments (axes of `wide`
     by `tall` points)."""

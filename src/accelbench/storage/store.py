@@ -239,8 +239,9 @@ class Store:
     ) -> Iterator[tuple[str, str | None]]:
         """query()'s results as (key, the text its lister made, None where none did), oldest
         first, read a batch at a time (the text of a batch held, not of the table)."""
-        listing = "listing" if self._version() >= schema.LISTED else "NULL"
-        rows = self._rows(f"key, {listing}, created_at", (workload, platform, status), 1000, limit)
+        rows = self._rows(
+            f"key, {self._listing()}, created_at", (workload, platform, status), 1000, limit
+        )
         yield from ((key, text) for key, text, _ in rows)
 
     def listed(
@@ -284,10 +285,13 @@ class Store:
     ) -> Iterator[tuple[Brief, str | None]]:
         """briefs() with the text each row's lister made (None where none did), in one read of
         the table, a batch at a time."""
-        listing = "listing" if self._version() >= schema.LISTED else "NULL"
-        columns = f"{', '.join(Brief._fields)}, {listing}"
+        columns = f"{', '.join(Brief._fields)}, {self._listing()}"
         for *brief, text in self._rows(columns, (workload, platform, status), 1000):
             yield Brief.read(brief), text
+
+    def _listing(self) -> str:
+        """The listing column, as a query selects it (NULL in a schema from before it)."""
+        return "listing" if self._version() >= schema.LISTED else "NULL"
 
     def records(self, keys: Sequence[str]) -> list[Result]:
         """The results of these keys, in their order."""
