@@ -27,7 +27,7 @@ from ..conftest import tiny
 # machine: epochs are added until it lasts --min-steady-s (0.25 s by default, MIN_WINDOW_S), and
 # an interval target no run meets keeps it measuring to its 2 s budget. Few steps an epoch: on
 # CPUs that spinners keep busy, each of torch's threads waits for the others at every op (400
-# steps took 37 s of the suite's time).
+# steps took 37 s alone, 65 s in the suite).
 BUSY_CELL = (
     "--batch-size",
     "64",
