@@ -3,6 +3,7 @@ among equal nodes."""
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,9 @@ from accelbench.analysis import fleet
 from accelbench.cell.runner import run
 from accelbench.cli import app
 from accelbench.records.result import Result, result_key
-from accelbench.report.database import ResultStore
+from accelbench.report.database import ResultStore, fleet_all, source_all
+from accelbench.report.listing import Listing
+from accelbench.storage import schema
 
 from ..conftest import tiny, with_rate
 
@@ -83,6 +86,42 @@ def test_the_fleet_command_lists_the_outlier_and_fails_on_request(
     failed = CliRunner().invoke(app, ["fleet", "--fail-on-outliers", "--db", str(db)])
     assert failed.exit_code == 1
     assert "1 outlier(s) in the fleet" in failed.stderr
+
+
+def test_the_fleet_is_judged_from_listings_as_from_the_records(
+    measured: Result, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A site's 100,000 listings took 10 s of CPU to make for the fleet's five fields; the
+    database takes those out of each stored listing, and only a cell's name reads a record."""
+    db = tmp_path / "site.sqlite"
+    results = [on_node(measured, i, r) for i, r in enumerate([*QUIET[:7], 700.0, *QUIET[8:]])]
+    other = measured.model_copy(update={"spec": measured.spec.model_copy(update={"batch_size": 8})})
+    results += [on_node(other, i, 1000.0) for i in range(3)]  # a second cell, on three nodes
+    with ResultStore(db) as store:
+        store.add(results)
+    with source_all([db]) as (source, _):  # the report's fleet, from whole listings
+        expected = list(source.fleet)
+    judged = [(c.nodes, c.median, c.mad) for c in fleet.cells(results)]
+    assert [(c.nodes, c.median, c.mad) for c in expected] == judged and len(judged) == 2
+    read: list[str] = []
+    record = schema.record
+
+    def counted(text: str) -> Result:
+        read.append(text)
+        return record(text)
+
+    monkeypatch.setattr(schema, "record", counted)
+    monkeypatch.setattr(Listing, "loads", lambda text: pytest.fail("a listing was made"))
+    assert fleet_all([db]) == expected
+    assert len(read) == 2  # each cell's first run, which names it
+    with sqlite3.connect(db) as con:  # one row as another accelbench listed it
+        con.execute("UPDATE results SET listing = '[]' WHERE key = ?", (results[3].key,))
+    con.close()
+    assert fleet_all([db]) == expected
+    with sqlite3.connect(db) as con:  # a schema before: read as it is, from its records
+        con.execute(f"PRAGMA user_version = {schema.SCHEMA_VERSION - 1}")
+    con.close()
+    assert fleet_all([db]) == expected
 
 
 def test_the_report_has_a_fleet_section_only_for_a_fleet(measured: Result, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from accelbench.errors import AccelbenchError
 from accelbench.report import acceptance as acceptance_text
 from accelbench.report import fleet as fleet_text
 from accelbench.report import sections
-from accelbench.report.database import chosen_all, source_all
+from accelbench.report.database import chosen_all, fleet_all
 
 
 @app.command()
@@ -47,8 +47,7 @@ def fleet(
     (the node: its host name): a modified z-score from the median and the median absolute
     deviation above 3.5. Merge each node's database with repeated --db, or import them into one."""
     check_filters(workload, platform, None)  # only cells run on two hosts or more are read
-    with source_all(db, workload=workload, platform=platform) as (source, _):
-        cells = list(source.fleet)  # from the listings: a record read for each cell's name
+    cells = fleet_all(db, workload=workload, platform=platform)
     if fmt is AnswerFormat.json:
         print_answer(fleet_text.fleet_answer(cells))
     else:

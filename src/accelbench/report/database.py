@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from accelbench import secrets
-from accelbench.analysis import comparison, validity
+from accelbench.analysis import comparison, fleet, validity
 from accelbench.analysis.scaling import Scale
 from accelbench.records.result import Result
 from accelbench.records.spec import STORED, RunSpec
@@ -23,7 +23,7 @@ from accelbench.report.listing import Listing
 from accelbench.report.results import Records, Rows
 from accelbench.report.sections import Source
 from accelbench.storage.schema import Brief
-from accelbench.storage.several import merged, open_all, stream_all
+from accelbench.storage.several import merged, open_all
 from accelbench.storage.store import Store
 
 
@@ -188,6 +188,64 @@ def _briefed(
     return found, records
 
 
+def projected(
+    stores: Sequence[ResultStore],
+    names: Sequence[str],
+    filters: tuple[str | None, str | None, str | None],
+) -> Iterator[tuple[str, str, list[Any]]]:
+    """(created_at, key, these fields of its listing) of the stores' results (workload,
+    platform, status), oldest first, each key once: the database takes the fields out of each
+    stored listing, so none is made (a view that needs a few fields reads a tenth of the time);
+    a database of another schema, or a row whose listing other code made, from its record."""
+    streams = (_projected(store, names, filters) for store in stores)
+    return merged(streams, lambda row: row[0], lambda row: row[1])
+
+
+def _projected(
+    store: ResultStore, names: Sequence[str], filters: tuple[str | None, str | None, str | None]
+) -> Iterator[tuple[str, str, list[Any]]]:
+    workload, platform, status = filters
+    at = listing.positions(names)
+    rows = store.listed(workload=workload, platform=platform, status=status, listing_at=at)
+    if rows is None:  # of another schema: its records say
+        for result in store.stream(workload=workload, platform=platform, status=status):
+            yield result.created_at.isoformat(), result.key, _fields(listing.of(result), names)
+        return
+    for made, key, text in rows:
+        found = listing.items(text)
+        if found is None:  # made by other code
+            found = _fields(listing.of(store.records([key])[0]), names)
+        yield made, key, found
+
+
+def _fields(made: Listing, names: Sequence[str]) -> list[Any]:
+    return [getattr(made, name) for name in names]
+
+
+def records_of(stores: Sequence[ResultStore], keys: Sequence[str]) -> list[Result]:
+    """The results of these keys, in their order, from whichever store holds each."""
+    found: dict[str, Result] = {}
+    for store in stores:
+        if missing := [k for k in keys if k not in found]:
+            found |= store.held(missing)
+    return [found[k] for k in keys]
+
+
+def fleet_all(
+    wheres: Sequence[Path | str] | None,
+    *,
+    workload: str | None = None,
+    platform: str | None = None,
+) -> list[fleet.FleetCell]:
+    """analysis.fleet.judged of several databases' results, from the fields of their listings
+    that the fleet reads (projected): no record read but one to name each cell judged."""
+    with ExitStack() as stack:
+        stores = open_all(stack, wheres, ResultStore)
+        rows = projected(stores, listing.FLEET_POINT, (workload, platform, None))
+        points = (listing.fleet_point(key, found) for _, key, found in rows)
+        return fleet.judged(points, partial(records_of, stores))
+
+
 def compared(
     wheres: Sequence[Path | str] | None,
     by: str,
@@ -195,36 +253,18 @@ def compared(
     workload: str | None = None,
     platform: str | None = None,
 ) -> comparison.Cells:
-    """comparison.grouped of several databases' ok results, each read from its listing (which
-    keeps the spec and platform compare matches on): no record is read whole but the first of
-    each configuration, which names it. A database of another schema is read as records, as
-    is a row whose listing other code made."""
+    """comparison.group of several databases' ok results, each from the fields of its listing
+    that compare matches and ranks on (projected): no record is read whole but the first of each
+    configuration, which names it."""
     comparison.check_by(by)
     with ExitStack() as stack:
         stores = open_all(stack, wheres, ResultStore)
-        found = [s.listed(workload=workload, platform=platform, status="ok") for s in stores]
-        if any(rows is None for rows in found):
-            records = stream_all(wheres, workload=workload, platform=platform, status="ok")
-            return comparison.grouped(records, by)
-        streams = [_tagged(rows, store) for store, rows in zip(stores, found, strict=True)]
-        rows = merged(streams, lambda row: row[0], lambda row: row[1])  # each result once
-        measured = (_measured(store, key, text, by) for _, key, text, store in rows)
-        return comparison.group(m for m in measured if m is not None)
+        rows = projected(stores, _COMPARED, (workload, platform, "ok"))
+        return comparison.group(m for _, _, found in rows if (m := _measured(found, by)))
 
 
-def _tagged(
-    rows: Iterator[tuple[str, str, str | None]] | None, store: ResultStore
-) -> Iterator[tuple[str, str, str | None, ResultStore]]:
-    return ((at, key, text, store) for at, key, text in rows or ())
-
-
-def _measured(
-    store: ResultStore, key: str, text: str | None, by: str
-) -> comparison.Measured | None:
-    """What comparing keeps of a stored ok result, from its listing."""
-    found = None if text is None else Listing.read(text, _COMPARED)
-    if found is None:  # made by other code: the record says
-        return comparison.measured(store.records([key])[0], by)
+def _measured(found: Sequence[Any], by: str) -> comparison.Measured | None:
+    """What comparing keeps of an ok result, from its listing's _COMPARED fields."""
     platform, rate, interval, flags, changed, fingerprint = found
     if not rate or rate <= 0:
         return None

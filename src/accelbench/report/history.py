@@ -18,13 +18,11 @@ from typing import Any, Literal
 from accelbench.analysis import history
 from accelbench.errors import AccelbenchError
 from accelbench.records.frozen import Frozen
-from accelbench.records.result import Result
-from accelbench.report import listing
 from accelbench.report.cells import rate_text
-from accelbench.report.database import ResultStore
+from accelbench.report.database import ResultStore, projected
 from accelbench.report.drawing import Plot
 from accelbench.report.sections import Source
-from accelbench.storage.several import merged, open_all
+from accelbench.storage.several import open_all
 
 _READ = (
     "words",
@@ -87,30 +85,11 @@ def _rows(
     wheres: Sequence[Path | str] | None, workload: str | None, platform: str | None
 ) -> Iterator[tuple[datetime, str, list[Any]]]:
     """(when, key, the listing's _READ fields) of each ok run, oldest first, each once over the
-    databases; a database of another schema, or a row whose listing other code made, from its
-    record."""
+    databases (report.database.projected)."""
     with ExitStack() as stack:
         stores = open_all(stack, wheres, ResultStore)
-        found: list[Iterator[tuple[str, str, str | None, Result | None, ResultStore]]] = []
-        for store in stores:
-            rows = store.listed(
-                workload=workload,
-                platform=platform,
-                status="ok",
-                listing_at=listing.positions(_READ),
-            )
-            found.append(((at, key, text, None, store) for at, key, text in rows or ()))
-            if rows is None:  # of another schema: its records say
-                records = store.query(workload=workload, platform=platform, status="ok")
-                found[-1] = ((r.created_at.isoformat(), r.key, None, r, store) for r in records)
-        for at, key, text, result, store in merged(found, lambda r: r[0], lambda r: r[1]):
-            row = listing.items(text)
-            if row is None:
-                result = result or store.records([key])[0]
-                made = listing.of(result)
-                yield result.created_at, key, [getattr(made, name) for name in _READ]
-            else:
-                yield datetime.fromisoformat(at), key, row
+        for at, key, row in projected(stores, _READ, (workload, platform, "ok")):
+            yield datetime.fromisoformat(at), key, row
 
 
 class _Software(Mapping[str, str]):

@@ -122,14 +122,7 @@ class Listing:
     @property
     def fleet_point(self) -> fleet.Point:
         """What the fleet needs of the result, so that none is read whole for it."""
-        return fleet.Point(
-            self.platform,
-            self.fleet_cell,
-            self.hostname,
-            self.fleet_counted,
-            self.items_per_s or 0.0,
-            self.key,
-        )
+        return fleet_point(self.key, [getattr(self, name) for name in FLEET_POINT])
 
     def __post_init__(self) -> None:
         """Its sequences as tuples, whether made or read back (a read one's are, see _shared)."""
@@ -174,6 +167,16 @@ class Listing:
         100,000 are read in a third of the time); None as loads() gives."""
         data = _stored(text)
         return None if data is None else [data[_NAMES.index(name)] for name in names]
+
+
+FLEET_POINT = ("platform", "fleet_cell", "hostname", "fleet_counted", "items_per_s")
+"""The fields the fleet reads of a result (fleet_point), for a database to take them out."""
+
+
+def fleet_point(key: str, found: Sequence[Any]) -> fleet.Point:
+    """analysis.fleet's point of a result, from its listing's FLEET_POINT fields."""
+    platform, cell, hostname, counted, rate = found
+    return fleet.Point(platform, cell, hostname, counted, rate or 0.0, key)
 
 
 def positions(names: Sequence[str]) -> list[int]:
