@@ -6,7 +6,6 @@ them (report.sections.Source: listings, and only the records its later tables ne
 from __future__ import annotations
 
 import gc
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from functools import partial
@@ -268,9 +267,9 @@ def _measured(found: Sequence[Any], by: str) -> comparison.Measured | None:
     platform, rate, interval, flags, changed, fingerprint = found
     if not rate or rate <= 0:
         return None
-    spec = listing.whole(json.loads(changed))
+    spec = listing.whole(listing.decoded(changed))
     value = platform if by == "platform" else str(spec.get(by))
-    matched = comparison.matched(spec, json.loads(fingerprint), by)
+    matched = comparison.matched(spec, listing.decoded(fingerprint), by)
     unranked = next((f for f in flags if f in _UNRANKED), None)
     point = (rate, (interval[0], interval[1]) if interval else None, unranked)
     return comparison.Measured(matched, value, point, partial(_named, spec, platform))

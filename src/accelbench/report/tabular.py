@@ -20,7 +20,7 @@ from accelbench.records.result import Result
 from accelbench.records.spec import knobs
 from accelbench.report import inert
 from accelbench.report.cells import differing_values
-from accelbench.report.listing import changed, whole
+from accelbench.report.listing import changed, decoded, whole
 from accelbench.report.results import pair_up
 from accelbench.storage.exchange import text_of
 
@@ -143,7 +143,7 @@ def write_flats(flats: Iterable[Flat], out: TextIO) -> int:
     specs: dict[str, None] = {}  # each distinct one: a cell's repeats on every host share it
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         for f in flats:
-            columns |= dict.fromkeys(json.loads(f.text))
+            columns |= dict.fromkeys(decoded(f.text))
             specs[f.spec] = None
             spool.write(f"[{f.text},{f.spec}]\n")
             scales.append(f.scale)
@@ -158,7 +158,7 @@ def write_flats(flats: Iterable[Flat], out: TextIO) -> int:
         writer.writerow(fields)
         spool.seek(0)
         for line, pair in zip(spool, speedups, strict=True):
-            row, spec = json.loads(line)
+            row, spec = decoded(line)
             if pair is not None:
                 row |= {"speedup": pair.speedup, "scaling_efficiency": pair.efficiency}
             if shown:
