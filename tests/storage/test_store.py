@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sqlite3
 from pathlib import Path
 
@@ -415,3 +416,12 @@ def test_a_listing_made_by_other_code_is_made_again_from_its_record(
             with sqlite3.connect(db_path) as db:
                 db.execute("UPDATE results SET listing = ?", (other,))
             assert store.listings() == [fresh]
+
+
+def test_stored_json_reads_back_what_json_wrote_where_orjson_refuses_it() -> None:
+    # json writes NaN and Infinity (a diverged run's figures) and lone surrogates; orjson
+    # refuses them, and a listing or flat row holding one must still read back.
+    for value in ([float("inf"), -float("inf"), 2**70, "\udc80"], {"a": [1, "x", None]}):
+        text = json.dumps(value)
+        assert schema.decoded(text) == json.loads(text)
+    assert math.isnan(schema.decoded(json.dumps([float("nan")]))[0])

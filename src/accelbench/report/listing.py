@@ -18,8 +18,6 @@ from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
-import orjson
-
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
 from accelbench.records.result import MEASURED, Result, cell_key, spec_dump
@@ -37,6 +35,7 @@ from accelbench.report.cells import (
     wait_text,
 )
 from accelbench.report.roles import Kind, Point, Role, roles
+from accelbench.storage.schema import decoded
 
 VERSION = 11
 """Made again from the records when it changes: raise it with any change to what a listing
@@ -163,13 +162,6 @@ class Listing:
             values[_KNOBS] = _ALL_KNOBS.setdefault(held, knobs)
         return cls(*values)
 
-    @staticmethod
-    def read(text: str, names: Sequence[str]) -> list[Any] | None:
-        """Some fields of a stored listing, as JSON holds them, without making it (a site's
-        100,000 are read in a third of the time); None as loads() gives."""
-        data = _stored(text)
-        return None if data is None else [data[_NAMES.index(name)] for name in names]
-
 
 FLEET_POINT = ("platform", "fleet_cell", "hostname", "fleet_counted", "items_per_s")
 """The fields the fleet reads of a result (fleet_point), for a database to take them out."""
@@ -183,7 +175,7 @@ def fleet_point(key: str, found: Sequence[Any]) -> fleet.Point:
 
 def positions(names: Sequence[str]) -> list[int]:
     """Where a stored listing holds its version and these fields, for a database to take them
-    out of it (Store.conditions' listing_at) and items() to read them."""
+    out of it (Store.listed's listing_at) and items() to read them."""
     return [_NAMES.index("version"), *(_NAMES.index(name) for name in names)]
 
 
@@ -194,15 +186,6 @@ def items(text: str | None) -> list[Any] | None:
     if not isinstance(data, list) or data[0] != VERSION:
         return None
     return data[1:]
-
-
-def decoded(text: str) -> Any:
-    """JSON that accelbench stored, parsed by orjson (a site's 100,000 listings or flat rows in
-    two fifths of json's time); by json where orjson refuses what json writes (NaN, Infinity)."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
 
 
 def _stored(text: str) -> list[Any] | None:

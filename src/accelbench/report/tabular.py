@@ -20,9 +20,10 @@ from accelbench.records.result import Result
 from accelbench.records.spec import knobs
 from accelbench.report import inert
 from accelbench.report.cells import differing_values
-from accelbench.report.listing import changed, decoded, whole
+from accelbench.report.listing import changed, whole
 from accelbench.report.results import pair_up
 from accelbench.storage.exchange import text_of
+from accelbench.storage.schema import decoded
 
 
 def flat(result: Result) -> dict[str, object]:

@@ -52,7 +52,7 @@ def _items(text: str | None, at: Sequence[int]) -> str | None:
     """The items at these positions of a JSON array's text, as a JSON array's text."""
     if text is None:
         return None
-    found = json.loads(text)
+    found = schema.decoded(text)
     return json.dumps([found[i] for i in at]) if isinstance(found, list) else None
 
 
