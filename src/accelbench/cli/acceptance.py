@@ -21,6 +21,7 @@ from accelbench.cli.app import (
     console,
     load,
     print_answer,
+    reads,
     show_grid,
 )
 from accelbench.errors import AccelbenchError
@@ -31,6 +32,7 @@ from accelbench.report.database import chosen_all, fleet_all
 
 
 @app.command()
+@reads
 def fleet(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,
@@ -62,6 +64,7 @@ def fleet(
 
 
 @app.command()
+@reads
 def accept(
     baseline: Annotated[
         Path | None,
@@ -120,6 +123,7 @@ def accept(
 
 
 @app.command()
+@reads
 def roofline(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,

@@ -17,6 +17,7 @@ from accelbench.cli.app import (
     console,
     percent,
     print_answer,
+    reads,
 )
 from accelbench.cli.results import TokensOption
 from accelbench.errors import AccelbenchError
@@ -30,6 +31,7 @@ from accelbench.storage.several import stream_all
 
 
 @app.command()
+@reads
 def recommend(
     workload: Annotated[str, typer.Argument(help="The workload to advise on.")],
     objective: Annotated[

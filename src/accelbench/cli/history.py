@@ -15,6 +15,7 @@ from accelbench.cli.app import (
     app,
     check_filters,
     console,
+    reads,
 )
 from accelbench.errors import AccelbenchError
 from accelbench.report import history
@@ -37,6 +38,7 @@ def _threshold(text: str | None) -> float | None:
 
 
 @app.command("history")
+@reads
 def history_command(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,

@@ -32,6 +32,7 @@ from accelbench.cli.app import (
     console,
     load,
     print_answer,
+    reads,
     show_grid,
     show_rows,
     write_stream,
@@ -131,6 +132,7 @@ def env(
 
 
 @app.command()
+@reads
 def results(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,
@@ -215,6 +217,7 @@ def list_references(
 
 
 @app.command()
+@reads
 def compare(
     by: Annotated[
         str | None,
@@ -317,6 +320,7 @@ NO_MATCH = "no stored results match: run a sweep first, or loosen the filters"
 
 
 @app.command("report")
+@reads
 def make_report(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,

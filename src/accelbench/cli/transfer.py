@@ -21,6 +21,7 @@ from accelbench.cli.app import (
     check_filters,
     check_out,
     console,
+    reads,
     write_file,
     write_stream,
 )
@@ -38,6 +39,7 @@ JSON = ExportFormat("json")
 
 
 @app.command()
+@reads
 def export(
     workload: WorkloadFilter = None,
     platform: PlatformFilter = None,
@@ -127,6 +129,7 @@ def _files(
 
 
 @app.command("import")
+@reads
 def import_results(
     files: Annotated[
         list[Path],

@@ -48,7 +48,7 @@ class ResultStore(Store):
         """query()'s results as the results table shows them, without reading their records
         (but for a row whose listing older code made, or none: made again from its record)."""
         texts = self.listing_texts(workload=workload, platform=platform, status=status, limit=limit)
-        with _uncollected():
+        with uncollected():
             return [self._listed(key, text) for key, text in texts]
 
     def briefs_listed(
@@ -57,7 +57,7 @@ class ResultStore(Store):
         """briefs() with each result's listing, as listings() makes it, in one read of the
         table."""
         texts = self.brief_texts(workload=workload, platform=platform, status=status)
-        with _uncollected():
+        with uncollected():
             return [(brief, self._listed(brief.key, text)) for brief, text in texts]
 
     def _listed(self, key: str, text: str | None) -> Listing:
@@ -96,8 +96,9 @@ _FLAT = ("alone", "base", "replicas", "items_per_s", "status", "threads", "spec"
 
 
 @contextmanager
-def _uncollected() -> Iterator[None]:
-    """The garbage collector off: 100,000 listings hold no cycle, and its passes cost a second."""
+def uncollected() -> Iterator[None]:
+    """The cyclic garbage collector off within the block (as it was after): what is read from a
+    database (listings, briefs, points) holds no cycle, and each full pass walks all of it."""
     collecting = gc.isenabled()
     gc.disable()
     try:
