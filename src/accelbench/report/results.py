@@ -114,13 +114,13 @@ class Rows:
         return row.label.removesuffix(f", repeat {row.repeat}")
 
     def knobs_text(self, row: Listing) -> str:
-        if not self.knobs:  # most listings: no knob differs (100,000 rows' names a second)
+        if not self.knobs:  # most listings: no knob differs
             return ""
         return knobs_text(ChainMap(row.knobs, listing.defaults()), self.knobs)
 
     def lines(self, row: Listing, lines: Sequence[str]) -> list[str]:
         """`lines` with the row's name where they name it."""
-        if not lines:  # most rows' tokens, ranks and scenario lines: no name to make
+        if not lines:  # most rows' tokens, ranks and scenario lines (100k rows: 250k names fewer)
             return []
         name = self.name(row)
         return [line.replace(NAME, name) for line in lines]
