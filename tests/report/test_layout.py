@@ -90,3 +90,31 @@ def test_the_legend_goes_where_it_hides_no_point(empty: str) -> None:
         for line in ax.get_lines()
     )
     assert hidden == 0
+
+
+def test_a_text_is_measured_once_for_every_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's figures share their tick and legend labels: fit() measures each once, and
+    a figure fitted from what it measured before draws the same bytes."""
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    measured: list[str] = []
+    real = RendererAgg.get_text_width_height_descent
+
+    def counted(renderer: Any, text: str, *args: Any, **kwargs: Any) -> Any:
+        measured.append(text)
+        return real(renderer, text, *args, **kwargs)
+
+    monkeypatch.setattr(RendererAgg, "get_text_width_height_descent", counted)
+    layout._extent.cache_clear()
+
+    def plot() -> drawing.Plot:
+        fig, (ax,) = drawing.new_figure()
+        for i in range(3):
+            ax.plot([1, 2, 4], [i, i + 1, i + 3], label=f"a line named at length {i}")
+        drawing.finish(ax, "micro batch", "items/s", log_x=True)
+        return drawing.Plot("p", "t", "c", fig)
+
+    first = plot().render("svg")
+    again = len(measured)
+    assert again and len(set(measured)) == again  # each text once
+    assert plot().render("svg") == first and len(measured) == again
