@@ -69,14 +69,18 @@ def _picked(members: list[tuple[Point, Role]]) -> set[str]:
     """The keys one figure's group keeps: its whole results, and on each line the median pick of
     each x with the flagged repeats passed over for it."""
     known = defaults()
-    knobs = differing_values(known, (p.knobs for p, _ in members), known)
+    # Each distinct knobs once: read-back listings share them (listing._ALL_KNOBS), and a
+    # site's group of 100k points has a few.
+    distinct = {id(p.knobs): p.knobs for p, _ in members}
+    knobs = differing_values(known, distinct.values(), known)
+    texts = {i: knobs_text(ChainMap(k, known), knobs) for i, k in distinct.items()}
     lines: dict[tuple[str, float], list[Point]] = defaultdict(list)
     keep = set()
     for p, role in members:
         if role.kind is Kind.WHOLE:
             keep.add(p.key)
             continue
-        text = knobs_text(ChainMap(p.knobs, known), knobs)
+        text = texts[id(p.knobs)]
         name = f"{p.platform} {' '.join(filter(None, [role.config, text]))}"
         lines[name, role.x].append(p)
     for line in lines.values():
