@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import ChainMap, Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from accelbench import scenarios
@@ -49,6 +49,10 @@ class Rows:
     runs: Mapping[str, Sequence[Listing]] | None = None
     """Where `rows` shows one row per cell and platform (folded()): the runs each stands for
     (its repeats on each of the platform's hosts), by the shown row's key."""
+    judged: dict[int, tuple[Listing, str]] = field(default_factory=dict, repr=False)
+    """Each listing judged so far with its verdict_text(), by its id (results held in memory
+    may share a key): shared with the Rows folded from these and each platform's, which hold
+    the same runs of each cell (so the same spreads)."""
 
     def folded(self) -> Rows:
         """One row per cell and platform: its median run among the valid ones
@@ -59,7 +63,8 @@ class Rows:
         for r in self.rows:
             cells[r.platform, r.fleet_cell].append(r)
         picks = [median_pick(runs, self.verdict_text, _rate)[0] for runs in cells.values()]
-        return Rows(picks, dict(zip([p.key for p in picks], cells.values(), strict=True)))
+        runs = dict(zip([p.key for p in picks], cells.values(), strict=True))
+        return Rows(picks, runs, self.judged)
 
     @cached_property
     def every(self) -> list[Listing]:
@@ -150,6 +155,12 @@ class Rows:
 
     def verdict_text(self, row: Listing) -> str:
         """validity.verdict_text with the row's repeats: "valid", its flags, or its status."""
+        known = self.judged.get(id(row))
+        if known is None or known[0] is not row:  # held with it: an id is never reused here
+            known = self.judged[id(row)] = (row, self._verdict_text(row))
+        return known[1]
+
+    def _verdict_text(self, row: Listing) -> str:
         if row.status not in MEASURED:
             return row.status
         noisy = row.metrics and self.spreads.get(row.cell, 0.0) > row.target_pct
@@ -262,7 +273,7 @@ def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = Non
             f"{platform}: {line}"
             for platform in platforms
             for line in row_notes(
-                Rows([r for r in rows.rows if r.platform == platform], rows.runs),
+                Rows([r for r in rows.rows if r.platform == platform], rows.runs, rows.judged),
                 records,
                 latency_bound_ms,
             )
