@@ -12,7 +12,7 @@ from accelbench.analysis import validity
 from accelbench.cli import app
 from accelbench.records.result import MEASURED, Result, result_key
 from accelbench.report import document, figures, listing, plotted
-from accelbench.report.results import Rows, listed
+from accelbench.report.results import listed
 from accelbench.report.roles import Point, roles
 
 from ..conftest import BUSY_HOST, SIM_PLATFORM, on_platform, tiny, with_rate
@@ -134,26 +134,6 @@ def test_a_stored_report_reads_only_the_records_it_draws(
     made = "made [^;]*? by"
     assert _without(out.read_text(), made) == _without(held, made)
     assert len(set(read)) < len(every)
-
-
-def test_a_stored_report_judges_each_run_once(
-    site: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The table's rows folded from the runs, each platform's notes and the figures' points
-    share one verdict of each run (at a site's 100k runs, 200k verdicts fewer)."""
-    db = tmp_path / "site.sqlite"
-    stored_counting_reads(db, site, monkeypatch)
-    judged: list[int] = []
-    real = Rows._verdict_text
-
-    def counted(rows: Rows, row: listing.Listing) -> str:
-        judged.append(id(row))
-        return real(rows, row)
-
-    monkeypatch.setattr(Rows, "_verdict_text", counted)
-    done = CliRunner().invoke(app, ["report", "--out", str(tmp_path / "r.html"), "--db", str(db)])
-    assert done.exit_code == 0, done.output
-    assert len(judged) == len(set(judged)) == len(site)
 
 
 def _without(text: str, pattern: str) -> str:

@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 from collections import ChainMap, Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
+from functools import cache, cached_property
 
 from accelbench import scenarios
 from accelbench.analysis import projection, scaling, validity
@@ -49,10 +49,6 @@ class Rows:
     runs: Mapping[str, Sequence[Listing]] | None = None
     """Where `rows` shows one row per cell and platform (folded()): the runs each stands for
     (its repeats on each of the platform's hosts), by the shown row's key."""
-    judged: dict[int, tuple[Listing, str]] = field(default_factory=dict, repr=False)
-    """Each listing judged so far with its verdict_text(), by its id (results held in memory
-    may share a key): shared with the Rows folded from these and each platform's, which hold
-    the same runs of each cell (so the same spreads)."""
 
     def folded(self) -> Rows:
         """One row per cell and platform: its median run among the valid ones
@@ -63,8 +59,7 @@ class Rows:
         for r in self.rows:
             cells[r.platform, r.fleet_cell].append(r)
         picks = [median_pick(runs, self.verdict_text, _rate)[0] for runs in cells.values()]
-        runs = dict(zip([p.key for p in picks], cells.values(), strict=True))
-        return Rows(picks, runs, self.judged)
+        return Rows(picks, dict(zip([p.key for p in picks], cells.values(), strict=True)))
 
     @cached_property
     def every(self) -> list[Listing]:
@@ -155,17 +150,10 @@ class Rows:
 
     def verdict_text(self, row: Listing) -> str:
         """validity.verdict_text with the row's repeats: "valid", its flags, or its status."""
-        known = self.judged.get(id(row))
-        if known is None or known[0] is not row:  # held with it: an id is never reused here
-            known = self.judged[id(row)] = (row, self._verdict_text(row))
-        return known[1]
-
-    def _verdict_text(self, row: Listing) -> str:
         if row.status not in MEASURED:
             return row.status
         noisy = row.metrics and self.spreads.get(row.cell, 0.0) > row.target_pct
-        flags = dict.fromkeys([*row.flags, *([validity.Flag.NOISY] if noisy else [])])
-        return ", ".join(flags) if flags else "valid"
+        return _verdict(tuple(row.flags), bool(noisy))
 
     @cached_property
     def pairs(self) -> list[Pair[Listing]]:
@@ -273,7 +261,7 @@ def row_notes(rows: Rows, records: Records, latency_bound_ms: float | None = Non
             f"{platform}: {line}"
             for platform in platforms
             for line in row_notes(
-                Rows([r for r in rows.rows if r.platform == platform], rows.runs, rows.judged),
+                Rows([r for r in rows.rows if r.platform == platform], rows.runs),
                 records,
                 latency_bound_ms,
             )
@@ -347,6 +335,14 @@ def spread_over(runs: Sequence[Listing]) -> list[Listing]:
     one), else every run measured ok."""
     ok = [m for m in runs if m.items_per_s and m.status == "ok"]
     return [m for m in ok if not m.flags] or ok
+
+
+@cache
+def _verdict(flags: tuple[str, ...], noisy: bool) -> str:
+    """A verdict's text from its own flags, made once for each of the few a site's runs have
+    (a report judges each run two or three times: 300k verdicts at 100k runs)."""
+    found = dict.fromkeys([*flags, *([validity.Flag.NOISY] if noisy else [])])
+    return ", ".join(found) if found else "valid"
 
 
 def _left(count: int) -> str:
