@@ -50,6 +50,34 @@ def test_export_then_import_gives_the_same_records(
     )
 
 
+def test_an_import_makes_rows_only_for_what_is_not_stored(
+    two_platforms: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A node's whole export imported again, or a result twice in one file: each key's listing
+    and flat row made once, when it is first stored (they are most of a record's import)."""
+    from accelbench.report import database
+
+    made: list[str] = []
+
+    def counted(result: Result) -> tuple[str, str]:
+        made.append(result.key)
+        return real(result)
+
+    real = database.stored_texts
+    monkeypatch.setattr(database, "stored_texts", counted)
+    twice = tmp_path / "twice.jsonl"
+    with twice.open("w") as f:
+        exchange.write_lines([*two_platforms, *two_platforms], f)
+    db = tmp_path / "here.sqlite"
+    done = runner.invoke(app, ["import", str(twice), "--db", str(db)])
+    assert done.exit_code == 0, done.output
+    assert f"{len(two_platforms)} were stored already" in done.output
+    again = runner.invoke(app, ["import", str(twice), "--db", str(db)])
+    assert f"imported 0 new results into {db}" in again.output
+    assert sorted(made) == sorted(r.key for r in two_platforms)
+    assert keys(db) == sorted(made)
+
+
 def test_a_diverged_result_exports_as_standard_json() -> None:
     from accelbench.cell.runner import run
 

@@ -33,6 +33,10 @@ from accelbench.storage.schema import Brief
 
 log = logging.getLogger(__name__)
 _CURSORS = itertools.count()
+_BATCH = 500
+"""Keys a statement names at most (SQLite's default limit of ? in one statement is 32,766)."""
+_LOOKED_UP = 100
+"""Results an import holds while it looks up which of their keys are stored (500 held 30 MB)."""
 """Numbers that name server-side cursors apart."""
 T = TypeVar("T")
 RETRY_WAITS_S = (1.0, 4.0, 15.0)
@@ -165,15 +169,29 @@ class Store:
         return self._retrying(write)
 
     def add_stream(self, results: Iterable[Result]) -> tuple[int, int]:
-        """add() for results that come one at a time (a JSON Lines import): written as they
-        come, in one transaction that an error from `results` rolls back, so nothing is stored
-        unless all are; not retried, as the stream cannot be read twice. Returns (new, read)."""
+        """add() for results that come one at a time (a JSON Lines import): written a batch
+        at a time as they come, in one transaction that an error from `results` rolls back, so
+        nothing is stored unless all are; not retried, as the stream cannot be read twice.
+        Returns (new, read)."""
         new = read = 0
+        each = iter(results)
         with self._transaction():
-            for result in results:
-                read += 1
-                new += self._execute(schema.INSERT + "DO NOTHING", self._row(result)).rowcount
+            # A batch's stored keys looked up at once: a re-import (a node's whole export, again)
+            # makes no listing or flat row for what is stored, half the time of a record.
+            while batch := list(itertools.islice(each, _LOOKED_UP)):
+                read += len(batch)
+                stored = self._present([r.key for r in batch])
+                for result in batch:
+                    if result.key not in stored:
+                        stored.add(result.key)  # a key twice in the stream: the first kept
+                        row = self._row(result)
+                        new += self._execute(schema.INSERT + "DO NOTHING", row).rowcount
         return new, read
+
+    def _present(self, keys: Sequence[str]) -> set[str]:
+        """Those of these keys that are stored."""
+        sql = f"SELECT key FROM results WHERE key IN ({', '.join('?' * len(keys))})"
+        return {key for (key,) in self._execute(sql, keys).fetchall()}
 
     def _row(self, result: Result) -> tuple[object, ...]:
         return schema.row(result, *(self._lister(result) if self._lister else (None, None)))
@@ -303,10 +321,9 @@ class Store:
         return {key: schema.record(text) for key, text in self._texts(keys)}
 
     def _texts(self, keys: Sequence[str], table: str = "results") -> Iterator[tuple[str, str]]:
-        """(key, record) of these keys, read 500 at a time."""
-        batch = 500
-        for i in range(0, len(keys), batch):
-            part = keys[i : i + batch]
+        """(key, record) of these keys, read _BATCH at a time."""
+        for i in range(0, len(keys), _BATCH):
+            part = keys[i : i + _BATCH]
             sql = f"SELECT key, record FROM {table} WHERE key IN ({', '.join('?' * len(part))})"
             yield from self._retrying(lambda: self._execute(sql, part).fetchall())  # noqa: B023
 
