@@ -33,11 +33,9 @@ from accelbench.storage.schema import Brief
 
 log = logging.getLogger(__name__)
 _CURSORS = itertools.count()
-_BATCH = 500
-"""Keys a statement names at most (SQLite's default limit of ? in one statement is 32,766)."""
+"""Numbers that name server-side cursors apart."""
 _LOOKED_UP = 100
 """Results an import holds while it looks up which of their keys are stored (500 held 30 MB)."""
-"""Numbers that name server-side cursors apart."""
 T = TypeVar("T")
 RETRY_WAITS_S = (1.0, 4.0, 15.0)
 """Back-off between the tries of a write the database refused for a while (a lock held past
@@ -321,9 +319,10 @@ class Store:
         return {key: schema.record(text) for key, text in self._texts(keys)}
 
     def _texts(self, keys: Sequence[str], table: str = "results") -> Iterator[tuple[str, str]]:
-        """(key, record) of these keys, read _BATCH at a time."""
-        for i in range(0, len(keys), _BATCH):
-            part = keys[i : i + _BATCH]
+        """(key, record) of these keys, read 500 at a time."""
+        batch = 500
+        for i in range(0, len(keys), batch):
+            part = keys[i : i + batch]
             sql = f"SELECT key, record FROM {table} WHERE key IN ({', '.join('?' * len(part))})"
             yield from self._retrying(lambda: self._execute(sql, part).fetchall())  # noqa: B023
 
