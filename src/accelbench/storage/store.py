@@ -155,22 +155,14 @@ class Store:
 
     def add(self, results: Sequence[Result]) -> int:
         """Store those of `results` whose key is not stored yet, all in one transaction (none
-        if any fails); returns how many were new."""
-
-        def write() -> int:
-            with self._transaction():
-                rows = (self._row(r) for r in results)
-                return sum(
-                    self._execute(schema.INSERT + "DO NOTHING", row).rowcount for row in rows
-                )
-
-        return self._retrying(write)
+        if any fails), tried again while the database is locked; returns how many were new."""
+        return self._retrying(lambda: self.add_stream(results)[0])
 
     def add_stream(self, results: Iterable[Result]) -> tuple[int, int]:
-        """add() for results that come one at a time (a JSON Lines import): written a batch
-        at a time as they come, in one transaction that an error from `results` rolls back, so
-        nothing is stored unless all are; not retried, as the stream cannot be read twice.
-        Returns (new, read)."""
+        """Store those of `results` whose key is not stored yet, as they come (a JSON Lines
+        import), a batch at a time, in one transaction that an error from `results` rolls
+        back, so nothing is stored unless all are; not retried, as the stream cannot be read
+        twice. Returns (new, read)."""
         new = read = 0
         each = iter(results)
         with self._transaction():
