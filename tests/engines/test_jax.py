@@ -317,6 +317,30 @@ def test_a_cell_jax_cannot_run_is_refused_in_one_line(
     assert not (tmp_path / "r.sqlite").exists()
 
 
+def test_each_steps_loss_is_kept_in_its_epochs_log_on_the_device_and_read_in_order() -> None:
+    # Held as an array of its own, each step's loss cost 2 KB of host memory until the epochs
+    # ended (a cell's recorded peak memory grew with its steps); a log of 4 holds them here.
+    code = """
+import json, jax, jax.numpy as jnp
+from accelbench.engines.jax.device import JaxDevice
+from accelbench.engines.jax.train import LossLog
+log = LossLog(4, JaxDevice("cpu"))
+step = log.jitted(lambda params, opt_state, state, batch: (params + 1, opt_state, state, params * batch))
+carry = [jnp.zeros(()), jnp.zeros(()), jnp.zeros(())]
+before = len(jax.live_arrays())
+for _ in range(10):
+    log.step(step, carry, 2.0)
+grown = len(jax.live_arrays()) - before
+print(json.dumps([log.read(), grown, log.read()]))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    losses, grown, again = json.loads(done.stdout.strip().splitlines()[-1])
+    assert losses == [2.0 * p for p in range(10)]  # two whole logs and half of a third
+    assert grown <= 3  # the two filled logs, and not a loss a step
+    assert again == []  # each read once
+
+
 def test_xlas_out_of_memory_is_an_oom_result() -> None:
     from jax.errors import JaxRuntimeError
 

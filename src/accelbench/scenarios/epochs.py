@@ -92,35 +92,34 @@ def lagged_epochs(
     raw: Raw,
     batches: Iterator[Any],
     step: Callable[[Any], Any],
-    floats: Callable[[list[Any]], list[float]],
+    losses: Callable[[], list[float]],
 ) -> TimerMethod:
     """The measured epochs of an engine that dispatches steps asynchronously and times them by
-    its device's timer (engines.LaggedTimer): `step(batch)` dispatches one and returns its loss
-    without waiting for it. Each step's input wait and time go into raw, and the losses, read
-    back by `floats` once the epochs are over (read in each epoch, a copy a step inside the timed
-    epoch held JAX's 0.1 ms tiny_mlp steps to 0.8 of a bare loop). Returns the timer's method."""
-    timer, losses = device.timer(), []
+    its device's timer (engines.LaggedTimer): `step(batch)` dispatches one and returns what the
+    timer waits for (its loss), without waiting for it. Each step's input wait and time go into
+    raw, and the steps' losses, which the engine keeps (on the device where it can, as torch's
+    train scenario does), are read by `losses()` once the epochs are over (read in each epoch,
+    a copy a step inside the timed epoch held JAX's 0.1 ms tiny_mlp steps to 0.8 of a bare
+    loop). Returns the timer's method."""
+    timer = device.timer()
     for _ in measured_epochs(spec, device, raw):
-        losses += lagged_epoch(spec, timer, raw, batches, step)
-    raw.step_loss = floats(losses)
+        lagged_epoch(spec, timer, raw, batches, step)
+    raw.step_loss = losses()
     return timer.method
 
 
 def lagged_epoch(
     spec: RunSpec, timer: Timer, raw: Raw, batches: Iterator[Any], step: Callable[[Any], Any]
-) -> list[Any]:
-    """One epoch of such an engine's steps, each step's input wait and time into raw; returns
-    their losses, not read back."""
-    losses = []
+) -> None:
+    """One epoch of such an engine's steps, each step's input wait and time into raw; what a
+    step returns is held only until the timer has waited for it."""
     timer.mark()
     for _ in range(spec.steps_per_epoch):
         wait_start = time.perf_counter()  # host time making the next batch
         batch = next(batches)
         raw.wait_ms.append((time.perf_counter() - wait_start) * 1e3)
-        losses.append(loss := step(batch))
-        timer.mark(loss)
+        timer.mark(step(batch))
     raw.step_ms += timer.intervals_ms()  # waits for the epoch's last step
-    return losses
 
 
 @dataclass

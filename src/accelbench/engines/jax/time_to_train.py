@@ -20,7 +20,14 @@ import jax
 import jax.numpy as jnp
 
 from accelbench.engines.jax import models
-from accelbench.engines.jax.train import _floats, _optimizer, _step, built, forward, xla_flops
+from accelbench.engines.jax.train import (
+    LossLog,
+    _optimizer,
+    _step,
+    built,
+    forward,
+    xla_flops,
+)
 from accelbench.execution.data import as_numpy, endless, split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
@@ -41,16 +48,15 @@ def measure(spec: RunSpec) -> Metrics:
     device, model = cell.device, cell.model
     optimizer = _optimizer(spec)
     carry = [cell.params, device.put(optimizer.init(cell.params)), cell.state]
-    step = jax.jit(partial(_step, model, optimizer, cell.compute), donate_argnums=(0, 1, 2))
+    log = LossLog(spec.steps_per_epoch, device)
+    step = log.jitted(partial(_step, model, optimizer, cell.compute))
     evaluated = jax.jit(partial(_evaluated, model, cell.compute, records.correct is not None))
     train_loader, held_out = split_loaders(records, spec, pin_memory=False)
     batches = (device.shard(as_numpy(b)) for b in endless(train_loader))
     num_train = len(train_loader.dataset)  # type: ignore[arg-type]
     build_s = time.perf_counter() - start
 
-    def one(batch: dict[str, Any]) -> jax.Array:
-        carry[0], carry[1], carry[2], loss = step(*carry, batch)
-        return loss
+    one = partial(log.step, step, carry)
 
     def evaluate() -> tuple[float, float | None]:
         params, _, state = carry
@@ -63,13 +69,14 @@ def measure(spec: RunSpec) -> Metrics:
     timer, raw = device.timer(), Raw()
 
     def epoch() -> None:
-        raw.step_loss += _floats(lagged_epoch(spec, timer, raw, batches, one))
+        lagged_epoch(spec, timer, raw, batches, one)
+        raw.step_loss += log.read()
 
     run = to_target(spec, device, raw, epoch, evaluate, num_train)
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     raw.state_gib = sum(a.nbytes for a in jax.tree.leaves(carry)) / 2**30
     raw.host_rss = host_peak_rss_gib()
-    flops = xla_flops(spec, model, device, step, (*carry, next(batches)))
+    flops = xla_flops(spec, model, device, step, log.args(carry, next(batches)))
     metrics = build_metrics(
         spec, model, raw, [], timer=timer.method, build_s=build_s, flops=flops, metered_from_epoch=0
     )

@@ -15,7 +15,13 @@ import time
 from typing import Any
 
 from accelbench.engines.tensorflow import models
-from accelbench.engines.tensorflow.train import _optimizer, built, keras_batch, training_step
+from accelbench.engines.tensorflow.train import (
+    Losses,
+    _optimizer,
+    built,
+    keras_batch,
+    training_step,
+)
 from accelbench.execution.data import endless, split_loaders
 from accelbench.execution.device import host_peak_rss_gib
 from accelbench.records.metrics import Metrics
@@ -62,9 +68,11 @@ def measure(spec: RunSpec) -> Metrics:
 
         timer, raw = device.timer(), Raw()
 
+        losses = Losses(step)
+
         def epoch() -> None:
-            losses = lagged_epoch(spec, timer, raw, batches, lambda b: step(*b))
-            raw.step_loss += [float(x) for x in losses]
+            lagged_epoch(spec, timer, raw, batches, losses.step)
+            raw.step_loss += losses.read()
 
         run = to_target(spec, device, raw, epoch, evaluate, num_train)
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()

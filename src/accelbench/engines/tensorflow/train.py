@@ -89,10 +89,8 @@ def measure(spec: RunSpec) -> Metrics:
         rng = np.random.default_rng(spec.seed + distributed.rank_index())  # its own data
         queued = batches(spec, chosen, rng, tf)
         build_s = time.perf_counter() - start
-        raw = Raw()
-        method = lagged_epochs(
-            spec, device, raw, queued, lambda b: step(*b), lambda got: [float(x) for x in got]
-        )
+        raw, losses = Raw(), Losses(step)
+        method = lagged_epochs(spec, device, raw, queued, losses.step, losses.read)
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     weights = [*model.weights, *optimizer.variables]
     raw.state_gib = sum(int(np.prod(w.shape)) * tf.as_dtype(w.dtype).size for w in weights) / 2**30
@@ -137,6 +135,24 @@ def training_step(tf: Any, model: Any, loss_fn: Any, optimizer: Any) -> Any:
         return strategy.reduce(tf.distribute.ReduceOp.SUM, shares, axis=None)
 
     return step
+
+
+class Losses:
+    """A tf.function step's losses, each kept as the step returns it and read back as numbers
+    once its epochs are over."""
+
+    def __init__(self, step: Any) -> None:
+        self._step = step
+        self._held: list[Any] = []
+
+    def step(self, batch: tuple[Any, Any]) -> Any:
+        self._held.append(loss := self._step(*batch))
+        return loss
+
+    def read(self) -> list[float]:
+        """The losses of the steps since the last read."""
+        held, self._held = self._held, []
+        return [float(x) for x in held]
 
 
 def _join(spec: RunSpec, tf: Any) -> None:
