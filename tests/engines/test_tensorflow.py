@@ -135,6 +135,35 @@ def test_replicas_train_as_tensorflow_workers(tmp_path: Path) -> None:
     assert m.epochs[-1].loss_mean is not None and math.isfinite(m.epochs[-1].loss_mean)
 
 
+def test_a_cpus_losses_are_read_as_its_steps_end_and_a_gpus_kept_until_read() -> None:
+    # A CPU has run the step when it returns: its loss tensor, held until the epochs end,
+    # would cost 1 KB of host memory a step. A GPU's step is queued, its loss read later.
+    import weakref
+
+    from accelbench.engines.tensorflow.train import Losses, TensorFlowDevice
+
+    class Loss:
+        def __init__(self, value: float) -> None:
+            self.value = value
+
+        def __float__(self) -> float:
+            return self.value
+
+    made: list[weakref.ref[Loss]] = []
+
+    def step(x: float, y: float) -> Loss:
+        made.append(weakref.ref(loss := Loss(x * y)))
+        return loss
+
+    for device, kept in [("cpu", False), ("cuda", True)]:
+        made.clear()
+        losses = Losses(step, TensorFlowDevice(device))
+        for x in range(3):
+            losses.step((x, 2.0))
+        assert [ref() is not None for ref in made] == [kept] * 3, device
+        assert losses.read() == [0.0, 2.0, 4.0] and losses.read() == []
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -68,7 +68,7 @@ def measure(spec: RunSpec) -> Metrics:
 
         timer, raw = device.timer(), Raw()
 
-        losses = Losses(step)
+        losses = Losses(step, device)
 
         def epoch() -> None:
             lagged_epoch(spec, timer, raw, batches, losses.step)

@@ -89,7 +89,7 @@ def measure(spec: RunSpec) -> Metrics:
         rng = np.random.default_rng(spec.seed + distributed.rank_index())  # its own data
         queued = batches(spec, chosen, rng, tf)
         build_s = time.perf_counter() - start
-        raw, losses = Raw(), Losses(step)
+        raw, losses = Raw(), Losses(step, device)
         method = lagged_epochs(spec, device, raw, queued, losses.step, losses.read)
     raw.peak_allocated, raw.peak_reserved = device.peak_memory_gib()
     weights = [*model.weights, *optimizer.variables]
@@ -138,15 +138,17 @@ def training_step(tf: Any, model: Any, loss_fn: Any, optimizer: Any) -> Any:
 
 
 class Losses:
-    """A tf.function step's losses, each kept as the step returns it and read back as numbers
-    once its epochs are over."""
+    """A tf.function step's losses: on a CPU, which has run the step when it returns, each read
+    as a number then (a tensor held until the epochs end costs 1 KB of host memory, which the
+    record's peak counts); on a GPU, whose steps are queued, each tensor kept until read."""
 
-    def __init__(self, step: Any) -> None:
-        self._step = step
+    def __init__(self, step: Any, device: TensorFlowDevice) -> None:
+        self._step, self._device = step, device
         self._held: list[Any] = []
 
     def step(self, batch: tuple[Any, Any]) -> Any:
-        self._held.append(loss := self._step(*batch))
+        loss = self._step(*batch)
+        self._held.append(float(loss) if self._device.done(loss) else loss)
         return loss
 
     def read(self) -> list[float]:
