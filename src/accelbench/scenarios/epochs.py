@@ -97,10 +97,10 @@ def lagged_epochs(
     """The measured epochs of an engine that dispatches steps asynchronously and times them by
     its device's timer (engines.LaggedTimer): `step(batch)` dispatches one and returns what the
     timer waits for (its loss), without waiting for it. Each step's input wait and time go into
-    raw, and the steps' losses, which the engine keeps (on the device where it can, as torch's
-    train scenario does), are read by `losses()` once the epochs are over (read in each epoch,
-    a copy a step inside the timed epoch held JAX's 0.1 ms tiny_mlp steps to 0.8 of a bare
-    loop). Returns the timer's method."""
+    raw, and the steps' losses, which the engine keeps (on the device, as torch's train
+    scenario does; as numbers where a step has run by the time it returns), are read by
+    `losses()` once the epochs are over (a copy a step from the device inside the timed epoch
+    held JAX's 0.1 ms tiny_mlp steps to 0.8 of a bare loop). Returns the timer's method."""
     timer = device.timer()
     for _ in measured_epochs(spec, device, raw):
         lagged_epoch(spec, timer, raw, batches, step)
