@@ -118,3 +118,37 @@ def test_a_text_is_measured_once_for_every_figure(monkeypatch: pytest.MonkeyPatc
     again = len(measured)
     assert again and len(set(measured)) == again  # each text once
     assert plot().render("svg") == first and len(measured) == again
+
+
+def test_an_svg_draws_each_text_it_measured_before_without_measuring_it_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """savefig makes a renderer for each figure, and matplotlib keeps a text's size for the
+    renderer that measured it: drawn under measured_once(), the second figure measures no text,
+    and draws the bytes that a figure measured afresh draws."""
+    from contextlib import nullcontext
+
+    from matplotlib.textpath import TextToPath
+
+    measured: list[str] = []
+    real = TextToPath.get_text_width_height_descent
+
+    def counted(self: Any, text: str, *args: Any) -> Any:
+        measured.append(text)
+        return real(self, text, *args)
+
+    monkeypatch.setattr(TextToPath, "get_text_width_height_descent", counted)
+    layout._svg_measured.cache_clear()
+
+    def plot() -> drawing.Plot:
+        fig, (ax,) = drawing.new_figure()
+        ax.plot([1, 2, 4], [3, 1, 2], label="a line named at length")
+        drawing.finish(ax, "micro batch", "items/s", log_x=True)
+        return drawing.Plot("p", "t", "c", fig)
+
+    first = plot().render("svg")
+    assert measured
+    before = len(measured)
+    assert plot().render("svg") == first and len(measured) == before
+    monkeypatch.setattr(layout, "measured_once", nullcontext)
+    assert plot().render("svg") == first and len(measured) > before  # measured afresh

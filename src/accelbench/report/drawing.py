@@ -51,7 +51,7 @@ class Plot:
     def render(self, fmt: str) -> bytes:
         """The figure as svg or png bytes."""
         buffer = io.BytesIO()
-        with style():
+        with style(), layout.measured_once():
             layout.fit(self.figure)
             # No creation date in the file: the same results draw the same bytes.
             metadata = {"Date": None} if fmt in ("svg", "pdf") else {}

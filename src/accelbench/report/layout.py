@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -101,6 +102,40 @@ def _renderer() -> Any:
     from matplotlib.backends.backend_agg import RendererAgg
 
     return RendererAgg(1, 1, DPI)
+
+
+@contextmanager
+def measured_once() -> Iterator[None]:
+    """Within it, an SVG's texts measured once for every figure drawn, as fit() measures
+    them. matplotlib keeps a text's size for the renderer that measured it, and savefig makes a
+    renderer for each figure, so every figure measured its tick and legend labels again: a site
+    report's 61 figures measured 1,874 texts as they were drawn, 0.5-1.1 s of their 3.7-3.9 s.
+    An SVG text's size depends on the text, its font and whether it is math, not on the
+    renderer (RendererSVG asks a TextToPath of its own)."""
+    from matplotlib.backends.backend_svg import RendererSVG
+
+    own = RendererSVG.get_text_width_height_descent
+    RendererSVG.get_text_width_height_descent = _svg_extent  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RendererSVG.get_text_width_height_descent = own  # type: ignore[method-assign]
+
+
+def _svg_extent(_renderer: Any, text: str, font: Any, ismath: Any) -> tuple[float, float, float]:
+    return _svg_measured(text, font.copy(), ismath)  # a copy, as in _extent
+
+
+@lru_cache(maxsize=4096)
+def _svg_measured(text: str, font: Any, ismath: Any) -> tuple[float, float, float]:
+    return _text_path().get_text_width_height_descent(text, font, ismath)
+
+
+@cache
+def _text_path() -> Any:
+    from matplotlib.textpath import TextToPath
+
+    return TextToPath()
 
 
 def _margins(ax: Axes, size: Measure) -> tuple[float, float, float, float]:
