@@ -317,14 +317,14 @@ def test_a_cell_jax_cannot_run_is_refused_in_one_line(
     assert not (tmp_path / "r.sqlite").exists()
 
 
-def test_each_steps_loss_is_kept_in_its_epochs_log_on_the_device_and_read_in_order() -> None:
+def test_each_steps_loss_is_rolled_into_a_log_on_the_device_and_read_in_order() -> None:
     # Held as an array of its own, each step's loss cost 2 KB of host memory until the epochs
-    # ended (a cell's recorded peak memory grew with its steps); a log of 4 holds them here.
+    # ended (a cell's recorded peak memory grew with its steps); logs of 4 hold them here.
     code = """
 import json, jax, jax.numpy as jnp
 from accelbench.engines.jax.device import JaxDevice
 from accelbench.engines.jax.train import LossLog
-log = LossLog(4, JaxDevice("cpu"))
+log = LossLog(JaxDevice("cpu"), size=4)
 step = log.jitted(lambda params, opt_state, state, batch: (params + 1, opt_state, state, params * batch))
 carry = [jnp.zeros(()), jnp.zeros(()), jnp.zeros(())]
 before = len(jax.live_arrays())

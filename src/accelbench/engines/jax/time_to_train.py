@@ -48,7 +48,7 @@ def measure(spec: RunSpec) -> Metrics:
     device, model = cell.device, cell.model
     optimizer = _optimizer(spec)
     carry = [cell.params, device.put(optimizer.init(cell.params)), cell.state]
-    log = LossLog(spec.steps_per_epoch, device)
+    log = LossLog(device)
     step = log.jitted(partial(_step, model, optimizer, cell.compute))
     evaluated = jax.jit(partial(_evaluated, model, cell.compute, records.correct is not None))
     train_loader, held_out = split_loaders(records, spec, pin_memory=False)
