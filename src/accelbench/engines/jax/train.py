@@ -159,7 +159,7 @@ def _batches(
     if spec.inputs_on_device:
         pool = [device.shard(device.put(next(host))) for _ in range(DEVICE_BATCHES)]
         return itertools.cycle(pool)
-    return host if device.mesh is None else map(device.shard, host)  # one replica: as made
+    return host if device.mesh is None else map(device.shard, host)  # one replica's: as made
 
 
 def host_batches(
