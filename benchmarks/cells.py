@@ -6,7 +6,9 @@ Each round runs `accelbench run` as a user does, in a fresh process on a fresh d
 with one cell and once with N cells, on both sides in turn. The time to a first result is the
 one-cell command's wall time, start to exit. A cell's overhead is what each extra cell adds to
 the wall time beyond its own measured epochs: (T(N) - T(1)) / (N - 1) - the mean of the cells'
-epoch seconds. Medians over rounds, and the median of the rounds' paired ratios.
+epoch seconds. Medians over rounds, and the median of the rounds' paired ratios. Each round also
+times `python -c "import torch"` beside them: the first result against what any torch program
+pays before its first line of work.
 
     python benchmarks/cells.py               # 3 rounds, 5 cells
     python benchmarks/cells.py --replicas 2  # cells of 2 ranks (torchrun's, forked or afresh)
@@ -31,6 +33,13 @@ ACCELBENCH = [sys.executable, "-m", "accelbench"]
 CELL = ["--epochs", "2", "--window-steps", "5", "--min-steady-s", "0", "--quiet"]
 """Exactly two epochs: what is timed is accelbench's cost around a cell, not its steady state."""
 SIDES = {"server": "1", "fresh": "0"}
+
+
+def import_torch_s() -> float:
+    """Wall seconds of `python -c "import torch"`, start to exit."""
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
+    return time.perf_counter() - start
 
 
 def timed_run(
@@ -66,7 +75,9 @@ def main() -> None:
         args.cells, args.rounds, args.steps = 2, 1, 5
     first: dict[str, list[float]] = {side: [] for side in SIDES}
     overhead: dict[str, list[float]] = {side: [] for side in SIDES}
+    torch_s: list[float] = []
     for _ in range(args.rounds):
+        torch_s.append(import_torch_s())
         for side, switch in SIDES.items():
             one, _ = timed_run([4], args.steps, args.device, switch, args.replicas)
             batches = [4 * (i + 1) for i in range(args.cells)]
@@ -83,8 +94,11 @@ def main() -> None:
             f"{side:8} {statistics.median(first[side]):17.2f} "
             f"{statistics.median(overhead[side]):22.2f}"
         )
+    print(f"{'import torch':12} {statistics.median(torch_s):13.2f}")
     ratios = [s / f for s, f in zip(first["server"], first["fresh"], strict=True)]
     print(f"ratio first result server/fresh: {statistics.median(ratios):.3f}")
+    ratios = [s / t for s, t in zip(first["server"], torch_s, strict=True)]
+    print(f"ratio first result server/import torch: {statistics.median(ratios):.3f}")
 
 
 if __name__ == "__main__":
