@@ -14,9 +14,8 @@ import statistics
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, fields
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
@@ -47,8 +46,11 @@ NAME = "\x00"
 the line is shown (no stored text holds the character: inert text has no control ones)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Listing:
+class Listing(NamedTuple):
+    """A tuple of its fields in their order, which a stored listing holds as a JSON array: read
+    back, a site's 100,000 are made by one tuple call each (as a frozen dataclass, each field's
+    assignment was a call: 1.2 s of making them)."""
+
     key: str
     version: int
     platform: str
@@ -125,12 +127,6 @@ class Listing:
         """What the fleet needs of the result, so that none is read whole for it."""
         return fleet_point(self.key, [getattr(self, name) for name in FLEET_POINT])
 
-    def __post_init__(self) -> None:
-        """Its sequences as tuples, whether made or read back (a read one's are, see _shared)."""
-        for name in _SEQUENCES:
-            if isinstance(value := getattr(self, name), list):
-                object.__setattr__(self, name, _tupled(value))
-
     def plot_point(self, verdict: str | None = None) -> Point | None:
         """What the figures' choice needs of the result (report.plotted), with `verdict` (the
         listing's, Rows.verdict_text: its repeats counted), else its own; None if no figure
@@ -145,22 +141,22 @@ class Listing:
 
     def dumps(self) -> str:
         """A JSON array of the fields in their order (a third quicker to read than an object)."""
-        # Not astuple(), which deep-copies every value first (a third of an import's listing).
-        return json.dumps([getattr(self, name) for name in _NAMES], separators=(",", ":"))
+        return json.dumps(self, separators=(",", ":"))
 
     @classmethod
     def loads(cls, text: str) -> Listing | None:
         """The stored listing; None if other code made it (another VERSION, another form)."""
         if (data := _stored(text)) is None:
             return None
-        values = list(map(_shared, data))
-        values[_ROLES] = _ALL_ROLES.setdefault(values[_ROLES], values[_ROLES])
+        values = _read(data)
+        roles = _shared(values[_ROLES])
+        values[_ROLES] = _ALL_ROLES.setdefault(roles, roles)
         knobs = values[_KNOBS]
         with suppress(TypeError):  # a list or dict among them (model_args): kept as read
             # Keyed with each value's type: 1, 1.0 and True are equal keys, not equal knobs.
             held = tuple((name, type(v), v) for name, v in knobs.items())
             values[_KNOBS] = _ALL_KNOBS.setdefault(held, knobs)
-        return cls(*values)
+        return cls._make(values)
 
 
 FLEET_POINT = ("platform", "fleet_cell", "hostname", "fleet_counted", "items_per_s")
@@ -199,9 +195,11 @@ def _stored(text: str) -> list[Any] | None:
     return data
 
 
-_NAMES = [f.name for f in fields(Listing)]
+_NAMES = list(Listing._fields)
 _FIELDS = len(_NAMES)
-_SEQUENCES = [f.name for f in fields(Listing) if str(f.type).startswith("Sequence")]
+_TEXTS = [_NAMES.index(name) for name in ("cells", "flags", "reasons")]
+_NUMBERS = [_NAMES.index(name) for name in ("interval", "latency")]
+_LINES = _NAMES.index("lines")
 _ROLES = _NAMES.index("roles")
 _ALL_ROLES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 """Each distinct `roles` read back, held once: the repeats of a cell on every host have the
@@ -223,6 +221,24 @@ def _roles(roles: Sequence[Sequence[Any]]) -> tuple[Role, ...]:
 
 def _tupled(value: Any) -> Any:
     return tuple(map(_tupled, value)) if isinstance(value, list) else value
+
+
+def _read(data: list[Any]) -> list[Any]:
+    """A stored listing's fields as a Listing holds them, by what each field is: its texts
+    interned and its lists as tuples of interned texts or of numbers (the roles left to
+    Listing.loads). Where a field is not what this VERSION writes (a database another program
+    wrote into), each value is shared whatever it is (_shared), as it reads."""
+    values = [sys.intern(v) if type(v) is str else v for v in data]
+    try:
+        for at in _TEXTS:
+            values[at] = tuple(map(sys.intern, values[at]))
+        for at in _NUMBERS:
+            if values[at] is not None:
+                values[at] = tuple(values[at])
+        values[_LINES] = tuple(tuple(map(sys.intern, lines)) for lines in values[_LINES])
+    except TypeError:
+        return list(map(_shared, data))
+    return values
 
 
 def _shared(value: Any) -> Any:
@@ -293,24 +309,24 @@ def of(result: Result) -> Listing:
         replicas=spec.replicas,
         batch_size=spec.batch_size,
         items_per_s=result.items_per_s,
-        cells=[
+        cells=(
             last_epoch_text(result),
             f"({throughput})" if shown_invalid(result) and throughput else throughput,
             ci_text(result),
             mfu_text(result),
             wait_text(result),
-        ],
+        ),
         metrics=m is not None,
-        flags=list(dict.fromkeys(str(flag) for flag, _ in own)),
+        flags=tuple(dict.fromkeys(str(flag) for flag, _ in own)),
         target_pct=spec.ci_pct or validity.NOISY_PCT,
-        reasons=[f"{NAME}: {flag}: {why}" for flag, why in own]
+        reasons=tuple(f"{NAME}: {flag}: {why}" for flag, why in own)
         if measured
-        else [f"{NAME}: {result.status}: {result.reason}"],
-        lines=[  # lists, as a stored listing reads back
-            [tokens_line(result, named)] if tokens else [],
-            [rank_line(result, named)] if m and m.ranks else [],
-            scenario.lines(result, named) if m else [],
-        ],
+        else (f"{NAME}: {result.status}: {result.reason}",),
+        lines=(  # tuples, as a stored listing reads back
+            (tokens_line(result, named),) if tokens else (),
+            (rank_line(result, named),) if m and m.ranks else (),
+            tuple(scenario.lines(result, named)) if m else (),
+        ),
         cell=cell,
         alone=scaled.alone,
         base=scaled.base,
@@ -321,7 +337,7 @@ def of(result: Result) -> Listing:
         steady_ms=m.step_ms_steady.median if m else None,
         peak_source=m.flops.peak_source if m and m.flops else None,
         whole=scenario.read_whole and m is not None and m.record is not None,
-        latency=[s.median, s.p99, s.n]
+        latency=(s.median, s.p99, s.n)
         if m and result.status == "ok" and scenario.batch_latency and (s := m.step_ms_steady)
         else None,
         unit=m.item_unit if m else "items",
@@ -329,8 +345,8 @@ def of(result: Result) -> Listing:
         hostname=result.env.hostname,
         fleet_cell=_hashed(cell_key(result, platform=False)),
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
-        roles=[[r.figure, r.group, r.kind.name, r.x, r.config] for r in roles(result)],
-        interval=None if found is None or found.interval is None else list(found.interval),
+        roles=_tupled([[r.figure, r.group, r.kind.name, r.x, r.config] for r in roles(result)]),
+        interval=None if found is None or found.interval is None else tuple(found.interval),
         spec=json.dumps(changed(spec), sort_keys=True),
         fingerprint=json.dumps(result.env.fingerprint(), sort_keys=True),
         software=json.dumps(secrets.masked(result.env.software()), sort_keys=True),
