@@ -149,8 +149,6 @@ class Listing(NamedTuple):
         if (data := _stored(text)) is None:
             return None
         values = _read(data)
-        roles = _shared(values[_ROLES])
-        values[_ROLES] = _ALL_ROLES.setdefault(roles, roles)
         knobs = values[_KNOBS]
         with suppress(TypeError):  # a list or dict among them (model_args): kept as read
             # Keyed with each value's type: 1, 1.0 and True are equal keys, not equal knobs.
@@ -225,10 +223,10 @@ def _tupled(value: Any) -> Any:
 
 def _read(data: list[Any]) -> list[Any]:
     """A stored listing's fields as a Listing holds them, by what each field is: its texts
-    interned and its lists as tuples of interned texts or of numbers (the roles left to
-    Listing.loads). Where a field is not what this VERSION writes (a database another program
-    wrote into), each value is shared whatever it is (_shared), as it reads."""
-    values = [sys.intern(v) if type(v) is str else v for v in data]
+    interned, its lists as tuples of interned texts or of numbers, and its roles as tuples held
+    once for all listings with the same. Where a field is not what this VERSION writes (a
+    database another program wrote into), each value is shared whatever it is (_shared)."""
+    values: list[Any] = [sys.intern(v) if type(v) is str else v for v in data]
     try:
         for at in _TEXTS:
             values[at] = tuple(map(sys.intern, values[at]))
@@ -236,8 +234,14 @@ def _read(data: list[Any]) -> list[Any]:
             if values[at] is not None:
                 values[at] = tuple(values[at])
         values[_LINES] = tuple(tuple(map(sys.intern, lines)) for lines in values[_LINES])
-    except TypeError:
-        return list(map(_shared, data))
+        roles = tuple(  # [figure, group (a list, a text or null), kind, x, config]
+            (figure, tuple(group) if type(group) is list else group, kind, x, config)
+            for figure, group, kind, x, config in values[_ROLES]
+        )
+        values[_ROLES] = _ALL_ROLES.setdefault(roles, roles)
+    except (TypeError, ValueError):
+        values = list(map(_shared, data))
+        values[_ROLES] = _ALL_ROLES.setdefault(values[_ROLES], values[_ROLES])
     return values
 
 
