@@ -44,25 +44,24 @@ def text(grid: Grid) -> str:
 
 
 def text_lines(grid: Grid) -> Iterator[str]:
-    """text(), a line at a time (each ends in a newline)."""
-    widths = [len(inert.line(h)) for h in grid.headers]
-    for row in grid.rows:
-        widths = [max(w, len(inert.line(c))) for w, c in zip(widths, row, strict=True)]
+    """text(), a line at a time (each ends in a newline). Each cell is made inert once (a
+    printable one is itself), for its column's width and its line both."""
+    headers = [inert.line(h) for h in grid.headers]
+    rows = [[inert.line(c) for c in row] for row in grid.rows]
+    widths = list(map(len, headers))
+    for row in rows:
+        widths = list(map(max, widths, map(len, row)))
+    justify = [str.ljust if i in grid.text_columns else str.rjust for i in range(len(widths))]
 
     def line(cells: Sequence[str]) -> str:
-        return (
-            "  ".join(
-                inert.line(c).ljust(w) if i in grid.text_columns else inert.line(c).rjust(w)
-                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-            ).rstrip()
-            + "\n"
-        )
+        placed = [put(c, w) for put, c, w in zip(justify, cells, widths, strict=True)]
+        return "  ".join(placed).rstrip() + "\n"
 
     if grid.title:
         yield inert.line(grid.title) + "\n"
-    yield line(grid.headers)
+    yield line(headers)
     yield "  ".join("-" * w for w in widths) + "\n"
-    yield from map(line, grid.rows)
+    yield from map(line, rows)
 
 
 def markdown(grid: Grid) -> str:
