@@ -217,10 +217,6 @@ def _roles(roles: Sequence[Sequence[Any]]) -> tuple[Role, ...]:
     )
 
 
-def _tupled(value: Any) -> Any:
-    return tuple(map(_tupled, value)) if isinstance(value, list) else value
-
-
 def _read(data: list[Any]) -> list[Any]:
     """A stored listing's fields as a Listing holds them, by what each field is: its texts
     interned, its lists as tuples of interned texts or of numbers, and its roles as tuples held
@@ -349,7 +345,7 @@ def of(result: Result) -> Listing:
         hostname=result.env.hostname,
         fleet_cell=_hashed(cell_key(result, platform=False)),
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
-        roles=_tupled([[r.figure, r.group, r.kind.name, r.x, r.config] for r in roles(result)]),
+        roles=tuple((r.figure, r.group, r.kind.name, r.x, r.config) for r in roles(result)),
         interval=None if found is None or found.interval is None else tuple(found.interval),
         spec=json.dumps(changed(spec), sort_keys=True),
         fingerprint=json.dumps(result.env.fingerprint(), sort_keys=True),
