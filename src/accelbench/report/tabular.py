@@ -21,7 +21,6 @@ from accelbench.records.spec import knobs
 from accelbench.report import inert
 from accelbench.report.cells import differing_values
 from accelbench.report.listing import changed, whole
-from accelbench.report.results import pair_up
 from accelbench.storage.exchange import text_of
 from accelbench.storage.schema import decoded
 
@@ -139,18 +138,18 @@ def write_flats(flats: Iterable[Flat], out: TextIO) -> int:
     differs among the results (threads, tensor_parallel, epochs, ...): rows that ran
     differently never read the same. The columns are known only when every result has been
     seen, so each row and spec waits in a temporary file, not in memory. Returns how many."""
-    scales: list[scaling.Scale] = []
+    pairing: scaling.Pairing[scaling.Scale] = scaling.Pairing()
     columns: dict[str, None] = {}
     specs: dict[str, None] = {}  # each distinct one: a cell's repeats on every host share it
+    count = 0
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        for f in flats:
+        for count, f in enumerate(flats, 1):
             columns |= dict.fromkeys(decoded(f.text))
             specs[f.spec] = None
             spool.write(f"[{f.text},{f.spec}]\n")
-            scales.append(f.scale)
-        found = {id(p.row): p for p in pair_up(scales) if p.speedup is not None}
-        speedups = [found.get(id(s)) for s in scales]
-        del scales, found
+            pairing.add(count, f.scale)
+        speedups = pairing.speedups()
+        del pairing
         names = [n for n in knobs() if n not in RENAMED]
         shown = differing_values(names, (whole(json.loads(spec)) for spec in specs))
         shown = [k for k in shown if k not in columns]
@@ -158,15 +157,15 @@ def write_flats(flats: Iterable[Flat], out: TextIO) -> int:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(fields)
         spool.seek(0)
-        for line, pair in zip(spool, speedups, strict=True):
+        for number, line in enumerate(spool, 1):
             row, spec = decoded(line)
-            if pair is not None:
+            if (pair := speedups.get(number)) is not None:
                 row |= {"speedup": pair.speedup, "scaling_efficiency": pair.efficiency}
             if shown:
                 spec = whole(spec)
                 row |= {k: inert.csv_cell(_cell(spec.get(k))) for k in shown}
             writer.writerow([row.get(k) for k in fields])
-    return len(speedups)
+    return count
 
 
 RENAMED = ("batch_size", "device", "platform")
