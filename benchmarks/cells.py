@@ -7,8 +7,10 @@ with one cell and once with N cells, on both sides in turn. The time to a first 
 one-cell command's wall time, start to exit. A cell's overhead is what each extra cell adds to
 the wall time beyond its own measured epochs: (T(N) - T(1)) / (N - 1) - the mean of the cells'
 epoch seconds. Medians over rounds, and the median of the rounds' paired ratios. Each round also
-times `python -c "import torch"` beside them: the first result against what any torch program
-pays before its first line of work.
+times `python -c "import torch"` beside them, the first result against what any torch program
+pays before its first line of work; and a bare torch script that trains the same model for as
+many steps and prints its last loss, the first result against what a hand-written loop costs
+(its first optimizer imports torch._dynamo, as every torch optimizer does, 1 s here).
 
     python benchmarks/cells.py               # 3 rounds, 5 cells
     python benchmarks/cells.py --replicas 2  # cells of 2 ranks (torchrun's, forked or afresh)
@@ -39,6 +41,30 @@ def import_torch_s() -> float:
     """Wall seconds of `python -c "import torch"`, start to exit."""
     start = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import torch"], check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+BARE = """
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+for _ in range({steps}):
+    x, y = torch.randn(4, 64), torch.randint(0, 10, (4,))
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+print(loss.item())
+"""
+"""tiny_mlp (workloads/toy.py) trained by hand, at the one-cell run's batch."""
+
+
+def bare_script_s(steps: int) -> float:
+    """Wall seconds of BARE over `steps` steps, start to exit."""
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", BARE.format(steps=steps)], check=True, capture_output=True
+    )
     return time.perf_counter() - start
 
 
@@ -76,8 +102,10 @@ def main() -> None:
     first: dict[str, list[float]] = {side: [] for side in SIDES}
     overhead: dict[str, list[float]] = {side: [] for side in SIDES}
     torch_s: list[float] = []
+    bare_s: list[float] = []
     for _ in range(args.rounds):
         torch_s.append(import_torch_s())
+        bare_s.append(bare_script_s(2 * args.steps))  # CELL's two epochs
         for side, switch in SIDES.items():
             one, _ = timed_run([4], args.steps, args.device, switch, args.replicas)
             batches = [4 * (i + 1) for i in range(args.cells)]
@@ -95,8 +123,11 @@ def main() -> None:
             f"{statistics.median(overhead[side]):22.2f}"
         )
     print(f"{'import torch':12} {statistics.median(torch_s):13.2f}")
+    print(f"{'bare script':12} {statistics.median(bare_s):13.2f}")
     ratios = [s / f for s, f in zip(first["server"], first["fresh"], strict=True)]
     print(f"ratio first result server/fresh: {statistics.median(ratios):.3f}")
+    ratios = [s / b for s, b in zip(first["server"], bare_s, strict=True)]
+    print(f"ratio first result server/bare torch script: {statistics.median(ratios):.3f}")
     ratios = [s / t for s, t in zip(first["server"], torch_s, strict=True)]
     print(f"ratio first result server/import torch: {statistics.median(ratios):.3f}")
 
