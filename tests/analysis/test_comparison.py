@@ -283,3 +283,11 @@ def test_a_drifting_result_is_never_ranked(two_platforms: list[Result]) -> None:
     (r,) = comparison.ratios([here, fast], "platform", baseline=here.env.platform)
     assert r.ranking is Ranking.DRIFTING and not r.ranking.ranked
     assert compare_text.ranking_text(r).startswith("not ranked: drifting")
+
+
+def test_an_unknown_by_names_each_field_it_accepts_once() -> None:
+    with pytest.raises(AccelbenchError) as caught:
+        comparison.check_by("colour")
+    accepted = str(caught.value).split("give --by one of ")[1].split(", ")
+    assert "batch_size" in accepted and "framework" in accepted
+    assert len(accepted) == len(set(accepted)), "a field named twice"

@@ -31,8 +31,9 @@ NOT_MATCHED = ("repeat", "seed")
 
 
 def fields() -> list[str]:
-    """What `--by` accepts: the platform, or a spec field."""
-    return ["platform", *(f for f in knobs() if f not in NOT_MATCHED)]
+    """What `--by` accepts: the platform (the spec's own `platform` label is part of it), or a
+    spec field."""
+    return list(dict.fromkeys(["platform", *(f for f in knobs() if f not in NOT_MATCHED)]))
 
 
 @dataclass(frozen=True)
