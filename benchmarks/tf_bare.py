@@ -6,7 +6,7 @@ momentum 0.9) and host batches (numpy, made for each step), trace the same tf.fu
 after a warm-up epoch that holds the tracing, in this process, alternating round by round
 (ABBA) after one unrecorded round of each. The bare loop waits for the device once at each end
 of its epoch (its last loss read back); accelbench's timer waits for a step's predecessor at
-each step of the first epoch, then once a stride of 5 ms. Printed: each round's rates, the
+each step of the first epoch, then once a stride of 20 ms. Printed: each round's rates, the
 median paired ratio accelbench / bare (1.00: no cost) and its range.
 
     python benchmarks/tf_bare.py --workload autoencoder --batch-size 32

@@ -126,17 +126,20 @@ class LaggedTimer:
     A mark waits for the step before the one just dispatched, so one step stays queued and the
     device never drains, and `intervals_ms` waits for the window's last step; the first interval
     runs from the window's first mark to its first step's end. A step the device says is done
-    as its dispatch returns (TensorFlow's on a CPU runs as it is called) ends at its own mark. Once a window has shown steps
-    shorter than SPAN_MS, marks wait only every `stride` steps (enough steps to last SPAN_MS),
-    and each step of a stride is given the stride's mean: a wait costs tens of microseconds of
-    host time (about 30 us on a 2-core CPU), a third of a 0.1 ms step. The first window (the compilation, and the steps it is told apart by)
-    waits at every step."""
+    as its dispatch returns (TensorFlow's on a CPU runs as it is called) ends at its own mark.
+    Once a window has shown steps shorter than SPAN_MS, marks wait only every `stride` steps
+    (enough steps to last SPAN_MS), and each step of a stride is given the stride's mean. The
+    first window (the compilation, and the steps it is told apart by) waits at every step."""
 
     method: TimerMethod = "wall-clock"
 
-    SPAN_MS = 5.0
-    """The least time between waits once steps are known to be short (the waits then cost
-    well under 1%)."""
+    SPAN_MS = 20.0
+    """The least time between waits once steps are known to be short. A wait costs tens of
+    microseconds of host time (about 30 us on a 2-core CPU, a third of a 0.1 ms step), and on a
+    CPU whose cores the step's threads fill it costs the step more: JAX's LeNet-5 at batch 32
+    (6 ms steps, so a wait at each under a 5 ms span) ran at 0.955-0.991 of its bare loop
+    (median 0.984) in five runs of benchmarks/jax_bare.py --steps 100 under a 5 ms span, and at
+    0.979-1.016 (median 0.995) in eight under 20 or 50 ms."""
 
     def __init__(self, device: LaggedDevice) -> None:
         self.device = device
