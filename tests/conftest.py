@@ -133,6 +133,26 @@ needs_cuda = pytest.mark.gpu
 are skipped where there is none."""
 
 
+def on_a_terminal(command: list[str], timeout_s: float = 120) -> tuple[int, str]:
+    """A command's exit code and what it showed, run on a terminal (a pseudo-terminal)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    child = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the last process on it
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    return child.wait(timeout=timeout_s), shown.decode(errors="replace")
+
+
 LONGEST_FIRST = (
     "test_benchmarks.py",
     "engines/test_tensorflow.py",

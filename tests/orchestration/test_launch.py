@@ -17,7 +17,7 @@ from accelbench.orchestration import exits, forks, launch
 from accelbench.records.environment import Environment
 from accelbench.records.result import Result
 
-from ..conftest import ctrl_c_reaches, tiny
+from ..conftest import ctrl_c_reaches, on_a_terminal, tiny
 
 
 @pytest.fixture(scope="module")
@@ -56,25 +56,10 @@ def test_a_cell_tells_each_phase_as_it_begins(env: Environment) -> None:
 def test_the_sweep_shows_its_progress_on_a_terminal_only(tmp_path: Path) -> None:
     """The cell in flight, its phase and the cells done, on a terminal (a pseudo-terminal
     here); nothing of it where the output goes to a file."""
-    import os
-    import pty
-
     command = [sys.executable, "-m", "accelbench", "run", "tiny_mlp", "--epochs", "3"]
     command += ["--steps-per-epoch", "3000", "--device", "cpu", "--db", str(tmp_path / "r.db")]
-    leader, follower = pty.openpty()
-    child = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower)
-    os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed with the last process on it
-            break
-        if not chunk:
-            break
-        shown += chunk
-    assert child.wait(timeout=120) == 0
-    text = shown.decode(errors="replace")
+    code, text = on_a_terminal(command)
+    assert code == 0
     assert "tiny_mlp bs=8 fp32: epoch 2 of 3" in text and "/1 cells" in text
     command[command.index("3000")] = "30"  # a cell of its own: nothing to wait for in a file
     piped = subprocess.run(command, capture_output=True, text=True, timeout=120)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 from accelbench.storage import exchange, json_stream
 
-from ..conftest import SIM_PLATFORM, tiny
+from ..conftest import SIM_PLATFORM, on_a_terminal, tiny
 from .test_store import _schema_1_database
 
 runner = CliRunner()
@@ -293,3 +295,22 @@ def test_json_lines_export_of_several_databases_counts_a_result_once(
     assert done.exit_code == 0, done.output
     found = [json.loads(line)["key"] for line in done.stdout.splitlines()[1:]]
     assert sorted(found) == sorted(r.key for r in two_platforms)
+
+
+def test_an_import_counts_what_it_has_read_on_a_terminal_only(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    there = tmp_path / "there.sqlite"
+    with ResultStore(there) as store:
+        store.add(two_platforms)
+    out = tmp_path / "there.jsonl"
+    runner.invoke(app, ["export", "--format", "jsonl", "--db", str(there), "--out", str(out)])
+    command = [sys.executable, "-m", "accelbench", "import", str(out)]
+    code, shown = on_a_terminal([*command, "--db", str(tmp_path / "shown.sqlite")])
+    assert code == 0 and f"imported {len(two_platforms)} new results" in shown
+    assert "results read" in shown
+    piped = subprocess.run(
+        [*command, "--db", str(tmp_path / "piped.sqlite")], capture_output=True, text=True
+    )
+    assert piped.returncode == 0 and f"imported {len(two_platforms)} new" in piped.stdout
+    assert "results read" not in piped.stdout + piped.stderr
