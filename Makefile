@@ -43,7 +43,7 @@ test: lint
 docs: install
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-# On a CUDA machine: the gpu-marked tests, the quick suite against published figures and both
+# On a CUDA machine: the gpu-marked tests, the quick suite against published figures and the
 # benchmarks, summarised in gpu-check.md (scripts/gpu_check.py).
 gpu-check: install
 	$(BIN)/python scripts/gpu_check.py --out gpu-check.md

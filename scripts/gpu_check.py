@@ -1,18 +1,18 @@
 """`make gpu-check`: everything that needs a CUDA device, in one command, into one Markdown file.
 
 It runs, on this machine's GPU: every `gpu`-marked test; the `quick` suite into a database of its
-own, then `compare --reference` on it (each figure beside its published counterpart, with the
-ratio and a verdict); the micro scenario's matmul (also at MAMF's H100 shape), triad and
-copies; Llama 3.2 1B trained with FSDP on one GPU, with and without torch.compile (tokens/s,
-both MFUs, memory per rank), and compiled in fp8 where the GPU has float8 tensor cores; LeNet-5
-and the autoencoder under torch and JAX (and TensorFlow, where its CUDA build sees the GPU);
-benchmarks/overhead.py (accelbench's loop against a bare one), benchmarks/generate.py
-(the generate scenario against a bare `model.generate` loop), benchmarks/cells.py (what a cell
-costs, forked by the cell server and in a fresh interpreter: the quick suite's cells are forked
-too) and benchmarks/peers.py (against a torch.utils.benchmark loop, ResNet-50 at
-DeepLearningExamples' AMP configuration). It writes gpu-check.md (or --out): the device and driver, then each step's
-command, exit code and output. A step that fails is reported and the others still run; the exit
-code is the first non-zero one.
+own, then `compare --reference` on it (each figure beside its published counterpart, with the ratio
+and a verdict); the micro scenario's matmul (also at MAMF's H100 shape), triad and copies; Llama 3.2
+1B trained with FSDP on one GPU, with and without torch.compile (tokens/s, both MFUs, memory per
+rank), and compiled in fp8 where the GPU has float8 tensor cores; LeNet-5 and the autoencoder under
+torch, JAX and TensorFlow (each where its CUDA build sees the GPU), and each of those engines' cells
+against a bare loop of its own (benchmarks/jax_bare.py, tf_bare.py); benchmarks/overhead.py
+(accelbench's loop against a bare one), benchmarks/generate.py (the generate scenario against a bare
+`model.generate` loop), benchmarks/cells.py (what a cell costs, forked by the cell server and in a
+fresh interpreter: the quick suite's cells are forked too) and benchmarks/peers.py (against a
+torch.utils.benchmark loop, ResNet-50 at DeepLearningExamples' AMP configuration). It writes
+gpu-check.md (or --out): the device and driver, then each step's command, exit code and output. A
+step that fails is reported and the others still run; the exit code is the first non-zero one.
 
     python scripts/gpu_check.py --out gpu-check.md
 """
@@ -31,10 +31,16 @@ STEPS_S = 540
 """Time limit of each step: the whole check must finish within 10 minutes on one H100."""
 
 
-def steps(db: Path, float8: bool = False, tensorflow: bool = False) -> list[tuple[str, list[str]]]:
+def steps(
+    db: Path, float8: bool = False, frameworks: tuple[str, ...] = ("torch",)
+) -> list[tuple[str, list[str]]]:
     """The check's steps; `float8`: the GPU has float8 tensor cores (compute capability 8.9+);
-    `tensorflow`: TensorFlow sees the GPU (its CUDA build is installed)."""
+    `frameworks`: torch, and those of JAX and TensorFlow that see the GPU (their CUDA builds
+    installed)."""
     python, accelbench = sys.executable, [sys.executable, "-m", "accelbench"]
+    decoders = tuple(f for f in frameworks if f != "tensorflow")  # TensorFlow's has none
+    bare = ["--device", "cuda", "--workload", "autoencoder", "--batch-size", "256"]
+    bare += ["--steps", "50", "--rounds", "2"]
     peer = [
         "--workload",
         "resnet50",
@@ -85,23 +91,29 @@ def steps(db: Path, float8: bool = False, tensorflow: bool = False) -> list[tupl
             else []
         ),
         (
-            "the same model under torch and JAX"
-            + (" and TensorFlow" if tensorflow else "")
-            + ": LeNet-5 and the autoencoder, bs=256, amp-bf16",
+            f"the same model under {' and '.join(frameworks)}: LeNet-5 and the autoencoder, "
+            "bs=256, amp-bf16",
             [
-                *(*accelbench, "run", "lenet5,autoencoder"),
-                *("--framework", "torch,jax" + (",tensorflow" if tensorflow else "")),
+                *(*accelbench, "run", "lenet5,autoencoder", "--framework", ",".join(frameworks)),
                 *("--batch-size", "256", "--precision", "amp-bf16", "--device", "cuda"),
                 *("--db", str(db)),
             ],
         ),
         (
-            "Llama 3.2 1B's generation under torch and JAX: bf16, batch 1 and 16",
+            f"Llama 3.2 1B's generation under {' and '.join(decoders)}: bf16, batch 1 and 16",
             [
                 *(*accelbench, "run", "llama3_2_1b", "--scenario", "generate"),
-                *("--framework", "torch,jax", "--batch-size", "1,16", "--precision", "bf16"),
+                *("--framework", ",".join(decoders), "--batch-size", "1,16", "--precision", "bf16"),
                 *("--steps-per-epoch", "5", "--device", "cuda", "--db", str(db)),
             ],
+        ),
+        *(
+            (
+                f"{name}'s cell against a bare loop of its own: the autoencoder, bs=256, fp32",
+                [python, f"benchmarks/{script}", *bare],
+            )
+            for name, script in (("JAX", "jax_bare.py"), ("TensorFlow", "tf_bare.py"))
+            if name.lower() in frameworks
         ),
         (
             "which ceiling binds the LLM runs: the bf16 matmul, the triad's memory floor",
@@ -123,9 +135,19 @@ def steps(db: Path, float8: bool = False, tensorflow: bool = False) -> list[tupl
     ]
 
 
-def _tensorflow_sees_a_gpu() -> bool:
-    """Whether an installed TensorFlow lists a GPU, asked in a process of its own."""
-    probe = "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))"
+GPU_PROBES = {
+    "jax": "import jax; print(sum(d.platform == 'gpu' for d in jax.devices()))",
+    "tensorflow": "import tensorflow as tf; print(len(tf.config.list_physical_devices('GPU')))",
+}
+"""A program for each other framework that prints how many GPUs it sees."""
+CUDA_BUILDS = {
+    "jax": "pip install 'jax[cuda13]'",
+    "tensorflow": "pip install 'tensorflow[and-cuda]'",
+}
+
+
+def _sees_a_gpu(probe: str) -> bool:
+    """Whether a probe (GPU_PROBES) counts a GPU, asked in a process of its own."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
@@ -180,14 +202,14 @@ def main() -> int:
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         float8 = torch.cuda.get_device_capability() >= (8, 9)
-        tensorflow = _tensorflow_sees_a_gpu()
-        if not tensorflow:
+        frameworks = ("torch", *(f for f, probe in GPU_PROBES.items() if _sees_a_gpu(probe)))
+        for name in (f for f in GPU_PROBES if f not in frameworks):
             lines += [
-                "- TensorFlow left out: it sees no GPU here (its CPU build, or none: "
-                "pip install 'tensorflow[and-cuda]')",
+                f"- {name} left out: it sees no GPU here (its CPU build, or none: "
+                f"{CUDA_BUILDS[name]})",
                 "",
             ]
-        for title, command in steps(Path(tmp, "gpu-check.sqlite"), float8, tensorflow):
+        for title, command in steps(Path(tmp, "gpu-check.sqlite"), float8, frameworks):
             if any(text in title for text in args.skip):
                 lines += [f"## {title}: left out (--skip)", ""]
                 continue
