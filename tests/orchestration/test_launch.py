@@ -66,6 +66,7 @@ def test_the_sweep_shows_its_progress_on_a_terminal_only(tmp_path: Path) -> None
     assert piped.returncode == 0 and "samples/s" in piped.stdout + piped.stderr
     assert "epoch 2 of 3" not in piped.stdout + piped.stderr
     assert "/1 cells" not in piped.stdout + piped.stderr
+    assert "\n\n" not in piped.stderr  # no empty line where a progress line would have been
 
 
 def test_cell_past_its_limit_is_a_timeout(

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ParamSpec, TextIO, TypeVar, get_args
+from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TextIO, TypeVar, get_args
 
 import typer
 from pydantic import ValidationError
@@ -30,6 +30,9 @@ from accelbench.report.database import uncollected
 from accelbench.report.results import Records, Rows, grid, listed, row_notes
 from accelbench.secrets import scrub, scrubbing_filter
 from accelbench.storage.several import query_all
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 
 class _Console(Console):
@@ -52,6 +55,15 @@ stderr_console = _Console(
     width=None if sys.stderr.isatty() else 240,
 )
 """Progress, a line per cell and warnings: stderr, so that stdout holds the answer alone."""
+
+
+def progress_line(*columns: Any, hidden: bool = False) -> Progress:
+    """A progress line on stderr that goes once done, shown on a terminal only (`hidden`: not at
+    all): where stderr is a file or a pipe, rich's would leave an empty line after the output."""
+    from rich.progress import Progress
+
+    shown = stderr_console.is_terminal and not hidden
+    return Progress(*columns, console=stderr_console, transient=True, disable=not shown)
 
 
 class _Group(TyperGroup):

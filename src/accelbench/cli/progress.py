@@ -10,7 +10,7 @@ from functools import partial
 from rich.markup import escape
 from rich.progress import Progress, TextColumn
 
-from accelbench.cli.app import stderr_console
+from accelbench.cli.app import progress_line
 from accelbench.orchestration.sweep import Cell, run_cells
 from accelbench.records.result import Result
 from accelbench.records.spec import RunSpec
@@ -38,13 +38,8 @@ def sweep(
     )
     if quiet:
         return sweep()
-    with Progress(
-        *Progress.get_default_columns(),
-        TextColumn("{task.completed}/{task.total} cells"),
-        console=stderr_console,
-        transient=True,
-        disable=verbose,
-    ) as progress:
+    columns = (*Progress.get_default_columns(), TextColumn("{task.completed}/{task.total} cells"))
+    with progress_line(*columns, hidden=verbose) as progress:
         task = progress.add_task("starting", total=len(cells))
         cell = [""]
 

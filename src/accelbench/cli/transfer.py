@@ -22,8 +22,8 @@ from accelbench.cli.app import (
     check_filters,
     check_out,
     console,
+    progress_line,
     reads,
-    stderr_console,
     write_file,
     write_stream,
 )
@@ -157,10 +157,10 @@ def import_results(
 def _shown() -> Iterator[Callable[[Iterable[Result]], Iterator[Result]]]:
     """On a terminal, a line that counts the results read as they are (an import of 1M
     results takes a quarter of an hour); nothing where stderr goes to a file."""
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.completed:,} results read"), TimeElapsedColumn())
-    with Progress(*columns, console=stderr_console, transient=True) as progress:
+    with progress_line(*columns) as progress:
         task = progress.add_task("import", total=None)
 
         def counted(results: Iterable[Result]) -> Iterator[Result]:
