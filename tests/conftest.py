@@ -134,22 +134,32 @@ are skipped where there is none."""
 
 
 def on_a_terminal(command: list[str], timeout_s: float = 120) -> tuple[int, str]:
-    """A command's exit code and what it showed, run on a terminal (a pseudo-terminal)."""
+    """A command's exit code and what it showed, run on a terminal (a pseudo-terminal); one
+    still running after `timeout_s` is killed and fails the test, rather than hang the suite."""
     import pty
+    import select
+    import time
 
     leader, follower = pty.openpty()
     child = subprocess.Popen(command, stdin=follower, stdout=follower, stderr=follower)
     os.close(follower)
-    shown = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the terminal closed with the last process on it
-            break
-        if not chunk:
-            break
-        shown += chunk
-    os.close(leader)
+    shown, deadline = b"", time.monotonic() + timeout_s
+    try:
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([leader], [], [], left)[0]:
+                continue
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal closed with the last process on it
+                break
+            if not chunk:
+                break
+            shown += chunk
+        else:
+            child.kill()
+            pytest.fail(f"{command} was still running after {timeout_s:g} s")
+    finally:
+        os.close(leader)
     return child.wait(timeout=timeout_s), shown.decode(errors="replace")
 
 
