@@ -1,12 +1,12 @@
 """What the JAX engine costs: accelbench's JAX training cell against a bare jitted loop.
 
-Both build the same model (accelbench.engines.jax.models), optimizer (optax's SGD, momentum
-0.9) and host batches (numpy, made for each step), jit the same step with its buffers donated,
-and time a steady epoch after a warm-up epoch that holds the compilation, in this process,
-alternating round by round (ABBA) after one unrecorded round of each. The bare loop waits for
-the device once at each end of its epoch; accelbench's timer waits for a step's predecessor
-at each step of the first epoch, then once a stride of 20 ms. Printed: each round's rates, the median paired ratio accelbench / bare (1.00: no
-cost) and its range.
+Both build the same model (accelbench.engines.jax.models), optimizer (optax's SGD, momentum 0.9) and
+host batches (numpy, made for each step), jit the same step with its buffers donated, and time a
+steady epoch after a warm-up epoch that holds the compilation, in this process, alternating round by
+round (ABBA) after one unrecorded round of each. The bare loop waits for the device once at each end
+of its epoch; accelbench's timer waits for a step's predecessor at each step of the first epoch,
+then once a stride of 20 ms. Printed: each round's rates, the median paired ratio accelbench / bare
+(1.00: no cost) and its range.
 
     python benchmarks/jax_bare.py --workload autoencoder --batch-size 32
     python benchmarks/jax_bare.py --quick    # seconds: what the test suite runs

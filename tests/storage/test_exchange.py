@@ -310,7 +310,10 @@ def test_an_import_counts_what_it_has_read_on_a_terminal_only(
     assert code == 0 and f"imported {len(two_platforms)} new results" in shown
     assert "results read" in shown
     piped = subprocess.run(
-        [*command, "--db", str(tmp_path / "piped.sqlite")], capture_output=True, text=True
+        [*command, "--db", str(tmp_path / "piped.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert piped.returncode == 0 and f"imported {len(two_platforms)} new" in piped.stdout
     assert "results read" not in piped.stdout + piped.stderr
