@@ -179,6 +179,12 @@ def tensor_plan(model: torch.nn.Module, name: str, size: int) -> dict[str, str]:
             f"{name} publishes no tensor-parallel plan (transformers models such as Llama do): "
             "leave out --tensor-parallel"
         )
+    # A mixture of experts: transformers 5.25 moved its experts out of the tensor plan.
+    if getattr(config, "base_model_ep_plan", None):
+        raise AccelbenchError(
+            f"{name}'s experts are split by expert parallelism, which accelbench does not apply "
+            "yet: leave out --tensor-parallel"
+        )
     unknown = sorted({style for style in plan.values() if style not in TP_STYLES})
     if unknown:
         raise AccelbenchError(
