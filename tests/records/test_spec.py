@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration.sweep import grid
+from accelbench.records.result import cell_of
 from accelbench.records.spec import RunSpec, stable_hash
 
 
@@ -74,6 +75,17 @@ def test_stable_hash_depends_on_content_not_order() -> None:
     assert stable_hash({"a": 1}) != stable_hash({"a": 2})
     # The canonical form is compact JSON with sorted keys, so keys stay the same across machines.
     assert stable_hash({"a": 1}) == hashlib.sha256(b'[{"a":1}]').hexdigest()[:20]
+
+
+@pytest.mark.parametrize("big", [0, 2**70], ids=["in 64 bits", "past 64 bits"])
+def test_a_cells_key_is_its_content_less_the_repeat(big: int) -> None:
+    # orjson writes it, json where orjson refuses (an integer past 64 bits).
+    assert cell_of({"repeat": 0, "b": big, "a": {"y": 1, "x": 2}}, {"gpu": "H100"}) == (
+        f'[{{"a":{{"x":2,"y":1}},"b":{big}}},{{"gpu":"H100"}}]'
+    )
+    assert cell_of({"repeat": 0, "b": big}, None) == cell_of({"repeat": 1, "b": big}, None)
+    assert cell_of({"repeat": 0, "b": big}, None) != cell_of({"repeat": 0, "b": big + 1}, None)
+    assert cell_of({"repeat": 0, "b": big}, None, ignore=("b",)) == '[{"b":null},null]'
 
 
 def test_fields_added_later_keep_earlier_keys() -> None:

@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from accelbench.records.result import Result, cell_key
-from accelbench.records.spec import stable_hash
+from accelbench.records.result import Result, cell_hash
 
 
 class Scalable(Protocol):
@@ -55,11 +54,11 @@ class Scale:
 
 
 def scale(result: Result) -> Scale:
-    alone = stable_hash(cell_key(result, ignore=("grad_accum",)))
+    alone = cell_hash(result, ignore=("grad_accum",))
     if result.spec.replicas == 1 and result.spec.nodes == 1:
         base = alone  # its own one-replica cell: the same key, not made twice
     else:
-        base = stable_hash(cell_key(result, ignore=("grad_accum",), replicas=1, nodes=1))
+        base = cell_hash(result, ignore=("grad_accum",), replicas=1, nodes=1)
     return Scale(
         alone=alone,
         base=base,

@@ -19,8 +19,8 @@ from typing import Any, NamedTuple
 
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
-from accelbench.records.result import MEASURED, Result, cell_key, spec_dump
-from accelbench.records.spec import RunSpec, knobs, stable_hash
+from accelbench.records.result import MEASURED, Result, cell_hash, spec_dump
+from accelbench.records.spec import RunSpec, knobs
 from accelbench.report.cells import (
     SHOWN,
     ci_text,
@@ -36,7 +36,7 @@ from accelbench.report.cells import (
 from accelbench.report.roles import Kind, Point, Role, roles
 from accelbench.storage.schema import decoded
 
-VERSION = 11
+VERSION = 12
 """Made again from the records when it changes: raise it with any change to what a listing
 holds or to the text and rules it was computed with (a cell's format, a verdict rule, a line),
 or to a CSV's flat row (report.tabular.flat), which is stored, made again and trusted with it."""
@@ -294,7 +294,7 @@ def of(result: Result) -> Listing:
 
     tokens = m is not None and m.tokens_per_item and tokens_per_item(spec)
     scaled = scaling.scale(result)
-    cell = _hashed(cell_key(result))
+    cell = cell_hash(result)
     return Listing(
         key=result.key,
         version=VERSION,
@@ -330,7 +330,7 @@ def of(result: Result) -> Listing:
         cell=cell,
         alone=scaled.alone,
         base=scaled.base,
-        eager=_hashed(cell_key(result, compile=False)) if spec.compile else cell,
+        eager=cell_hash(result, compile=False) if spec.compile else cell,
         threads=scaled.threads,
         compiled=spec.compile,
         first_step_ms=m.first_step_ms if m else None,
@@ -341,9 +341,9 @@ def of(result: Result) -> Listing:
         if m and result.status == "ok" and scenario.batch_latency and (s := m.step_ms_steady)
         else None,
         unit=m.item_unit if m else "items",
-        batchless=_hashed(cell_key(result, ignore=("batch_size",))),
+        batchless=cell_hash(result, ignore=("batch_size",)),
         hostname=result.env.hostname,
-        fleet_cell=_hashed(cell_key(result, platform=False)),
+        fleet_cell=cell_hash(result, platform=False),
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
         roles=tuple((r.figure, r.group, r.kind.name, r.x, r.config) for r in roles(result)),
         interval=None if found is None or found.interval is None else tuple(found.interval),
@@ -429,7 +429,3 @@ def rank_line(result: Result, name: Callable[[RunSpec], str] = describe) -> str:
         f"{name(result.spec)}: per rank {' '.join(rate_text(k.items_per_s) for k in ranks)} "
         f"{result.metrics.item_unit}/s{window} (slowest: rank {slowest.rank}); placed on {places}"
     )
-
-
-def _hashed(key: str) -> str:
-    return stable_hash(key)
