@@ -17,6 +17,8 @@ from contextlib import suppress
 from functools import cache
 from typing import Any, NamedTuple
 
+import orjson
+
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
 from accelbench.records.result import MEASURED, Result, cell_hash, spec_dump
@@ -347,10 +349,16 @@ def of(result: Result) -> Listing:
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
         roles=tuple((r.figure, r.group, r.kind.name, r.x, r.config) for r in roles(result)),
         interval=None if found is None or found.interval is None else tuple(found.interval),
-        spec=json.dumps(changed(spec), sort_keys=True),
-        fingerprint=json.dumps(result.env.fingerprint(), sort_keys=True),
-        software=json.dumps(secrets.masked(result.env.software()), sort_keys=True),
+        spec=changed_text(spec),
+        fingerprint=_sorted_json(result.env.fingerprint()),
+        software=_sorted_json(secrets.masked(result.env.software())),
     )
+
+
+def _sorted_json(value: dict[str, Any]) -> str:
+    """A spec's or an environment's JSON, keys sorted, by orjson (in a fifth of json's time; a
+    spec holds no NaN or infinity, which orjson would write as null)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
 
 
 def changed(spec: RunSpec) -> dict[str, Any]:
@@ -359,6 +367,11 @@ def changed(spec: RunSpec) -> dict[str, Any]:
     every = every_default()
     dump = spec_dump(spec)
     return {n: v for n, v in dump.items() if n == "scenario" or n not in every or every[n] != v}
+
+
+def changed_text(spec: RunSpec) -> str:
+    """changed() as the listing and the CSV's spool keep it."""
+    return _sorted_json(changed(spec))
 
 
 def whole(changed: dict[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from accelbench.records.result import Result
 from accelbench.records.spec import knobs
 from accelbench.report import inert
 from accelbench.report.cells import differing_values
-from accelbench.report.listing import changed, whole
+from accelbench.report.listing import changed_text, whole
 from accelbench.storage.exchange import text_of
 from accelbench.storage.schema import decoded
 
@@ -120,7 +120,7 @@ def flat_text(result: Result) -> str:
 
 
 def flat_of(result: Result) -> Flat:
-    return Flat(flat_text(result), scaling.scale(result), json.dumps(changed(result.spec)))
+    return Flat(flat_text(result), scaling.scale(result), changed_text(result.spec))
 
 
 def to_csv(results: Sequence[Result]) -> str:
