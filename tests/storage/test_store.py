@@ -147,7 +147,10 @@ def test_an_older_database_is_migrated_in_place_with_a_backup(
 
 
 def test_a_new_listing_version_lists_an_upgraded_database_once(
-    db_path: Path, measured: Result, monkeypatch: pytest.MonkeyPatch
+    db_path: Path,
+    measured: Result,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     assert schema.LISTING_VERSION == listing.VERSION  # a new VERSION comes with a RELIST
     assert MIGRATIONS[-1] is schema.RELIST
@@ -163,10 +166,13 @@ def test_a_new_listing_version_lists_an_upgraded_database_once(
     read = records_read(monkeypatch)
     with ResultStore(db_path, writable=False) as store:  # reads as it is: made from the record
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
+    assert "from an earlier accelbench" in caplog.text  # which a reader is told, once an open
+    caplog.clear()
     with ResultStore(db_path) as store:  # the first writable open lists it again
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
     with ResultStore(db_path, writable=False) as store:
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
+    assert "earlier accelbench" not in caplog.text
     assert not list(db_path.parent.glob("*.bak"))  # no record changed: no copy kept
 
 

@@ -91,6 +91,12 @@ class Store:
                 self._migrate()
                 if self.dialect is schema.SQLITE:
                     self._execute("PRAGMA journal_mode = WAL")  # readers never block the writer
+            elif self._version() < schema.SCHEMA_VERSION:  # its listings are another version's
+                log.warning(
+                    "%s is from an earlier accelbench: each read lists its results from their "
+                    "records, more slowly, until a run or an import stores them for this one",
+                    self.where,
+                )
         except self._errors() as exc:
             self._db.close()
             raise AccelbenchError(
