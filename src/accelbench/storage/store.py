@@ -93,8 +93,9 @@ class Store:
                     self._execute("PRAGMA journal_mode = WAL")  # readers never block the writer
             elif self._version() < schema.SCHEMA_VERSION:  # its listings are another version's
                 log.warning(
-                    "%s is from an earlier accelbench: each read lists its results from their "
-                    "records, more slowly, until a run or an import stores them for this one",
+                    "%s is from an earlier accelbench: a table, report or comparison of it lists "
+                    "each result from its record, more slowly, until a run or an import stores "
+                    "the listings for this one",
                     self.where,
                 )
         except self._errors() as exc:
