@@ -166,7 +166,7 @@ def test_a_new_listing_version_lists_an_upgraded_database_once(
     read = records_read(monkeypatch)
     with ResultStore(db_path, writable=False) as store:  # reads as it is: made from the record
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
-    assert "from an earlier accelbench" in caplog.text  # which a reader is told, once an open
+    assert "from an earlier accelbench" in caplog.text  # the reader is told why it is slow
     caplog.clear()
     with ResultStore(db_path) as store:  # the first writable open lists it again
         assert store.listings() == [listing.of(measured)] and read == [measured.key]
