@@ -148,6 +148,7 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         ),
         (["run", "timm/resnet5O"], "timm has no model 'resnet5O'"),
         (["run", "missing.py:build"], "no model file missing.py"),
+        (["run", "a\x00.py:build"], "no model file a\\x00.py"),  # shown escaped
         (["run", "autoencoder", "--data", "/no/such/dir"], "no data at /no/such/dir"),
         (["run", "lstm", "--data", "."], "lstm trains on synthetic data only"),
         (["run", "tiny_mlp", "--ci", "tight"], "--ci 'tight': give a percentage above 0"),
@@ -550,7 +551,7 @@ def test_an_output_path_that_cannot_be_written_is_one_line(
     folder.mkdir()
     afile = tmp_path / "a.txt"
     afile.write_text("kept")
-    bad = ["", str(folder), str(tmp_path / "missing" / "r.html"), "/dev/full", "a" * 5000]
+    bad = ["", str(folder), str(tmp_path / "missing" / "r.html"), "/dev/full", "a" * 5000, "a\x00"]
     for out in bad:
         for command in (
             ["report", "--out", out],

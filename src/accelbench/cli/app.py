@@ -260,10 +260,14 @@ def load(
 
 def check_out(out: Path, what: str = "a file", option: str = "--out") -> None:
     """Refuse an output path that is not a writable place for `what`, before any work: an
-    empty name, a folder or device where a file goes, a missing parent folder, a name the
-    system cannot hold."""
+    empty name or one with a NUL, a folder or device where a file goes, a missing parent
+    folder, a name the system cannot hold."""
     if not str(out).strip() or str(out) == ".":
         raise AccelbenchError(f"{option} is empty: give a path")
+    if "\x00" in str(out):  # which the system's calls refuse with a ValueError, not an OSError
+        raise AccelbenchError(
+            f"{option} holds a NUL character, which no file name can: give a path"
+        )
     wants_folder = what == "a folder"
     try:
         here = out.exists()

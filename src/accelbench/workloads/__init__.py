@@ -287,8 +287,12 @@ def served_as(name: str) -> str | None:
 
 
 def _model_file(target: str) -> Path:
-    path = Path(target).resolve()
-    if not path.is_file():
+    try:
+        path = Path(target).resolve()
+        found = path.is_file()
+    except (OSError, ValueError):  # a name no file can have (too long, a NUL in it)
+        found = False
+    if not found:
         raise AccelbenchError(f"no model file {target}: give a path to a .py file")
     return path
 
