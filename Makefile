@@ -35,7 +35,11 @@ lint: install
 # this project's machines) nothing wrote that of accelbench's own modules (an editable install
 # has none), so each of the suite's 150-odd fresh interpreters compiled them again (0.5 s of CPU
 # each), and each worker rewrote the tests' asserts again (7 s of its 16 s collecting).
+#
+# `accelbench env` first: the versions a fresh install got, so that a failure after a
+# dependency's release (transformers 5.25 moved a plan the suite checks) names it in CI's log.
 test: lint
+	$(BIN)/accelbench env
 	PYTHONDONTWRITEBYTECODE= OMP_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist loadfile --durations=20
 
 # The docs site (docs/, mkdocs.yml), built strictly: a broken link or reference fails it. The
