@@ -76,6 +76,19 @@ def test_a_one_replica_eager_cells_keys_are_those_the_long_way_makes() -> None:
     assert (row.base, row.eager) == (row.alone, row.cell)
 
 
+def test_a_result_whose_model_arg_is_past_64_bits_is_listed() -> None:
+    # orjson refuses such an integer: the listing's keys and texts are then json's.
+    result = run(tiny())
+
+    def listed(width: int) -> listing.Listing:
+        spec = result.spec.model_copy(update={"model_args": {"width": width}})
+        return listing.of(result.model_copy(update={"spec": spec}))
+
+    big, bigger = listed(10**30), listed(10**30 + 1)
+    assert '"width":1000000000000000000000000000000}' in big.spec
+    assert big.cell != bigger.cell and big.fleet_cell != bigger.fleet_cell
+
+
 def test_listings_read_back_share_their_knobs_only_where_equal_in_type_too() -> None:
     row = listing.of(run(tiny()))
     texts = [row._replace(knobs={"seed": v}).dumps() for v in (1, True, 1.0, 1)]

@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-import orjson
 from pydantic import Field, field_validator, model_validator
 
 from accelbench import scenarios
 from accelbench.records.environment import Environment
 from accelbench.records.frozen import Frozen
 from accelbench.records.metrics import NO_CPU_PEAK, Metrics
-from accelbench.records.spec import RunSpec, stable_hash
+from accelbench.records.spec import RunSpec, sorted_json, stable_hash
 from accelbench.scenarios import Headline
 
 Status = Literal["ok", "diverged", "not-converged", "oom", "error", "timeout", "interrupted"]
@@ -203,10 +201,7 @@ def cell_of(
     fingerprint (None: without the platform), as a listing keeps them (report.listing)."""
     cell = spec | dict.fromkeys(ignore) | fields
     del cell["repeat"]
-    try:  # orjson, in a third of json's time: a listing makes five (report.listing.of)
-        return orjson.dumps([cell, fingerprint], option=orjson.OPT_SORT_KEYS).decode()
-    except orjson.JSONEncodeError:  # an integer past 64 bits, which json writes
-        return json.dumps([cell, fingerprint], sort_keys=True, separators=(",", ":"))
+    return sorted_json([cell, fingerprint])  # a listing makes five (report.listing.of)
 
 
 _LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []

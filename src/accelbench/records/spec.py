@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
+import orjson
 from pydantic import (
     ConfigDict,
     Field,
@@ -463,6 +464,17 @@ def _holds_default(scenario: Scenario, name: str, value: Any) -> bool:
     except ValidationError:
         return False
     return bool(getattr(settings, name) == scenario.settings.model_fields[name].default)
+
+
+def sorted_json(value: object) -> str:
+    """Compact JSON with sorted keys, by orjson (a third of json's time), or by json where orjson
+    refuses (an integer past 64 bits, as a model arg may be). For specs and environments, which
+    hold no NaN or infinity (orjson would write null); not stable_hash's text, which stays
+    json's so that stored keys keep."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+    except orjson.JSONEncodeError:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
 def stable_hash(*parts: object) -> str:
