@@ -266,12 +266,18 @@ def every_and_first(results: list[Result], tmp_path: Path) -> tuple[Path, Path]:
     return every, first
 
 
+def exported_lines(db: Path, out: Path) -> Path:
+    """The database's JSON Lines export, at `out`."""
+    done = runner.invoke(app, ["export", "--format", "jsonl", "--db", str(db), "--out", str(out)])
+    assert done.exit_code == 0, done.output
+    return out
+
+
 def test_a_bad_line_of_a_json_lines_import_changes_nothing(
     two_platforms: list[Result], tmp_path: Path
 ) -> None:
     there, here = every_and_first(two_platforms, tmp_path)
-    out = tmp_path / "there.jsonl"
-    runner.invoke(app, ["export", "--format", "jsonl", "--db", str(there), "--out", str(out)])
+    out = exported_lines(there, tmp_path / "there.jsonl")
     lines = out.read_text().splitlines()
     edited = json.loads(lines[2]) | {"status": "fine"}
     out.write_text("\n".join([*lines[:2], json.dumps(edited), *lines[3:]]) + "\n")
@@ -300,11 +306,8 @@ def test_json_lines_export_of_several_databases_counts_a_result_once(
 def test_an_import_counts_what_it_has_read_on_a_terminal_only(
     two_platforms: list[Result], tmp_path: Path
 ) -> None:
-    there = tmp_path / "there.sqlite"
-    with ResultStore(there) as store:
-        store.add(two_platforms)
-    out = tmp_path / "there.jsonl"
-    runner.invoke(app, ["export", "--format", "jsonl", "--db", str(there), "--out", str(out)])
+    there, _ = every_and_first(two_platforms, tmp_path)
+    out = exported_lines(there, tmp_path / "there.jsonl")
     command = [sys.executable, "-m", "accelbench", "import", str(out)]
     code, shown = on_a_terminal([*command, "--db", str(tmp_path / "shown.sqlite")])
     assert code == 0 and f"imported {len(two_platforms)} new results" in shown

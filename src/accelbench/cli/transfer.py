@@ -156,7 +156,7 @@ def import_results(
 @contextmanager
 def _shown() -> Iterator[Callable[[Iterable[Result]], Iterator[Result]]]:
     """On a terminal, a line that counts the results read as they are (an import of 1M
-    results takes a quarter of an hour); nothing where stderr goes to a file."""
+    results took 12 minutes here); nothing where stderr goes to a file."""
     from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 
     columns = (SpinnerColumn(), TextColumn("{task.completed:,} results read"), TimeElapsedColumn())
