@@ -137,9 +137,9 @@ class LaggedTimer:
     """The least time between waits once steps are known to be short. A wait costs tens of
     microseconds of host time (about 30 us on a 2-core CPU, a third of a 0.1 ms step), and on a
     CPU whose cores the step's threads fill it costs the step more: JAX's LeNet-5 at batch 32
-    (6 ms steps, so a wait at each under a 5 ms span) ran at 0.955-0.991 of its bare loop
-    (median 0.984) in five runs of benchmarks/jax_bare.py --steps 100 under a 5 ms span, and at
-    0.979-1.016 (median 0.995) in eight under 20 or 50 ms."""
+    (6 ms steps, so a wait at each) ran at 0.955-0.991 of its bare loop (median 0.984) in five
+    runs of benchmarks/jax_bare.py --steps 100 under a 5 ms span, and at 0.979-1.016 (median
+    0.995) in eight under 20 or 50 ms."""
 
     def __init__(self, device: LaggedDevice) -> None:
         self.device = device
