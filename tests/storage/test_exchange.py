@@ -293,6 +293,32 @@ def test_a_bad_line_of_a_json_lines_import_changes_nothing(
     assert keys(here) == before
 
 
+def test_a_json_lines_line_is_read_as_json_reads_it(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    """A line that accelbench did not write (another spacing, json's NaN) imports as one that
+    it did, and a line with a key given twice is refused, though the quicker reader (orjson)
+    would keep the last."""
+    there, _ = every_and_first(two_platforms, tmp_path)
+    lines = exported_lines(there, tmp_path / "there.jsonl").read_text().splitlines()
+    spaced = tmp_path / "spaced.jsonl"
+    spaced.write_text("\n".join([lines[0], *(json.dumps(json.loads(x)) for x in lines[1:])]))
+    done = runner.invoke(app, ["import", str(spaced), "--db", str(tmp_path / "spaced.sqlite")])
+    assert done.exit_code == 0, done.output
+    assert keys(tmp_path / "spaced.sqlite") == keys(there)
+    record = json.loads(lines[2])
+    record["metrics"]["epochs"][0]["loss_last"] = float("nan")
+    assert "NaN" in json.dumps(record)  # json's own, not standard JSON: orjson refuses it
+    twice = '{"status":"ok",' + lines[2][1:]
+    for name, line, expected in (("nan", json.dumps(record), 0), ("twice", twice, 2)):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("\n".join([lines[0], line]) + "\n")
+        done = runner.invoke(app, ["import", str(path), "--db", str(tmp_path / f"{name}.sqlite")])
+        assert done.exit_code == expected, (name, done.output)
+    assert "line 2 is not a JSON record" in done.output
+    assert "the key 'status' is given twice" in done.output
+
+
 def test_json_lines_export_of_several_databases_counts_a_result_once(
     two_platforms: list[Result], tmp_path: Path
 ) -> None:
