@@ -178,11 +178,13 @@ class Store:
             while batch := list(itertools.islice(each, _LOOKED_UP)):
                 read += len(batch)
                 stored = self._present([r.key for r in batch])
+                rows = []
                 for result in batch:
                     if result.key not in stored:
                         stored.add(result.key)  # a key twice in the stream: the first kept
-                        row = self._row(result)
-                        new += self._execute(schema.INSERT + "DO NOTHING", row).rowcount
+                        rows.append(self._row(result))
+                if rows:
+                    new += self._execute_many(schema.INSERT + "DO NOTHING", rows).rowcount
         return new, read
 
     def _present(self, keys: Sequence[str]) -> set[str]:
@@ -400,6 +402,13 @@ class Store:
     def _execute(self, sql: str, params: Sequence[object] = ()) -> Any:
         """Run one statement written with ? placeholders; returns its cursor."""
         return self._db.execute(sql.replace("?", self.dialect.param), params)
+
+    def _execute_many(self, sql: str, rows: Sequence[Sequence[object]]) -> Any:
+        """Run one statement for each row (PostgreSQL's in one pipeline); returns its cursor,
+        whose rowcount is of them all."""
+        cursor = self._db.cursor()
+        cursor.executemany(sql.replace("?", self.dialect.param), rows)
+        return cursor
 
     def _version(self) -> int:
         if self.dialect is schema.SQLITE:
