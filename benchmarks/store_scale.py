@@ -10,7 +10,8 @@ between the sizes is log(CPU ratio) / log(k): 1.0 is linear, 2.0 quadratic (each
 process's start, so small sizes understate it). Peak memory is the process's own peak resident
 set (Linux's VmHWM), interpreter and imports included. The last line printed is the JSON Lines
 export's CPU time ratio. Last, each size's JSON and JSON Lines exports are imported into a new
-SQLite database (on --postgres too: the import's reading is what grows).
+SQLite database (on --postgres too: the import's reading is what grows), the JSON Lines again
+with --jobs 2.
 
     python benchmarks/store_scale.py             # 10,000 and 30,000 records
     python benchmarks/store_scale.py --records 100000 --times 10   # 100,000 and 1,000,000
@@ -60,8 +61,13 @@ COMMANDS = {
     "recommend WORKLOAD": ["recommend", "WORKLOAD"],
     "history": ["history"],
 }
-IMPORTS = {"import (json)": "json", "import (jsonl)": "jsonl"}
-"""Each size's export, made untimed, imported into a new SQLite database."""
+IMPORTS: dict[str, tuple[str, list[str]]] = {
+    "import (json)": ("json", []),
+    "import (jsonl)": ("jsonl", []),
+    "import (jsonl) --jobs 2": ("jsonl", ["--jobs", "2"]),
+}
+"""Each size's export, made untimed, imported into a new SQLite database (with --jobs, the
+CPU time is its processes' together, the peak memory the importing one's)."""
 QUICK = ("results (table)", "export --format jsonl")
 QUICK_IMPORTS = ("import (jsonl)",)
 """What --quick times (the suite's run: the script whole, a listing and the ratio's export, but
@@ -283,17 +289,17 @@ def main() -> None:
             command = [shape.workloads[0] if c == "WORKLOAD" else c for c in command]
             ratios[name] = line(name, args.times, *(measure(command, db) for db in dbs))
         with tempfile.TemporaryDirectory() as folder:
-            for name, form in imports.items():
-                files = [
-                    exported(db, form, Path(folder, f"{n}.{form}"))
-                    for db, n in zip(dbs, sizes, strict=True)
-                ]
+            for number, (name, (form, flags)) in enumerate(imports.items()):
+                files = [Path(folder, f"{n}.{form}") for n in sizes]
+                for db, path in zip(dbs, files, strict=True):
+                    if not path.exists():
+                        exported(db, form, path)
                 line(
                     name,
                     args.times,
-                    # Each format into a database of its own (N.json.sqlite): into one, the
-                    # second format's import found every key stored and skipped all of them.
-                    *(measure(["import", str(f)], f"{f}.sqlite") for f in files),
+                    # Each import into a database of its own (N.jsonl.2.sqlite): into one, the
+                    # second import found every key stored and skipped all of them.
+                    *(measure(["import", str(f), *flags], f"{f}.{number}.sqlite") for f in files),
                 )
     print("(exponent 1.0 is linear, 2.0 quadratic; each time includes the process's start)")
     if "export --format jsonl" in ratios:  # not where --only left it out

@@ -202,6 +202,8 @@ def test_results_table_filters(swept: tuple[Path, str]) -> None:
         (["tune", "tiny_mlp", "--replicas", "1,,2"], "--replicas '1,,2': give whole numbers"),
         (["tune", "tiny_mlp", "--replicas", "0"], "--replicas '0': give whole numbers"),
         (["results", "--status", "anything"], "--status 'anything': give one of ok"),
+        (["import", "x.jsonl", "--jobs", str(10**6)], "--jobs 1000000 is more than the"),
+        (["import", "x.jsonl", "--jobs", "0"], "Invalid value for '--jobs'"),
         (["results", "--platform", "x" * 300], "--platform is over 200 characters"),
         (["recommend", "tiny_mlp", "--memory-headroom", "150%"], "--memory-headroom '150%'"),
         (

@@ -319,6 +319,55 @@ def test_a_json_lines_line_is_read_as_json_reads_it(
     assert "the key 'status' is given twice" in done.output
 
 
+def test_an_import_in_several_processes_stores_what_one_does(
+    two_platforms: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--jobs: the rows one process stores, in its order, and a bad line among the last is
+    named and undoes the whole import as it does in one process."""
+    monkeypatch.setattr(exchange, "IMPORT_CHUNK", 2)  # several chunks in flight at once
+    there, here = every_and_first(two_platforms, tmp_path)
+    out = exported_lines(there, tmp_path / "there.jsonl")
+    stored = {}
+    for jobs in ("1", "2"):
+        db = tmp_path / f"{jobs}.sqlite"
+        done = runner.invoke(app, ["import", str(out), "--db", str(db), "--jobs", jobs])
+        assert done.exit_code == 0, done.output
+        assert f"imported {len(two_platforms)} new results" in done.output
+        with sqlite3.connect(db) as rows:
+            stored[jobs] = rows.execute("SELECT * FROM results ORDER BY rowid").fetchall()
+    assert stored["2"] == stored["1"]
+    lines = out.read_text().splitlines()
+    edited = json.loads(lines[-2]) | {"status": "fine"}
+    out.write_text("\n".join([*lines[:-2], json.dumps(edited), lines[-1]]) + "\n")
+    before = keys(here)
+    done = runner.invoke(app, ["import", str(out), "--db", str(here), "--jobs", "2"])
+    assert done.exit_code == 2
+    assert f"line {len(lines) - 1}: status: Input should be" in done.output
+    assert keys(here) == before
+
+
+def test_a_line_too_long_is_refused_in_its_turn(
+    two_platforms: list[Result], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line over MAX_LINE_BYTES is refused, but a bad line before it is the one named, in one
+    process or several."""
+    monkeypatch.setattr(exchange, "MAX_LINE_BYTES", 64 << 10)
+    there, here = every_and_first(two_platforms, tmp_path)
+    header, first, second, *_ = (
+        exported_lines(there, tmp_path / "there.jsonl").read_text().split("\n")
+    )
+    long = second + " " * (64 << 10)  # JSON still, but longer than an import reads
+    bad = json.dumps(json.loads(first) | {"status": "fine"})
+    before = keys(here)
+    out = tmp_path / "long.jsonl"
+    for jobs in ("1", "2"):
+        for lines, named in (([first, long], "line 3 is over"), ([bad, long], "line 2: status")):
+            out.write_text("\n".join([header, *lines]) + "\n")
+            done = runner.invoke(app, ["import", str(out), "--db", str(here), "--jobs", jobs])
+            assert done.exit_code == 2 and named in done.output, (jobs, done.output)
+            assert keys(here) == before
+
+
 def test_json_lines_export_of_several_databases_counts_a_result_once(
     two_platforms: list[Result], tmp_path: Path
 ) -> None:

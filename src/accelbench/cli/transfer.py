@@ -3,11 +3,12 @@ logs) and import."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -32,7 +33,10 @@ from accelbench.errors import AccelbenchError
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 from accelbench.storage import exchange
+from accelbench.storage.schema import Row
 from accelbench.storage.several import stream_all, texts_all
+
+T = TypeVar("T")
 
 FIELD_FORMATS = scenarios.exports()
 """The field's formats, each written by the scenarios whose results it describes."""
@@ -138,14 +142,34 @@ def import_results(
         typer.Argument(help="Files made by `accelbench export`, or accelbench SQLite databases."),
     ],
     db: DbOption = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            help="Processes that read, check and list a JSON Lines file's results while this one "
+            "stores them: give the CPUs that are free for it. 1: this process alone; any other "
+            "file is read by this one.",
+            min=1,
+        ),
+    ] = 1,
 ) -> None:
     """Merge results from other machines into the database. A malformed file changes nothing:
     every file is read a result at a time into one transaction, undone at the first bad
     result. Results stored already (same key) are kept as they are."""
-    read_file = {True: exchange.read_lines, False: exchange.load}
-    streamed = (r for path in files for r in read_file[exchange.is_lines(path)](path))
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if jobs > (cpus or 1):
+        raise AccelbenchError(
+            f"--jobs {jobs} is more than the {cpus} CPUs here: give {cpus} or fewer"
+        )
     with ResultStore(db) as store, _shown() as progress:
-        new, read = store.add_stream(progress(streamed))
+
+        def read_file(path: Path) -> Iterator[Result | Row]:
+            if not exchange.is_lines(path):
+                return exchange.load(path)
+            if jobs == 1:
+                return exchange.read_lines(path)
+            return exchange.stored_lines(path, store.lister, jobs)
+
+        new, read = store.add_stream(progress(r for path in files for r in read_file(path)))
         where = store.where
     console.print(
         f"imported {new} new results into {where}; {read - new} were stored already "
@@ -154,7 +178,7 @@ def import_results(
 
 
 @contextmanager
-def _shown() -> Iterator[Callable[[Iterable[Result]], Iterator[Result]]]:
+def _shown() -> Iterator[Callable[[Iterable[T]], Iterator[T]]]:
     """On a terminal, a line that counts the results read as they are (an import of 1M
     results took 12 minutes here); nothing where stderr goes to a file."""
     from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -163,7 +187,7 @@ def _shown() -> Iterator[Callable[[Iterable[Result]], Iterator[Result]]]:
     with progress_line(*columns) as progress:
         task = progress.add_task("import", total=None)
 
-        def counted(results: Iterable[Result]) -> Iterator[Result]:
+        def counted(results: Iterable[T]) -> Iterator[T]:
             for result in results:
                 yield result
                 progress.advance(task)

@@ -13,10 +13,15 @@ from __future__ import annotations
 import io
 import itertools
 import json
+import multiprocessing
 import os
+import signal
 import sqlite3
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
@@ -29,7 +34,7 @@ from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import STORED
 from accelbench.storage.json_stream import Reader
-from accelbench.storage.schema import stored_json
+from accelbench.storage.schema import Lister, Row, stored_json
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -243,23 +248,81 @@ def is_lines(path: Path) -> bool:
 def read_lines(path: Path) -> Iterator[Result]:
     """The results of a JSON Lines export, read and validated one line at a time (no size
     limit); raises AccelbenchError on the first bad line."""
+    for number, line in _lines(path):
+        yield _line_result(line, number, str(path))
+
+
+def stored_lines(path: Path, lister: Lister | None, jobs: int) -> Iterator[Row]:
+    """read_lines's results as the results table stores them (store.stored_row), each chunk of
+    lines read, validated and listed by one of `jobs` processes, in the file's order, two
+    chunks a process in flight at most (memory holds those); raises the first bad line's
+    AccelbenchError, as read_lines does."""
+    pending: deque[Future[list[Row]]] = deque()
+    spawned = multiprocessing.get_context("spawn")  # not a fork of this process's threads
+    pool = ProcessPoolExecutor(jobs, mp_context=spawned, initializer=_interrupts_ignored)
+    try:
+        lines = _lines(path)
+        while chunk := list(itertools.islice(lines, IMPORT_CHUNK)):
+            pending.append(pool.submit(_stored_chunk, str(path), lister, chunk))
+            if len(pending) >= 2 * jobs:
+                yield from pending.popleft().result()
+        while pending:
+            yield from pending.popleft().result()
+    except BrokenProcessPool:
+        raise AccelbenchError(
+            f"{path}: a process of --jobs {jobs} ended before its lines were read (out of "
+            "memory?); nothing was imported: give fewer --jobs"
+        ) from None
+    finally:
+        pool.shutdown(cancel_futures=True)
+
+
+IMPORT_CHUNK = 100
+"""The lines a process of stored_lines reads, validates and lists at a time."""
+
+
+def _stored_chunk(
+    name: str, lister: Lister | None, chunk: list[tuple[int, bytes | None]]
+) -> list[Row]:
+    """A chunk of a JSON Lines file's (number, line) as rows of the results table, in a
+    process of stored_lines."""
+    from accelbench.storage.store import stored_row
+
+    return [stored_row(_line_result(line, number, name), lister) for number, line in chunk]
+
+
+def _interrupts_ignored() -> None:
+    """Ctrl-C is the importing process's to act on (it undoes the import), not a worker's."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _lines(path: Path) -> Iterator[tuple[int, bytes | None]]:
+    """A JSON Lines export's lines after its header, numbered as an editor numbers them, but
+    the blank ones, up to one of over MAX_LINE_BYTES, given as None (_line_result refuses it,
+    in its turn)."""
     with path.open("rb") as f:
         f.readline(MAX_LINE_BYTES)
         for number, line in enumerate(iter(lambda: f.readline(MAX_LINE_BYTES + 1), b""), 2):
             if len(line) > MAX_LINE_BYTES:
-                raise AccelbenchError(
-                    f"{path}: line {number} is over {MAX_LINE_BYTES >> 20} MiB; nothing was imported"
-                )
-            if not line.strip():
-                continue
-            try:
-                record = _line_value(line)
-            except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-                raise AccelbenchError(
-                    f"{path}: line {number} is not a JSON record ({one_line(exc)}); nothing was "
-                    "imported"
-                ) from None
-            yield _validated(record, f"line {number}", str(path))
+                yield number, None
+                return
+            if line.strip():
+                yield number, line
+
+
+def _line_result(line: bytes | None, number: int, name: str) -> Result:
+    """Line `number` of JSON Lines file `name` as a validated result (None: one too long)."""
+    if line is None:
+        raise AccelbenchError(
+            f"{name}: line {number} is over {MAX_LINE_BYTES >> 20} MiB; nothing was imported"
+        )
+    try:
+        record = _line_value(line)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise AccelbenchError(
+            f"{name}: line {number} is not a JSON record ({one_line(exc)}); nothing was imported"
+        ) from None
+    return _validated(record, f"line {number}", name)
 
 
 def _line_value(line: bytes) -> Any:

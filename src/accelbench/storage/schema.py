@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -200,7 +200,13 @@ def brief(result: Result) -> Brief:
     )
 
 
-def row(result: Result, listing: str | None, flat: str | None) -> tuple[object, ...]:
+Row = tuple[object, ...]
+"""A result as the results table stores it (row()), its key first."""
+Lister = Callable[[Result], tuple[str, str]]
+"""What makes a stored result's listing and flat row (report.database.stored_texts)."""
+
+
+def row(result: Result, listing: str | None, flat: str | None) -> Row:
     """The row's columns, in COLUMNS' order, with the listing and flat row its store's lister
     made (None: none, made when read); those a Brief holds as brief() reads them from the result, so
     that a stored brief and one made in memory agree."""

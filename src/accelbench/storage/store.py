@@ -29,7 +29,7 @@ from typing import Any, Self, TypeVar
 from accelbench.errors import AccelbenchError, one_line
 from accelbench.records.result import Result
 from accelbench.storage import connect, schema
-from accelbench.storage.schema import Brief
+from accelbench.storage.schema import Brief, Lister, Row
 
 log = logging.getLogger(__name__)
 _CURSORS = itertools.count()
@@ -45,7 +45,6 @@ SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
 _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
 
 
-Lister = Callable[[Result], tuple[str, str]]
 """The texts a row keeps beside its record, for what lists results without reading records:
 its listing and its flat row (schema.COLUMNS)."""
 
@@ -56,6 +55,12 @@ def _items(text: str | None, at: Sequence[int]) -> str | None:
         return None
     found = schema.decoded(text)
     return json.dumps([found[i] for i in at]) if isinstance(found, list) else None
+
+
+def stored_row(result: Result, lister: Lister | None) -> Row:
+    """The result's row in the results table, with the listing and flat row `lister` makes
+    (None: none, made when read)."""
+    return schema.row(result, *(lister(result) if lister else (None, None)))
 
 
 class Store:
@@ -165,11 +170,12 @@ class Store:
         if any fails), tried again while the database is locked; returns how many were new."""
         return self._retrying(lambda: self.add_stream(results)[0])
 
-    def add_stream(self, results: Iterable[Result]) -> tuple[int, int]:
+    def add_stream(self, results: Iterable[Result | Row]) -> tuple[int, int]:
         """Store those of `results` whose key is not stored yet, as they come (a JSON Lines
         import), a batch at a time, in one transaction that an error from `results` rolls
         back, so nothing is stored unless all are; not retried, as the stream cannot be read
-        twice. Returns (new, read)."""
+        twice. Each is a result, or its row made already (stored_row with this store's
+        lister, in another process). Returns (new, read)."""
         new = read = 0
         each = iter(results)
         with self._transaction():
@@ -177,12 +183,13 @@ class Store:
             # makes no listing or flat row for what is stored, half the time of a record.
             while batch := list(itertools.islice(each, _LOOKED_UP)):
                 read += len(batch)
-                stored = self._present([r.key for r in batch])
+                keyed = [(r.key if isinstance(r, Result) else str(r[0]), r) for r in batch]
+                stored = self._present([key for key, _ in keyed])
                 rows = []
-                for result in batch:
-                    if result.key not in stored:
-                        stored.add(result.key)  # a key twice in the stream: the first kept
-                        rows.append(self._row(result))
+                for key, result in keyed:
+                    if key not in stored:
+                        stored.add(key)  # a key twice in the stream: the first kept
+                        rows.append(self._row(result) if isinstance(result, Result) else result)
                 if rows:
                     new += self._execute_many(schema.INSERT + "DO NOTHING", rows).rowcount
         return new, read
@@ -192,8 +199,13 @@ class Store:
         sql = f"SELECT key FROM results WHERE key IN ({', '.join('?' * len(keys))})"
         return {key for (key,) in self._execute(sql, keys).fetchall()}
 
-    def _row(self, result: Result) -> tuple[object, ...]:
-        return schema.row(result, *(self._lister(result) if self._lister else (None, None)))
+    def _row(self, result: Result) -> Row:
+        return stored_row(result, self._lister)
+
+    @property
+    def lister(self) -> Lister | None:
+        """What makes the listing and flat row of each result this store writes."""
+        return self._lister
 
     def get(self, key: str) -> Result | None:
         sql = "SELECT record FROM results WHERE key = ?"
