@@ -203,7 +203,8 @@ def brief(result: Result) -> Brief:
 Row = tuple[object, ...]
 """A result as the results table stores it (row()), its key first."""
 Lister = Callable[[Result], tuple[str, str]]
-"""What makes a stored result's listing and flat row (report.database.stored_texts)."""
+"""What makes the texts a row keeps beside its record, for what lists results without reading
+records: its listing and its flat row (report.database.stored_texts)."""
 
 
 def row(result: Result, listing: str | None, flat: str | None) -> Row:

@@ -45,10 +45,6 @@ SQLite's 30 s busy timeout, a PostgreSQL server restarting)."""
 _MIGRATION_LOCK = 0x61636362  # PostgreSQL advisory lock: one migrating process at a time
 
 
-"""The texts a row keeps beside its record, for what lists results without reading records:
-its listing and its flat row (schema.COLUMNS)."""
-
-
 def _items(text: str | None, at: Sequence[int]) -> str | None:
     """The items at these positions of a JSON array's text, as a JSON array's text."""
     if text is None:
