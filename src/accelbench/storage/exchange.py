@@ -26,14 +26,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-import orjson
 from pydantic import ValidationError
 
 from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import STORED
-from accelbench.storage.json_stream import Reader
+from accelbench.storage.json_stream import NOT_EXACT, Reader, exact
 from accelbench.storage.schema import Lister, Row, stored_json
 
 FORMAT = "accelbench-results"
@@ -326,19 +325,10 @@ def _line_result(line: bytes | None, number: int, name: str) -> Result:
 
 
 def _line_value(line: bytes) -> Any:
-    """A JSON line's value, each object's keys given once. orjson reads it, a quarter of json's
-    time; where orjson writes that value back as anything but the line itself, as it does for
-    every line accelbench writes, or cannot read it (NaN, an integer past 64 bits, ...), json
-    reads it again, finding a key given twice (a line that orjson's value writes back exactly
-    holds none: orjson writes each key once) and raising what json raises."""
-    text = line.rstrip(b"\n")
-    try:
-        value = orjson.loads(text)
-        if orjson.dumps(value) == text:
-            return value
-    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
-        pass
-    return json.loads(line, object_pairs_hook=_unique)
+    """A JSON line's value, each object's keys given once: orjson's where exact() reads it (as it
+    does every line accelbench writes), else json's, which refuses a key given twice."""
+    value = exact(line.rstrip(b"\n"))
+    return json.loads(line, object_pairs_hook=_unique) if value is NOT_EXACT else value
 
 
 def _is_lines_header(line: bytes) -> bool:

@@ -72,17 +72,28 @@ class Reader:
             return found
 
     def _line(self) -> tuple[Any, int] | None:
-        """The value that the rest of this line holds (less a comma after it), and where it
-        ends, read by orjson, in a quarter of json's time: an export writes each result on a
-        line of its own. None where orjson's value written back is not that text itself (then
-        json reads it, as `pairs` has it, a key given twice refused: orjson writes each key
-        once), or no whole line is held."""
+        """The value that the rest of this line holds (less a comma after it) where exact()
+        reads it (an export writes each result on a line of its own), and where it ends; None
+        where it does not (json then reads it, as `pairs` has it) or no whole line is held."""
         end = self.buf.find("\n", self.pos)
         if end < 0 or end - self.pos > self.most:
             return None
         text = self.buf[self.pos : end].removesuffix(",")
-        try:
-            found = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            return None
-        return (found, self.pos + len(text)) if orjson.dumps(found) == text.encode() else None
+        found = exact(text.encode())
+        return None if found is NOT_EXACT else (found, self.pos + len(text))
+
+
+NOT_EXACT = object()
+"""exact()'s answer for a text it does not read."""
+
+
+def exact(text: bytes) -> Any:
+    """The JSON value of `text` as orjson reads it, in a quarter of json's time, where orjson
+    writes the value back as `text` itself, which proves that no object in it gives a key twice
+    (orjson writes each once, and keeps the last of a repeated one); NOT_EXACT for any other
+    text (another spacing, NaN, an integer past 64 bits, a repeated key: for json to read)."""
+    try:
+        found = orjson.loads(text)
+        return found if orjson.dumps(found) == text else NOT_EXACT
+    except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+        return NOT_EXACT
