@@ -498,12 +498,17 @@ class Store:
         when it can)."""
         keys = [key for (key,) in self._execute("SELECT key FROM results").fetchall()]
         log.warning("%s: listing %d results again for this accelbench", self.where, len(keys))
-        for key, text in self._texts(keys):
+
+        def again(key: str, text: str) -> tuple[str | None, str | None, str]:
             try:
                 made = self._lister(schema.record(text)) if self._lister else (None, None)
             except AccelbenchError:
                 made = (None, None)
-            self._execute("UPDATE results SET listing = ?, flat = ? WHERE key = ?", (*made, key))
+            return *made, key
+
+        updates = itertools.starmap(again, self._texts(keys))
+        while batch := list(itertools.islice(updates, _LOOKED_UP)):
+            self._execute_many("UPDATE results SET listing = ?, flat = ? WHERE key = ?", batch)
 
     @contextmanager
     def _migration_lock(self) -> Iterator[None]:
