@@ -4,7 +4,8 @@ CSV schema is tabular.py's.
 
 A file to import is read a result at a time, each validated (the same model the store uses) and
 written in one transaction that anything wrong rolls back: a malformed or hostile file changes
-nothing, and memory holds one result of it. A record whose key is stored already is the same
+nothing, and memory holds one result of it (with --jobs, a few chunks of a JSON Lines file's
+lines, read, validated and listed in other processes: stored_lines). A record whose key is stored already is the same
 cell on the same platform and is skipped, never overwritten.
 """
 
