@@ -69,7 +69,7 @@ IMPORTS: dict[str, tuple[str, list[str]]] = {
 """Each size's export, made untimed, imported into a new SQLite database (with --jobs, the
 CPU time is its processes' together, the peak memory the importing one's)."""
 QUICK = ("results (table)", "export --format jsonl")
-QUICK_IMPORTS = ("import (jsonl)",)
+QUICK_IMPORTS = ("import (jsonl)", "import (jsonl) --jobs 2")
 """What --quick times (the suite's run: the script whole, a listing and the ratio's export, but
 a command is a process start of a second or two here, and each command's own test reads its
 output)."""
