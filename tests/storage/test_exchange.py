@@ -4,6 +4,7 @@ files that must change nothing."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -348,6 +349,20 @@ def test_an_import_in_several_processes_stores_what_one_does(
     assert done.exit_code == 2
     assert f"line {len(lines) - 1}: status: Input should be" in done.output
     assert keys(here) == before
+
+
+def _dies(result: Result) -> tuple[str, str]:
+    """A lister whose process ends at once, as one the kernel killed for its memory does."""
+    os._exit(1)
+
+
+def test_a_process_of_jobs_that_dies_is_one_line(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    there, _ = every_and_first(two_platforms, tmp_path)
+    out = exported_lines(there, tmp_path / "there.jsonl")
+    with pytest.raises(AccelbenchError, match=r"a process of --jobs 2 ended .* fewer --jobs"):
+        list(exchange.stored_lines(out, _dies, 2))
 
 
 def test_a_line_too_long_is_refused_in_its_turn(

@@ -3,7 +3,6 @@ logs) and import."""
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -30,6 +29,7 @@ from accelbench.cli.app import (
 )
 from accelbench.cli.options import choice
 from accelbench.errors import AccelbenchError
+from accelbench.records import contention
 from accelbench.records.result import Result
 from accelbench.report.database import ResultStore
 from accelbench.storage import exchange
@@ -155,8 +155,7 @@ def import_results(
     """Merge results from other machines into the database. A malformed file changes nothing:
     every file is read a result at a time into one transaction, undone at the first bad
     result. Results stored already (same key) are kept as they are."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if jobs > (cpus or 1):
+    if jobs > (cpus := contention.usable_cpus()):
         raise AccelbenchError(
             f"--jobs {jobs} is more than the {cpus} CPUs here: give {cpus} or fewer"
         )

@@ -101,6 +101,14 @@ def cpus_needed(spec: RunSpec, device_type: str, num_cpus: int) -> float:
     return min(num_cpus, per_process * spec.processes_per_node + spec.loader_workers())
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity: a Slurm job's cpuset), else the
+    machine's."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def free_cpus(others: float, num_cpus: int) -> int:
     """The CPUs a cell may use beside what other processes keep busy and not be flagged (0 when
     none is), within this process's CPU affinity (a Slurm job's cpuset)."""

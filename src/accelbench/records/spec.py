@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import os
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self
 
@@ -24,6 +23,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from accelbench import engines, scenarios, workloads
+from accelbench.records import contention
 from accelbench.records.frozen import Frozen
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.scenarios.base import ClientScenario, DeviceScenario, Scenario, Settings
@@ -372,8 +372,7 @@ class RunSpec(Frozen):
             return self.workers
         if self.device == "cpu":
             return 0
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        return max(1, min(8, (cpus or 1) // self.processes_per_node - 1))
+        return max(1, min(8, contention.usable_cpus() // self.processes_per_node - 1))
 
     def identity(self) -> dict[str, Any]:
         """The fields that identify the cell, as JSON: all of them, except fields added after the

@@ -5,8 +5,8 @@ CSV schema is tabular.py's.
 A file to import is read a result at a time, each validated (the same model the store uses) and
 written in one transaction that anything wrong rolls back: a malformed or hostile file changes
 nothing, and memory holds one result of it (with --jobs, a few chunks of a JSON Lines file's
-lines, read, validated and listed in other processes: stored_lines). A record whose key is stored already is the same
-cell on the same platform and is skipped, never overwritten.
+lines, read, validated and listed in other processes: stored_lines). A record whose key is
+stored already is the same cell on the same platform and is skipped, never overwritten.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from accelbench.errors import AccelbenchError, first_invalid, one_line
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import STORED
 from accelbench.storage.json_stream import NOT_EXACT, Reader, exact
-from accelbench.storage.schema import Lister, Row, stored_json
+from accelbench.storage.schema import Lister, Row, stored_json, stored_row
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -253,7 +253,7 @@ def read_lines(path: Path) -> Iterator[Result]:
 
 
 def stored_lines(path: Path, lister: Lister | None, jobs: int) -> Iterator[Row]:
-    """read_lines's results as the results table stores them (store.stored_row), each chunk of
+    """read_lines's results as the results table stores them (schema.stored_row), each chunk of
     lines read, validated and listed by one of `jobs` processes, in the file's order, two
     chunks a process in flight at most (memory holds those); raises the first bad line's
     AccelbenchError, as read_lines does."""
@@ -286,8 +286,6 @@ def _stored_chunk(
 ) -> list[Row]:
     """A chunk of a JSON Lines file's (number, line) as rows of the results table, in a
     process of stored_lines."""
-    from accelbench.storage.store import stored_row
-
     return [stored_row(_line_result(line, number, name), lister) for number, line in chunk]
 
 

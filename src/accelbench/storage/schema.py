@@ -234,6 +234,12 @@ def row(result: Result, listing: str | None, flat: str | None) -> Row:
     )
 
 
+def stored_row(result: Result, lister: Lister | None) -> Row:
+    """The result's row in the results table, with the listing and flat row `lister` makes
+    (None: none, made when read)."""
+    return row(result, *(lister(result) if lister else (None, None)))
+
+
 def stored_json(result: Result, indent: int | None = None) -> str:
     """The result's JSON as it may be stored or exported: without any secret (secrets)."""
     by_name = secrets.named(result.argv, result.env.env_vars, result.tags)

@@ -53,12 +53,6 @@ def _items(text: str | None, at: Sequence[int]) -> str | None:
     return json.dumps([found[i] for i in at]) if isinstance(found, list) else None
 
 
-def stored_row(result: Result, lister: Lister | None) -> Row:
-    """The result's row in the results table, with the listing and flat row `lister` makes
-    (None: none, made when read)."""
-    return schema.row(result, *(lister(result) if lister else (None, None)))
-
-
 class Store:
     """Stored results, in an SQLite file or a PostgreSQL database."""
 
@@ -170,7 +164,7 @@ class Store:
         """Store those of `results` whose key is not stored yet, as they come (a JSON Lines
         import), a batch at a time, in one transaction that an error from `results` rolls
         back, so nothing is stored unless all are; not retried, as the stream cannot be read
-        twice. Each is a result, or its row made already (stored_row with this store's
+        twice. Each is a result, or its row made already (schema.stored_row with this store's
         lister, in another process). Returns (new, read)."""
         new = read = 0
         each = iter(results)
@@ -196,7 +190,7 @@ class Store:
         return {key for (key,) in self._execute(sql, keys).fetchall()}
 
     def _row(self, result: Result) -> Row:
-        return stored_row(result, self._lister)
+        return schema.stored_row(result, self._lister)
 
     @property
     def lister(self) -> Lister | None:
