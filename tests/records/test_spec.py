@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 from pydantic import ValidationError
 
+from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration.sweep import grid
-from accelbench.records.result import cell_of
-from accelbench.records.spec import RunSpec, stable_hash
+from accelbench.records.result import cell_of, result_key
+from accelbench.records.spec import RunSpec, hashed, stable_hash, stable_text
+
+from ..conftest import tiny
 
 
 def test_defaults_and_derived_batch() -> None:
@@ -75,6 +79,18 @@ def test_stable_hash_depends_on_content_not_order() -> None:
     assert stable_hash({"a": 1}) != stable_hash({"a": 2})
     # The canonical form is compact JSON with sorted keys, so keys stay the same across machines.
     assert stable_hash({"a": 1}) == hashlib.sha256(b'[{"a":1}]').hexdigest()[:20]
+
+
+def test_a_hash_of_its_parts_texts_is_the_hash_of_its_parts() -> None:
+    """result_key hashes the texts of the spec's identity and the environment's fingerprint,
+    each made once (a site's records share them): the keys stored by stable_hash are kept."""
+    parts = ({"b": [1.5, None, "é"], "a": {"y": True, "x": 2**70}}, "host ü", [], 0.1)
+    for some in (parts, parts[:2], parts[:1], ()):
+        whole = json.dumps(some, sort_keys=True, separators=(",", ":")).encode()
+        assert hashed(*map(stable_text, some)) == hashlib.sha256(whole).hexdigest()[:20]
+        assert stable_hash(*some) == hashed(*map(stable_text, some))
+    spec, env = tiny(), capture("cpu")
+    assert result_key(spec, env) == stable_hash(spec.identity(), env.fingerprint())
 
 
 @pytest.mark.parametrize("big", [0, 2**70], ids=["in 64 bits", "past 64 bits"])

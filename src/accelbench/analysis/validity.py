@@ -80,7 +80,22 @@ def throttled(energy: EnergyMetrics) -> str:
 
 def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, str]]:
     """(flag, reason) for each rule the result breaks; empty means valid. `repeats` are the
-    results of the same cell's other repeats (results with one cell_key)."""
+    results of the same cell's other repeats (results with one cell_key). Without repeats,
+    found once for the last result asked (a stored result's listing and flat row both ask)."""
+    if repeats:
+        return _verdict(result, repeats)
+    last, found = _LAST_VERDICT[0]  # one read: another thread may replace it
+    if last is not result:  # frozen: the same object, the same verdict
+        found = tuple(_verdict(result, ()))
+        _LAST_VERDICT[0] = (result, found)
+    return list(found)
+
+
+_LAST_VERDICT: list[tuple[Result | None, tuple[tuple[Flag, str], ...]]] = [(None, ())]
+"""The last result verdict() judged without repeats, and its flags."""
+
+
+def _verdict(result: Result, repeats: Sequence[Result]) -> list[tuple[Flag, str]]:
     m, spec = result.metrics, result.spec
     flags: list[tuple[Flag, str]] = []
     if result.status in ("diverged", "not-converged"):

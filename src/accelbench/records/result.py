@@ -7,13 +7,26 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from accelbench import scenarios
 from accelbench.records.environment import Environment
-from accelbench.records.frozen import Frozen
+from accelbench.records.frozen import Frozen, kept, shared
 from accelbench.records.metrics import NO_CPU_PEAK, Metrics
-from accelbench.records.spec import RunSpec, sorted_json, stable_hash
+from accelbench.records.spec import (
+    RunSpec,
+    hashed,
+    identity_text,
+    sorted_json,
+    spec_dump,
+    stable_text,
+)
 from accelbench.scenarios import Headline
 
 Status = Literal["ok", "diverged", "not-converged", "oom", "error", "timeout", "interrupted"]
@@ -49,6 +62,14 @@ class Result(Frozen):
     log_path: str | None = None
     """The cell's own output (its prints, torch's and NCCL's warnings), kept in the log
     directory (connect.log_dir); None: made in this process, or before logs were kept."""
+
+    @field_validator("spec", "env", mode="wrap")
+    @classmethod
+    def _shared(
+        cls, value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo
+    ) -> Any:
+        """An import's equal specs and environments, validated once (frozen.shared)."""
+        return shared(value, handler, info)
 
     @field_validator("created_at")
     @classmethod
@@ -173,8 +194,14 @@ def measured(results: Sequence[Result], view: str | None = None) -> list[Result]
 
 
 def result_key(spec: RunSpec, env: Environment) -> str:
-    """The stored record's key: one per cell, repeat and environment."""
-    return stable_hash(spec.identity(), env.fingerprint())
+    """The stored record's key: one per cell, repeat and environment (stable_hash of the spec's
+    identity and the environment's fingerprint, each one's text made once)."""
+    return hashed(identity_text(spec), _fingerprint_text(env))
+
+
+@kept
+def _fingerprint_text(env: Environment) -> str:
+    return stable_text(env.fingerprint())
 
 
 ANY_BATCH = ("batch_size", "grad_accum", "seed")
@@ -213,15 +240,3 @@ def cell_of(
     cell = spec | dict.fromkeys(ignore) | fields
     del cell["repeat"]
     return sorted_json([cell, fingerprint])  # a listing makes five (report.listing.of)
-
-
-_LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []
-"""The last spec dumped (spec_dump), and its dump."""
-
-
-def spec_dump(spec: RunSpec) -> dict[str, Any]:
-    """The spec as model_dump(mode="json") writes it, made once for the last spec asked for (a
-    listing reads one result up to eight ways); not to be changed: it is shared."""
-    if not _LAST_DUMP or _LAST_DUMP[0][0] is not spec:  # a spec is frozen: the same object,
-        _LAST_DUMP[:] = [(spec, spec.model_dump(mode="json"))]  # the same dump
-    return _LAST_DUMP[0][1]

@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 
 from accelbench import engines, scenarios, workloads
 from accelbench.records import contention
-from accelbench.records.frozen import Frozen
+from accelbench.records.frozen import Frozen, kept
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.scenarios.base import ClientScenario, DeviceScenario, Scenario, Settings
 from accelbench.secrets import scrub
@@ -378,8 +378,7 @@ class RunSpec(Frozen):
         """The fields that identify the cell, as JSON: all of them, except fields added after the
         first release while they hold their default, so that stored results keep their keys;
         a URL's password is not part of it (a stored spec holds none)."""
-        dumped = self.model_dump(mode="json")
-        fields = {k: scrub(v) if isinstance(v, str) else v for k, v in dumped.items()}
+        fields = {k: scrub(v) if isinstance(v, str) else v for k, v in spec_dump(self).items()}
         for name, default in _tables()[2].items():
             if name in fields and fields[name] == default:
                 del fields[name]
@@ -478,5 +477,34 @@ def sorted_json(value: object) -> str:
 
 def stable_hash(*parts: object) -> str:
     """A short hash of JSON-able parts that is the same on every machine and Python version."""
-    text = json.dumps(parts, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
+    return hashed(*map(stable_text, parts))
+
+
+def stable_text(part: object) -> str:
+    """The text stable_hash hashes of one part."""
+    return json.dumps(part, sort_keys=True, separators=(",", ":"))
+
+
+def hashed(*texts: str) -> str:
+    """stable_hash of the parts whose stable_text these are: json writes a list as its items'
+    texts between commas, so the text hashed is the same."""
+    return hashlib.sha256(f"[{','.join(texts)}]".encode()).hexdigest()[:20]
+
+
+_LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []
+"""The last spec dumped (spec_dump), and its dump."""
+
+
+def spec_dump(spec: RunSpec) -> dict[str, Any]:
+    """The spec as model_dump(mode="json") writes it, made once for the last spec asked for (a
+    listing reads one result up to eight ways); not to be changed: it is shared."""
+    if not _LAST_DUMP or _LAST_DUMP[0][0] is not spec:  # a spec is frozen: the same object,
+        _LAST_DUMP[:] = [(spec, spec.model_dump(mode="json"))]  # the same dump
+    return _LAST_DUMP[0][1]
+
+
+@kept
+def identity_text(spec: RunSpec) -> str:
+    """The spec's identity() as its result's key hashes it, made once a spec (an import's
+    records share their specs)."""
+    return stable_text(spec.identity())

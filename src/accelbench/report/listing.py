@@ -19,8 +19,10 @@ from typing import Any, NamedTuple
 
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
-from accelbench.records.result import MEASURED, Result, cell_hash, spec_dump
-from accelbench.records.spec import RunSpec, knobs, sorted_json
+from accelbench.records.environment import Environment
+from accelbench.records.frozen import kept
+from accelbench.records.result import MEASURED, Result, cell_hash
+from accelbench.records.spec import RunSpec, knobs, sorted_json, spec_dump
 from accelbench.report.cells import (
     SHOWN,
     ci_text,
@@ -295,17 +297,19 @@ def of(result: Result) -> Listing:
     tokens = m is not None and m.tokens_per_item and tokens_per_item(spec)
     scaled = scaling.scale(result)
     cell = cell_hash(result)
+    name, words, config, knob_values, changes = _spec_texts(spec)
+    fingerprint, software = _env_texts(result.env)
     return Listing(
         key=result.key,
         version=VERSION,
         platform=result.platform,
         status=result.status,
         scenario=spec.scenario,
-        label=label(spec),
-        words=describe(spec),
+        label=name,
+        words=words,
         repeat=spec.repeat,
-        config=configuration(spec, batch=False, replicas=False),
-        knobs=knobs_of(spec),
+        config=config,
+        knobs=knob_values,
         replicas=spec.replicas,
         batch_size=spec.batch_size,
         items_per_s=result.items_per_s,
@@ -347,10 +351,24 @@ def of(result: Result) -> Listing:
         fleet_counted=fleet.counts(result.status, result.items_per_s, [f for f, _ in own]),
         roles=tuple((r.figure, r.group, r.kind.name, r.x, r.config) for r in roles(result)),
         interval=None if found is None or found.interval is None else tuple(found.interval),
-        spec=changed_text(spec),
-        fingerprint=sorted_json(result.env.fingerprint()),
-        software=sorted_json(secrets.masked(result.env.software())),
+        spec=changes,
+        fingerprint=fingerprint,
+        software=software,
     )
+
+
+@kept
+def _spec_texts(spec: RunSpec) -> tuple[str, str, str, dict[str, Any], str]:
+    """What a listing keeps of its spec alone: its label, words, configuration, knobs and
+    changed fields (made once for the records that share a spec: an import's)."""
+    config = configuration(spec, batch=False, replicas=False)
+    return label(spec), describe(spec), config, knobs_of(spec), changed_text(spec)
+
+
+@kept
+def _env_texts(env: Environment) -> tuple[str, str]:
+    """What a listing keeps of its environment alone: its fingerprint and software."""
+    return sorted_json(env.fingerprint()), sorted_json(secrets.masked(env.software()))
 
 
 def changed(spec: RunSpec) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
+from accelbench.records.frozen import SHARED
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import STORED
 from accelbench.storage.json_stream import NOT_EXACT, Reader, exact
@@ -202,10 +203,15 @@ def _check_head(head: dict[str, Any], name: str) -> None:
         )
 
 
+IMPORTED: dict[str, Any] = STORED | {SHARED: {}}
+"""The validation context of an import's records: those read back, with one table of the specs
+and environments validated, which the records that hold equal ones share (frozen.shared)."""
+
+
 def _validated(record: object, which: str, name: str) -> Result:
     """One record of an export as a Result, its key checked against its spec and platform."""
     try:
-        result = Result.model_validate(record, context=STORED)
+        result = Result.model_validate(record, context=IMPORTED)
     except ValidationError as exc:
         where, why = first_invalid(exc)
         raise AccelbenchError(
