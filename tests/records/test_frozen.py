@@ -3,14 +3,15 @@ import's records share."""
 
 from __future__ import annotations
 
+import gc
 import json
-from typing import Any
+import weakref
 
 import pytest
 from pydantic import ValidationError
 
 from accelbench.records import frozen
-from accelbench.records.frozen import SHARED, kept
+from accelbench.records.frozen import SHARED, kept, sharing
 from accelbench.records.result import Result
 from accelbench.records.spec import STORED, RunSpec
 from accelbench.storage.schema import stored_json
@@ -18,31 +19,31 @@ from accelbench.storage.schema import stored_json
 from ..conftest import tiny
 
 
-def test_a_kept_value_is_made_once_a_model_for_the_last_models_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_kept_value_is_made_once_a_model_and_let_go_with_it() -> None:
     made: list[RunSpec] = []
 
+    class Value:
+        pass
+
     @kept
-    def dumped(spec: RunSpec) -> dict[str, Any]:
+    def value_of(spec: RunSpec) -> Value:
         made.append(spec)
-        return spec.model_dump()
+        return Value()
 
     one, equal = tiny(), tiny()
-    assert dumped(one) is dumped(one) and made == [one]
-    assert dumped(equal) == dumped(one) and len(made) == 2  # equal, but another model
-    monkeypatch.setattr(frozen, "KEPT", 2)
-    for batch in (1, 2, 3):
-        dumped(tiny(batch_size=batch))
-    dumped(one)  # no longer held: two models at most
-    assert len(made) == 6
+    assert value_of(one) is value_of(one) and made == [one]
+    assert value_of(equal) is not value_of(one) and len(made) == 2  # equal, but another model
+    held = weakref.ref(value_of(one))
+    del one, made[:]
+    gc.collect()
+    assert held() is None  # let go with its model
 
 
 def test_an_imports_records_share_their_equal_specs_and_environments(
     two_platforms: list[Result], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     records = [json.loads(stored_json(r)) for r in two_platforms]
-    one_import = STORED | {SHARED: {}}
+    one_import = STORED | sharing()
     shared = [Result.model_validate(r, context=one_import) for r in records]
     alone = [Result.model_validate(r, context=STORED) for r in records]
     assert shared == alone
@@ -57,12 +58,17 @@ def test_an_imports_records_share_their_equal_specs_and_environments(
         assert all(getattr(shared[i], part) is getattr(shared[j], part) for i, j in equal)
         assert all(getattr(alone[i], part) is not getattr(alone[j], part) for i, j in equal)
     bad = records[0] | {"spec": records[0]["spec"] | {"batch_size": 0}}
-    for context in (STORED, STORED | {SHARED: {}}):
+    for context in (STORED, STORED | sharing()):
         with pytest.raises(ValidationError) as refused:
             Result.model_validate(bad, context=context)
         assert refused.value.errors()[0]["loc"] == ("spec", "batch_size")
-    monkeypatch.setattr(frozen, "KEPT", 2)
-    table: dict[object, object] = {}
-    for record in records:
-        Result.model_validate(record, context=STORED | {SHARED: table})
-        assert len(table) <= 2
+    monkeypatch.setattr(frozen, "SHARED_MOST", 2)
+    table = sharing()
+    bounded = STORED | table
+    env = max((r["env"] for r in records), key=lambda e: sum(r["env"] == e for r in records))
+    here = [r for r in records if r["env"] == env][:3]  # three specs, one environment
+    first, _, third = [Result.model_validate(r, context=bounded) for r in here]
+    assert len(table[SHARED]) == 2
+    assert third.env is first.env  # read with each: held, though the first read
+    again = Result.model_validate(here[0], context=bounded)
+    assert again.spec is not first.spec and again.spec == first.spec  # read least recently

@@ -4,7 +4,10 @@ is worked out of one once."""
 from __future__ import annotations
 
 import functools
+import weakref
+from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, TypeVar
 
 import orjson
@@ -13,12 +16,11 @@ from pydantic import BaseModel, ConfigDict, ValidationInfo, ValidatorFunctionWra
 M = TypeVar("M", bound=BaseModel)
 V = TypeVar("V")
 
-KEPT = 4096
-"""The models a kept() function holds its values for, and the sub-records an import shares
-(shared()): a site's nightly sweep of a few thousand cells on every host, in a few MB."""
 SHARED = "shared"
-"""The validation context's key of the table shared() keeps, one per import: with it, the
-records an import validates share their equal specs and environments."""
+"""The validation context's key of the table shared() keeps (sharing())."""
+SHARED_MOST = 4096
+"""The most specs and environments that table holds (the least recently read go first): a
+site's nightly sweep of a few thousand cells on every host, in about 25 MB."""
 
 
 class Frozen(BaseModel):
@@ -30,21 +32,24 @@ class Frozen(BaseModel):
 
 
 def kept(make: Callable[[M], V]) -> Callable[[M], V]:
-    """make(model), worked out once for each of the last KEPT models asked: a frozen model's
-    value does not change, and the records an import validates share their specs and
-    environments (shared()), so that what is made of one is made once. The value is shared:
-    not to be changed. Each model is held beside its value, so that its id names it alone."""
-    held: dict[int, tuple[M, V]] = {}
+    """make(model), worked out once a model for as long as it lives: a frozen model's value
+    does not change, and the records an import validates share their specs and environments
+    (shared()), so that what is made of one is made once. The value is shared: not to be
+    changed. A model is held weakly, its value let go with it."""
+    held: dict[int, tuple[weakref.ref[M], V]] = {}
+
+    def gone(ref: weakref.ref[M], key: int) -> None:
+        if held.get(key, (None,))[0] is ref:  # not a later model's, that took its id
+            del held[key]
 
     @functools.wraps(make)
     def made(model: M) -> V:
-        found = held.get(id(model))
-        if found is not None and found[0] is model:
+        key = id(model)
+        found = held.get(key)
+        if found is not None and found[0]() is model:
             return found[1]
         value = make(model)
-        if len(held) >= KEPT:
-            held.clear()
-        held[id(model)] = (model, value)
+        held[key] = (weakref.ref(model, functools.partial(gone, key=key)), value)
         return value
 
     return made
@@ -58,12 +63,19 @@ def shared(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationIn
     if table is None or not isinstance(value, dict):
         return handler(value)
     try:
-        text = (info.field_name, orjson.dumps(value))
+        text = (info.field_name, orjson.dumps(value).decode())  # orjson's bytes hold 8 KB
     except orjson.JSONEncodeError:  # an integer past 64 bits: validated on its own
         return handler(value)
     if (found := table.get(text)) is None:
-        found = handler(value)
-        if len(table) >= KEPT:
-            table.clear()
-        table[text] = found
+        found = table[text] = handler(value)
+    with suppress(KeyError):  # another thread's import let it go, in this moment
+        table.move_to_end(text)  # the most recently read last, the least first
+        while len(table) > SHARED_MOST:
+            table.popitem(last=False)
     return found
+
+
+def sharing() -> dict[str, OrderedDict[tuple[str, str], BaseModel]]:
+    """A validation context's part that has its records share their equal specs and
+    environments (shared()): one an import."""
+    return {SHARED: OrderedDict()}

@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
-from accelbench.records.frozen import SHARED
+from accelbench.records.frozen import sharing
 from accelbench.records.result import Result, result_key
 from accelbench.records.spec import STORED
 from accelbench.storage.json_stream import NOT_EXACT, Reader, exact
@@ -203,7 +203,7 @@ def _check_head(head: dict[str, Any], name: str) -> None:
         )
 
 
-IMPORTED: dict[str, Any] = STORED | {SHARED: {}}
+IMPORTED: dict[str, Any] = STORED | sharing()
 """The validation context of an import's records: those read back, with one table of the specs
 and environments validated, which the records that hold equal ones share (frozen.shared)."""
 
