@@ -84,7 +84,12 @@ def test_stable_hash_depends_on_content_not_order() -> None:
 def test_a_hash_of_its_parts_texts_is_the_hash_of_its_parts() -> None:
     """result_key hashes the texts of the spec's identity and the environment's fingerprint,
     each made once (a site's records share them): the keys stored by stable_hash are kept."""
-    parts = ({"b": [1.5, None, "é"], "a": {"y": True, "x": 2**70}}, "host ü", [], 0.1)
+    parts: tuple[object, ...] = (
+        {"b": [1.5, None, "é"], "a": {"y": True, "x": 2**70}},
+        "host ü",
+        [],
+        0.1,
+    )
     for some in (parts, parts[:2], parts[:1], ()):
         whole = json.dumps(some, sort_keys=True, separators=(",", ":")).encode()
         assert hashed(*map(stable_text, some)) == hashlib.sha256(whole).hexdigest()[:20]
