@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -9,7 +10,7 @@ from pydantic import ValidationError
 from accelbench.cell.environment import capture
 from accelbench.errors import AccelbenchError
 from accelbench.orchestration.sweep import grid
-from accelbench.records.result import cell_of, result_key
+from accelbench.records.result import Result, cell_hash, cell_key, cell_of, result_key
 from accelbench.records.spec import RunSpec, hashed, stable_hash, stable_text
 
 from ..conftest import tiny
@@ -96,6 +97,25 @@ def test_a_hash_of_its_parts_texts_is_the_hash_of_its_parts() -> None:
         assert stable_hash(*some) == hashed(*map(stable_text, some))
     spec, env = tiny(), capture("cpu")
     assert result_key(spec, env) == stable_hash(spec.identity(), env.fingerprint())
+
+
+@pytest.mark.parametrize("big", [0, 2**70], ids=["in 64 bits", "past 64 bits"])
+@pytest.mark.parametrize("host", ["node01", "nœud-ü"])
+def test_a_cells_hash_is_the_hash_of_its_key(big: int, host: str) -> None:
+    """cell_hash hashes its spec's part once and carries the hash on with its environment's:
+    the same hash as of cell_key's whole text, which json writes past 64 bits (escaping the
+    host name orjson writes as it is)."""
+    env = capture("cpu").model_copy(update={"hostname": host})
+    result = Result.new(tiny(model_args={"width": big}), env, "oom", reason="simulated")
+    variants: list[dict[str, Any]] = [
+        {},
+        {"ignore": ("batch_size",)},
+        {"platform": False},
+        {"ignore": ("grad_accum",), "replicas": 1, "nodes": 1},
+    ]
+    for variant in [*variants, *variants]:  # the second time, from the hash begun
+        key = cell_key(result, **variant)
+        assert cell_hash(result, **variant) == hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 @pytest.mark.parametrize("big", [0, 2**70], ids=["in 64 bits", "past 64 bits"])

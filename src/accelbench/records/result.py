@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import orjson
 from pydantic import (
     Field,
     ValidationInfo,
@@ -222,11 +223,48 @@ def cell_key(
 
 
 def cell_hash(
-    result: Result, *, ignore: Iterable[str] = (), platform: bool = True, **fields: object
+    result: Result, *, ignore: Iterable[str] = (), platform: bool = True, **fields: int | str
 ) -> str:
-    """cell_key, hashed short: what a stored listing keeps of it."""
-    key = cell_key(result, ignore=ignore, platform=platform, **fields)
-    return hashlib.sha256(key.encode()).hexdigest()[:20]
+    """cell_key, hashed short: what a stored listing keeps of it. The key's text is its spec's
+    part, then its environment's, each written by orjson as sorted_json writes the whole; so the
+    spec's part is hashed once a spec and variant (an import's records share their specs: a
+    listing hashes six), and the hash is carried on with the environment's part."""
+    ignore = tuple(ignore)
+    variant = (ignore, *fields.items())
+    started = _cell_hashes(result.spec)
+    if variant not in started:
+        cell = spec_dump(result.spec) | dict.fromkeys(ignore) | fields
+        del cell["repeat"]
+        try:
+            text = orjson.dumps(cell, option=orjson.OPT_SORT_KEYS)
+            started[variant] = hashlib.sha256(b"[" + text + b",")
+        except orjson.JSONEncodeError:  # an integer past 64 bits: json writes the key whole
+            started[variant] = None
+    begun = started[variant]
+    ending = _fingerprint_end(result.env) if platform else b"null]"
+    if begun is None or ending is None:
+        key = cell_key(result, ignore=ignore, platform=platform, **fields)
+        return hashlib.sha256(key.encode()).hexdigest()[:20]
+    carried = begun.copy()
+    carried.update(ending)
+    return carried.hexdigest()[:20]
+
+
+@kept
+def _cell_hashes(spec: RunSpec) -> dict[tuple[object, ...], hashlib._Hash | None]:
+    """The hashes begun with the spec's part of its cell keys, by cell_hash's variant (its
+    ignored and replaced fields), filled as they are asked for (None: json writes that key
+    whole)."""
+    return {}
+
+
+@kept
+def _fingerprint_end(env: Environment) -> bytes | None:
+    """The environment's part of its cell keys, as orjson writes it (None where it cannot)."""
+    try:
+        return orjson.dumps(env.fingerprint(), option=orjson.OPT_SORT_KEYS) + b"]"
+    except orjson.JSONEncodeError:
+        return None
 
 
 def cell_of(
