@@ -3,9 +3,12 @@ records give, matched on the same text, so that a row read from its record joins
 
 from __future__ import annotations
 
+import csv
+import io
 import sqlite3
 from pathlib import Path
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
@@ -101,3 +104,29 @@ def test_the_csv_is_made_from_stored_flat_rows_as_from_the_records(
     con.close()
     done = CliRunner().invoke(app, ["results", "--format", "csv", "--db", str(db)])
     assert done.stdout == expected
+
+
+def test_a_nan_or_an_infinity_is_stored_in_a_flat_row_as_the_text_its_csv_shows(
+    two_platforms: list[Result], tmp_path: Path
+) -> None:
+    """A flat row is written by orjson, which would write a diverged loss (NaN) as null: each
+    cell is the text the CSV writes of it, as it wrote the float."""
+    m = two_platforms[0].metrics
+    assert m is not None
+    epochs = [*m.epochs[:-1], m.epochs[-1].model_copy(update={"loss_last": float("nan")})]
+    diverged = two_platforms[0].model_copy(
+        update={
+            "status": "diverged",
+            "reason": "the loss became NaN",
+            "metrics": m.model_copy(update={"epochs": epochs, "input_wait_frac": float("inf")}),
+        }
+    )
+    row = orjson.loads(tabular.flat_text(diverged))  # standard JSON
+    assert (row["loss_last"], row["input_wait_frac"]) == ("nan", "inf")
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db) as store:
+        store.add([diverged])
+    done = CliRunner().invoke(app, ["results", "--format", "csv", "--db", str(db)])
+    header, line = list(csv.reader(io.StringIO(done.stdout)))
+    cells = dict(zip(header, line, strict=True))
+    assert (cells["loss_last"], cells["input_wait_frac"]) == ("nan", "inf")  # as csv writes them

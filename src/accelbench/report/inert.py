@@ -13,6 +13,7 @@ reasons and paths can hold anything an import or a model's exception put there.
 from __future__ import annotations
 
 import html
+import math
 import re
 
 from rich.text import Text
@@ -47,9 +48,13 @@ def terminal(text: str) -> Text:
 
 def csv_cell(value: object) -> object:
     """A CSV cell a spreadsheet shows as text: a string that starts like a formula gets a
-    leading quote. Numbers stay numbers (a negative number is not a formula)."""
-    if isinstance(value, str) and value.startswith(FORMULA_START):
-        return "'" + value
+    leading quote. Numbers stay numbers (a negative number is not a formula); a NaN or an
+    infinity is the text the CSV writes of it ("nan", "inf"), so that a row of cells is
+    standard JSON (report.tabular.flat_text)."""
+    if isinstance(value, str):
+        return "'" + value if value.startswith(FORMULA_START) else value
+    if type(value) is float and not math.isfinite(value):
+        return str(value)
     return value
 
 
