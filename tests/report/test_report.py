@@ -3,6 +3,7 @@ from __future__ import annotations
 import functools
 import io
 import json
+import math
 from typing import Any
 
 import pytest
@@ -87,6 +88,19 @@ def test_a_result_whose_model_arg_is_past_64_bits_is_listed() -> None:
     big, bigger = listed(10**30), listed(10**30 + 1)
     assert '"width":1000000000000000000000000000000}' in big.spec
     assert big.cell != bigger.cell and big.fleet_cell != bigger.fleet_cell
+
+
+def test_a_listing_with_a_nan_or_a_number_past_64_bits_reads_back_as_made() -> None:
+    """orjson writes a listing, but would write a NaN as null and refuses an integer past 64
+    bits: json writes those, and each reads back as it was made."""
+    made = listing.of(run(tiny()))
+    assert "NaN" not in made.dumps()
+    for odd in (made._replace(items_per_s=float("nan")), made._replace(interval=(1.0, math.inf))):
+        read = listing.Listing.loads(odd.dumps())
+        assert read is not None and json.dumps(read) == json.dumps(odd)  # NaN equals itself
+    big = made._replace(knobs={"model_args": {"width": 2**70}}).dumps()
+    assert f'"width":{2**70}' in big and listing.Listing.loads(big) is not None
+    assert listing.Listing.loads(made.dumps()) == made
 
 
 def test_listings_read_back_share_their_knobs_only_where_equal_in_type_too() -> None:

@@ -10,12 +10,15 @@ it (VERSION); one from other code is made again from its record when read."""
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from functools import cache
 from typing import Any, NamedTuple
+
+import orjson
 
 from accelbench import scenarios, secrets
 from accelbench.analysis import fleet, scaling, validity
@@ -142,7 +145,22 @@ class Listing(NamedTuple):
         )
 
     def dumps(self) -> str:
-        """A JSON array of the fields in their order (a third quicker to read than an object)."""
+        """A JSON array of the fields in their order (a third quicker to read than an object),
+        by orjson (a sixth of json's time); by json where a number is NaN or infinite, which
+        orjson would write as null (a hostile import's rate), or an integer is past 64 bits."""
+        numbers = (
+            self.items_per_s,
+            self.target_pct,
+            self.first_step_ms,
+            self.steady_ms,
+            *(self.latency or ()),
+            *(self.interval or ()),
+            *self.knobs.values(),
+            *(role[3] for role in self.roles),
+        )
+        if all(type(n) is not float or math.isfinite(n) for n in numbers):
+            with suppress(orjson.JSONEncodeError):
+                return orjson.dumps(tuple(self)).decode()
         return json.dumps(self, separators=(",", ":"))
 
     @classmethod
