@@ -31,11 +31,9 @@ from pydantic import ValidationError
 
 from accelbench import secrets
 from accelbench.errors import AccelbenchError, first_invalid, one_line
-from accelbench.records.frozen import sharing
 from accelbench.records.result import Result, result_key
-from accelbench.records.spec import STORED
 from accelbench.storage.json_stream import NOT_EXACT, Reader, exact
-from accelbench.storage.schema import Lister, Row, stored_json, stored_row
+from accelbench.storage.schema import IMPORTED, Lister, Row, stored_json, stored_row
 
 FORMAT = "accelbench-results"
 VERSION = 1
@@ -201,11 +199,6 @@ def _check_head(head: dict[str, Any], name: str) -> None:
             f"{name} was exported by a newer accelbench (format version {version}, this one reads "
             f"{VERSION}): upgrade accelbench"
         )
-
-
-IMPORTED: dict[str, Any] = STORED | sharing()
-"""The validation context of an import's records: those read back, with one table of the specs
-and environments validated, which the records that hold equal ones share (frozen.shared)."""
 
 
 def _validated(record: object, which: str, name: str) -> Result:
@@ -385,7 +378,7 @@ def _from_sqlite(path: Path) -> Iterator[Result]:
             raise AccelbenchError(f"cannot read {path} ({one_line(exc)}): {HINT}") from None
         try:
             with Store(copy, writable=False) as store:  # no results table: refused
-                yield from store.stream()
+                yield from store.stream(imported=True)
         except AccelbenchError as exc:
             raise AccelbenchError(str(exc).replace(str(copy), str(path))) from None
 

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from accelbench import secrets
 from accelbench.errors import AccelbenchError
+from accelbench.records.frozen import sharing
 from accelbench.records.result import Result
 from accelbench.records.spec import STORED
 from accelbench.scenarios.base import series
@@ -256,9 +257,15 @@ def decoded(text: str) -> Any:
         return json.loads(text)
 
 
-def record(text: str) -> Result:
+IMPORTED: dict[str, Any] = STORED | sharing()
+"""The validation context of an import's records: those read back, with one table of the specs
+and environments validated, which the records that hold equal ones share (frozen.shared)."""
+
+
+def record(text: str, context: dict[str, Any] = STORED) -> Result:
+    """A stored record as a Result (`context`: IMPORTED for an import's)."""
     try:
-        return Result.model_validate_json(text, context=STORED)
+        return Result.model_validate_json(text, context=context)
     except ValidationError as exc:
         try:
             key = json.loads(text).get("key", "?")

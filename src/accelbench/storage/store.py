@@ -336,10 +336,13 @@ class Store:
         platform: str | None = None,
         status: str | None = None,
         batch: int = 256,
+        imported: bool = False,
     ) -> Iterator[Result]:
-        """query()'s results one at a time, in its order, a batch of rows held (_rows)."""
+        """query()'s results one at a time, in its order, a batch of rows held (_rows);
+        `imported`: sharing their equal specs and environments, as an import's (IMPORTED)."""
         rows = self._rows("record", (workload, platform, status), batch)
-        yield from (schema.record(text) for (text,) in rows)
+        context = schema.IMPORTED if imported else schema.STORED
+        yield from (schema.record(text, context) for (text,) in rows)
 
     def stream_texts(
         self,
