@@ -35,7 +35,8 @@ def kept(make: Callable[[M], V]) -> Callable[[M], V]:
     """make(model), worked out once a model for as long as it lives: a frozen model's value
     does not change, and the records an import validates share their specs and environments
     (shared()), so that what is made of one is made once. The value is shared: not to be
-    changed. A model is held weakly, its value let go with it."""
+    changed. A model is held weakly, its value let go with it (so a value must not hold its
+    model, which would then live as long as the process)."""
     held: dict[int, tuple[weakref.ref[M], V]] = {}
 
     def gone(ref: weakref.ref[M], key: int) -> None:

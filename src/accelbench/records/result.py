@@ -202,6 +202,7 @@ def result_key(spec: RunSpec, env: Environment) -> str:
 
 @kept
 def _fingerprint_text(env: Environment) -> str:
+    """The environment's fingerprint as its results' keys hash it."""
     return stable_text(env.fingerprint())
 
 
