@@ -114,9 +114,9 @@ def test_the_fleet_is_judged_from_listings_as_from_the_records(
     read: list[str] = []
     record = schema.record
 
-    def counted(text: str) -> Result:
+    def counted(text: str, *context: dict[str, object]) -> Result:
         read.append(text)
-        return record(text)
+        return record(text, *context)
 
     monkeypatch.setattr(schema, "record", counted)
     monkeypatch.setattr(Listing, "loads", lambda text: pytest.fail("a listing was made"))

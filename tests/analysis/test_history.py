@@ -156,7 +156,7 @@ def test_history_reads_no_record_its_listings_keep_the_software(
     minutes (a cast of each to jsonb). The report's figure reads none either (below)."""
     from accelbench.storage import schema
 
-    monkeypatch.setattr(schema, "record", lambda text: pytest.fail("a record was read"))
+    monkeypatch.setattr(schema, "record", lambda *_: pytest.fail("a record was read"))
     done = CliRunner().invoke(app, ["history", "--db", str(nightly)])
     assert done.exit_code == 0, done.output
     assert "torch" in done.stdout and "2.15.0" in done.stdout

@@ -104,7 +104,7 @@ def test_results_as_json_are_the_records_as_stored_none_read(
     from accelbench.storage import schema
 
     path, _ = swept
-    monkeypatch.setattr(schema, "record", lambda text: pytest.fail("a record was read"))
+    monkeypatch.setattr(schema, "record", lambda *_: pytest.fail("a record was read"))
     for command in (["results", "--format", "json"], ["report", "--format", "json"]):
         code, output = invoke(*command, "--db", str(path))
         assert code == 0, output
