@@ -170,11 +170,22 @@ class Listing(NamedTuple):
             return None
         values = _read(data)
         knobs = values[_KNOBS]
+        if knobs and type(knobs) is dict and _past_64_bits(knobs):  # read by json, whole
+            knobs = values[_KNOBS] = json.loads(text)[_KNOBS]
         with suppress(TypeError):  # a list or dict among them (model_args): kept as read
             # Keyed with each value's type: 1, 1.0 and True are equal keys, not equal knobs.
             held = tuple((name, type(v), v) for name, v in knobs.items())
             values[_KNOBS] = _ALL_KNOBS.setdefault(held, knobs)
         return cls._make(values)
+
+
+def _past_64_bits(knobs: dict[str, Any]) -> bool:
+    """Whether a float among the knobs (or a model_args table's) may be an integer past 64 bits,
+    which orjson reads as a float and json whole (two such knobs would read as equal)."""
+    return any(
+        (type(v) is float and abs(v) >= 2.0**63) or (type(v) is dict and _past_64_bits(v))
+        for v in knobs.values()
+    )
 
 
 FLEET_POINT = ("platform", "fleet_cell", "hostname", "fleet_counted", "items_per_s")
