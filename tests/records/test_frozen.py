@@ -6,12 +6,13 @@ from __future__ import annotations
 import gc
 import json
 import weakref
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from accelbench.records import frozen
-from accelbench.records.frozen import SHARED, kept, sharing
+from accelbench.records.frozen import SHARED, kept, last, sharing
 from accelbench.records.result import Result
 from accelbench.records.spec import STORED, RunSpec
 from accelbench.storage.schema import stored_json
@@ -37,6 +38,21 @@ def test_a_kept_value_is_made_once_a_model_and_let_go_with_it() -> None:
     del one, made[:]
     gc.collect()
     assert held() is None  # let go with its model
+
+
+def test_a_last_value_is_made_once_for_the_model_asked_last() -> None:
+    made: list[RunSpec] = []
+
+    @last
+    def dumped(spec: RunSpec) -> dict[str, Any]:
+        made.append(spec)
+        return spec.model_dump()
+
+    one, other = tiny(), tiny()
+    assert dumped(one) is dumped(one) and made == [one]
+    dumped(other)
+    dumped(one)  # asked after another: made again
+    assert made == [one, other, one]
 
 
 def test_an_imports_records_share_their_equal_specs_and_environments(

@@ -35,6 +35,7 @@ from typing import Protocol
 from accelbench import scenarios
 from accelbench.records import contention, throughput
 from accelbench.records.energy import EnergyMetrics
+from accelbench.records.frozen import last
 from accelbench.records.metrics import Flops, Metrics
 from accelbench.records.result import Result
 from accelbench.records.stats import early_stopping_samples
@@ -82,17 +83,13 @@ def verdict(result: Result, repeats: Sequence[Result] = ()) -> list[tuple[Flag, 
     """(flag, reason) for each rule the result breaks; empty means valid. `repeats` are the
     results of the same cell's other repeats (results with one cell_key). Without repeats,
     found once for the last result asked (a stored result's listing and flat row both ask)."""
-    if repeats:
-        return _verdict(result, repeats)
-    last, found = _LAST_VERDICT[0]  # one read: another thread may replace it
-    if last is not result:  # frozen: the same object, the same verdict
-        found = tuple(_verdict(result, ()))
-        _LAST_VERDICT[0] = (result, found)
-    return list(found)
+    return _verdict(result, repeats) if repeats else list(_alone(result))
 
 
-_LAST_VERDICT: list[tuple[Result | None, tuple[tuple[Flag, str], ...]]] = [(None, ())]
-"""The last result verdict() judged without repeats, and its flags."""
+@last
+def _alone(result: Result) -> tuple[tuple[Flag, str], ...]:
+    """The result's verdict without repeats."""
+    return tuple(_verdict(result, ()))
 
 
 def _verdict(result: Result, repeats: Sequence[Result]) -> list[tuple[Flag, str]]:

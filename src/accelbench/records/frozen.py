@@ -56,6 +56,23 @@ def kept(make: Callable[[M], V]) -> Callable[[M], V]:
     return made
 
 
+def last(make: Callable[[M], V]) -> Callable[[M], V]:
+    """make(model), worked out once for the last model asked (a frozen model's value does not
+    change): for what is asked of one result several times in a row (a listing reads its
+    headline 14 times), where kept() would hold a value for every model alive. The value is
+    shared: not to be changed."""
+    held: list[tuple[M, V] | None] = [None]
+
+    @functools.wraps(make)
+    def made(model: M) -> V:
+        found = held[0]  # one read: another thread may replace it
+        if found is None or found[0] is not model:
+            found = held[0] = (model, make(model))
+        return found[1]
+
+    return made
+
+
 def shared(value: Any, handler: ValidatorFunctionWrapHandler, info: ValidationInfo) -> Any:
     """A field's wrap validator: where the context holds a SHARED table, a value equal to one
     validated before (the same JSON, the same context) is that one's model, validated once

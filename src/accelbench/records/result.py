@@ -18,7 +18,7 @@ from pydantic import (
 
 from accelbench import scenarios
 from accelbench.records.environment import Environment
-from accelbench.records.frozen import Frozen, kept, shared
+from accelbench.records.frozen import Frozen, kept, last, shared
 from accelbench.records.metrics import NO_CPU_PEAK, Metrics
 from accelbench.records.spec import (
     RunSpec,
@@ -149,13 +149,7 @@ class Result(Frozen):
         """The number the result is read by, its unit and interval, as its scenario defines it
         (the delivered rate over the steady state, unless the scenario says otherwise); found
         once for the last result asked (a listing reads it 14 times)."""
-        last, found = _LAST_HEADLINE[0]  # one read: another thread may replace it
-        if last is not self:  # frozen: the same object, the same headline
-            found = (
-                None if self.metrics is None else scenarios.get(self.spec.scenario).headline(self)
-            )
-            _LAST_HEADLINE[0] = (self, found)
-        return found
+        return _headline(self)
 
     @property
     def items_per_s(self) -> float | None:
@@ -179,8 +173,9 @@ class Result(Frozen):
         return self.spec.num_processes
 
 
-_LAST_HEADLINE: list[tuple[Result | None, Headline | None]] = [(None, None)]
-"""The last result whose headline was asked for (Result.headline), and its headline."""
+@last
+def _headline(result: Result) -> Headline | None:
+    return None if result.metrics is None else scenarios.get(result.spec.scenario).headline(result)
 
 
 def measured(results: Sequence[Result], view: str | None = None) -> list[Result]:
@@ -234,8 +229,7 @@ def cell_hash(
     variant = (ignore, *fields.items())
     started = _cell_hashes(result.spec)
     if variant not in started:
-        cell = spec_dump(result.spec) | dict.fromkeys(ignore) | fields
-        del cell["repeat"]
+        cell = _cell(spec_dump(result.spec), ignore, fields)
         try:
             text = orjson.dumps(cell, option=orjson.OPT_SORT_KEYS)
             started[variant] = hashlib.sha256(b"[" + text + b",")
@@ -276,6 +270,12 @@ def cell_of(
 ) -> str:
     """cell_key of a spec as model_dump(mode="json") writes it and its environment's
     fingerprint (None: without the platform), as a listing keeps them (report.listing)."""
+    return sorted_json([_cell(spec, ignore, fields), fingerprint])
+
+
+def _cell(spec: dict[str, Any], ignore: Iterable[str], fields: dict[str, Any]) -> dict[str, Any]:
+    """A spec's dump as its cell keys hold it: without the repeat index, the `ignore`d fields
+    null and `fields` replaced."""
     cell = spec | dict.fromkeys(ignore) | fields
     del cell["repeat"]
-    return sorted_json([cell, fingerprint])  # a listing makes five (report.listing.of)
+    return cell

@@ -24,7 +24,7 @@ from pydantic.fields import FieldInfo
 
 from accelbench import engines, scenarios, workloads
 from accelbench.records import contention
-from accelbench.records.frozen import Frozen, kept
+from accelbench.records.frozen import Frozen, kept, last
 from accelbench.records.precision import PRECISIONS, Precision
 from accelbench.scenarios.base import ClientScenario, DeviceScenario, Scenario, Settings
 from accelbench.secrets import scrub
@@ -491,16 +491,11 @@ def hashed(*texts: str) -> str:
     return hashlib.sha256(f"[{','.join(texts)}]".encode()).hexdigest()[:20]
 
 
-_LAST_DUMP: list[tuple[RunSpec, dict[str, Any]]] = []
-"""The last spec dumped (spec_dump), and its dump."""
-
-
+@last
 def spec_dump(spec: RunSpec) -> dict[str, Any]:
     """The spec as model_dump(mode="json") writes it, made once for the last spec asked for (a
     listing reads one result up to eight ways); not to be changed: it is shared."""
-    if not _LAST_DUMP or _LAST_DUMP[0][0] is not spec:  # a spec is frozen: the same object,
-        _LAST_DUMP[:] = [(spec, spec.model_dump(mode="json"))]  # the same dump
-    return _LAST_DUMP[0][1]
+    return spec.model_dump(mode="json")
 
 
 @kept
